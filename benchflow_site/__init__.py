@@ -1,0 +1,3 @@
+"""BenchFlow site: a BenchFlow-compatible agent-benchmark runner with a Django dashboard."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,119 @@
+"""Settings: embedded by default (SQLite, in-memory channel layer, trials in-process).
+
+BENCHFLOW_REDIS_URL turns on Celery scale-out and channels-redis; DATABASE_URL
+(postgres://...) switches the index to PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def _state_dir() -> Path:
+    path = Path(os.environ.get("BENCHFLOW_HOME", Path.home() / ".local" / "share" / "benchflow-site"))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+STATE_DIR = _state_dir()
+SECRET_KEY = os.environ.get("BENCHFLOW_SECRET_KEY", "benchflow-site-local-only")
+DEBUG = os.environ.get("BENCHFLOW_DEBUG", "") == "1"
+ALLOWED_HOSTS = ["localhost", "127.0.0.1", "[::1]"] + [
+    h for h in os.environ.get("BENCHFLOW_ALLOWED_HOSTS", "").split(",") if h
+]
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.contenttypes",
+    "django.contrib.staticfiles",
+    "channels",
+    "runs",
+    "viewer",
+    "proxy",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+]
+
+ROOT_URLCONF = "benchflow_site.urls"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {"context_processors": ["django.template.context_processors.request"]},
+    }
+]
+ASGI_APPLICATION = "benchflow_site.asgi.application"
+
+
+def _database_from_url(url: str) -> dict:
+    parsed = urlparse(url)
+    if parsed.scheme in ("postgres", "postgresql"):
+        return {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": unquote(parsed.path.lstrip("/")) or "postgres",
+            "USER": unquote(parsed.username or ""),
+            "PASSWORD": unquote(parsed.password or ""),
+            "HOST": parsed.hostname or "",
+            "PORT": str(parsed.port or ""),
+            "CONN_MAX_AGE": 60,
+        }
+    if parsed.scheme == "sqlite":
+        return {"ENGINE": "django.db.backends.sqlite3", "NAME": unquote(parsed.path)}
+    raise ImproperlyConfigured(
+        f"DATABASE_URL has scheme {parsed.scheme!r}; use postgres://user@host:port/name or sqlite:///path"
+    )
+
+
+if os.environ.get("DATABASE_URL"):
+    DATABASES = {"default": _database_from_url(os.environ["DATABASE_URL"])}
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": os.environ.get("BENCHFLOW_DB", str(STATE_DIR / "benchflow.sqlite3")),
+            "OPTIONS": {
+                "timeout": 30,
+                "transaction_mode": "IMMEDIATE",
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            },
+        }
+    }
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = os.environ.get("BENCHFLOW_REDIS_URL", "")
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+CELERY_BROKER_URL = REDIS_URL or "memory://"
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+USE_TZ = True
+TIME_ZONE = "UTC"
+LANGUAGE_CODE = "en-us"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"stderr": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["stderr"], "level": os.environ.get("BENCHFLOW_LOG_LEVEL", "WARNING")},
+}
