@@ -1,0 +1,2 @@
+#!/bin/bash
+tac /app/input.txt > /app/output.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+echo offline > /app/offline.txt

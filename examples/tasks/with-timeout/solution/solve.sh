@@ -1,0 +1,2 @@
+#!/bin/bash
+seq 1 5 > /app/count.txt
