@@ -1,0 +1,239 @@
+"""The `bench` command: parse, check, call one domain function, print. No traceback for a user mistake."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from benchflow_site import __version__
+
+USAGE_ERROR = 2
+
+
+class UsageError(Exception):
+    """A user mistake found before anything was created: printed, exit 2."""
+
+
+def _setup_django() -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchflow_site.settings")
+    import django
+
+    django.setup()
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    executor = MigrationExecutor(connection)
+    if executor.migration_plan(executor.loader.graph.leaf_nodes()):
+        from django.core.management import call_command
+
+        call_command("migrate", verbosity=0, interactive=False)
+
+
+def _env_pair(text: str) -> tuple[str, str]:
+    if "=" not in text or text.startswith("="):
+        raise argparse.ArgumentTypeError(f"--agent-env takes KEY=VALUE, got {text!r}")
+    key, value = text.split("=", 1)
+    return key, value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
+    return value
+
+
+def add_run_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("tasks", type=Path, help="a task folder, a folder of tasks, or a folder holding tasks/")
+    p.add_argument("-a", "--agent", default="claude", help="oracle, nop, script:PATH, claude, opencode, codex (default: claude)")
+    p.add_argument("-m", "--model", help="model id, provider-prefixed (mock/oracle, deepseek/deepseek-v4-flash, sonnet, ...)")
+    p.add_argument("-j", "--concurrency", type=_positive_int, default=4, help="trials running at once (default 4)")
+    p.add_argument("--warm-pool", type=_non_negative_int, default=1, metavar="N",
+                   help="sandboxes prepared ahead of their turn (default 1; none at -j 1)")
+    p.add_argument("--trials", type=_positive_int, default=1, metavar="N",
+                   help="repeats of each task; repeats run one after another, each -j at a time")
+    p.add_argument("-i", "--include", action="append", default=[], metavar="NAME",
+                   help="only these tasks (names or globs; repeat)")
+    p.add_argument("--exclude", action="append", default=[], metavar="NAME", help="skip these tasks (names or globs; repeat)")
+    p.add_argument("--jobs-dir", type=Path, default=Path("jobs"), help="where job folders go (default: jobs)")
+    p.add_argument("--job", metavar="NAME", help="name the job; resume it if it exists")
+    p.add_argument("--fresh", action="store_true", help="always start a new job")
+    p.add_argument("--agent-env", "--ae", action="append", type=_env_pair, default=[], metavar="KEY=VALUE",
+                   help="environment for the agent (repeat); secret-looking values are never recorded")
+    p.add_argument("--retry-attempts", type=_non_negative_int, default=2, metavar="N",
+                   help="extra attempts for a trial that failed for a retryable reason (default 2; 0: off)")
+    p.add_argument("--save-outputs", "--freeze-workspace", dest="save_outputs", action="store_true",
+                   help="keep each trial's final workspace (with a manifest) so bench regrade can rescore it")
+    p.add_argument("--quiet", action="store_true", help="no live display and no progress lines")
+    p.add_argument("--max-cost-usd", type=_positive_float, metavar="USD", help="job cap: dollars (needs a priced model)")
+    p.add_argument("--max-tokens", type=_positive_int, metavar="N", help="job cap: total tokens of finished trials")
+    p.add_argument("--max-sandbox-seconds", type=_positive_float, metavar="S", help="job cap: trial wall-clock seconds")
+    p.add_argument("--max-rollouts", type=_positive_int, metavar="N", help="job cap: rollouts started, retries included")
+    p.add_argument("--token-budget", type=_positive_int, metavar="N", help="per-trial budget: tokens")
+    p.add_argument("--turn-budget", type=_positive_int, metavar="N", help="per-trial budget: turns (model calls)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="bench", description="Run AI-agent benchmarks in Docker sandboxes.")
+    parser.add_argument("--version", action="version", version=f"benchflow-site {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run an agent on a folder of tasks", description="Run an agent on a folder of tasks.")
+    add_run_arguments(run)
+
+    ev = sub.add_parser("eval", help="BenchFlow 0.8 spellings: eval run | eval resume")
+    ev_sub = ev.add_subparsers(dest="eval_command", metavar="VERB")
+    add_run_arguments(ev_sub.add_parser("run", help="same as bench run"))
+    resume = ev_sub.add_parser("resume", help="finish a job with its recorded settings")
+    resume.add_argument("job", type=Path)
+    resume.add_argument("--agent-env", "--ae", action="append", type=_env_pair, default=[], metavar="KEY=VALUE")
+    resume.add_argument("-j", "--concurrency", type=_positive_int)
+    resume.add_argument("--quiet", action="store_true")
+
+    doctor = sub.add_parser("doctor", help="check the Docker engine, base images and disk space")
+    doctor.add_argument("--fix", action="store_true", help="start the engine and build missing base images")
+
+    explain = sub.add_parser("explain", help="explain an error class (bench explain trial_budget)")
+    explain.add_argument("error_class", metavar="CLASS", nargs="?")
+
+    results = sub.add_parser("results", help="denominators and one row per trial of a job")
+    results.add_argument("job", type=Path)
+    results.add_argument("--attempts", choices=["best", "all"], default="best")
+    fmt = results.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true")
+    fmt.add_argument("--csv", action="store_true")
+    return parser
+
+
+def _spec_from(args: argparse.Namespace) -> Any:
+    from runs.spec import RunSpec
+
+    return RunSpec(
+        tasks_dir=args.tasks,
+        agent=args.agent,
+        model=args.model,
+        concurrency=args.concurrency,
+        warm_pool=args.warm_pool,
+        trials=args.trials,
+        include=args.include,
+        exclude=args.exclude,
+        jobs_dir=args.jobs_dir,
+        job=args.job,
+        fresh=args.fresh,
+        agent_env=dict(args.agent_env),
+        retry_attempts=args.retry_attempts,
+        save_outputs=args.save_outputs,
+        quiet=args.quiet,
+        max_cost_usd=args.max_cost_usd,
+        max_tokens=args.max_tokens,
+        max_sandbox_seconds=args.max_sandbox_seconds,
+        max_rollouts=args.max_rollouts,
+        token_budget=args.token_budget,
+        turn_budget=args.turn_budget,
+    )
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from runs.preflight import prepare_run
+
+    return prepare_run(_spec_from(args), setup_django=_setup_django)
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    from runs.preflight import resume_job
+
+    return resume_job(args.job, dict(args.agent_env), args.concurrency, args.quiet, setup_django=_setup_django)
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from runs.doctor import run_doctor
+
+    return run_doctor(fix=args.fix)
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from runs import errors
+
+    if not args.error_class:
+        print("Error classes: " + ", ".join(errors.names()))
+        print("Run bench explain CLASS for one of them.")
+        return 0
+    if errors.lookup(args.error_class) is None:
+        hint = errors.suggest(args.error_class)
+        raise UsageError(
+            f"unknown error class {args.error_class!r}"
+            + (f"; did you mean '{hint}'?" if hint else "")
+            + " Run bench explain with no class to list them."
+        )
+    print(errors.explain_text(args.error_class))
+    return 0
+
+
+def cmd_results(args: argparse.Namespace) -> int:
+    from runs import results
+
+    if not (args.job / "evaluation.json").is_file() and not any(args.job.glob("*/result.json")):
+        raise UsageError(f"{args.job} is not a job folder (no evaluation.json and no <task>__<id>/result.json in it)")
+    job = results.load_job(args.job, attempts=args.attempts)
+    fmt = "json" if args.json else "csv" if args.csv else "table"
+    sys.stdout.write(results.render_results(job, fmt=fmt, attempts=args.attempts).rstrip("\n") + "\n")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handlers = {"run": cmd_run, "doctor": cmd_doctor, "explain": cmd_explain, "results": cmd_results}
+    try:
+        if args.command == "eval":
+            if args.eval_command == "run":
+                return cmd_run(args)
+            if args.eval_command == "resume":
+                return cmd_resume(args)
+            parser.parse_args(["eval", "--help"])
+        if args.command not in handlers:
+            parser.print_help()
+            return USAGE_ERROR
+        return handlers[args.command](args)
+    except UsageError as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    except Exception as exc:
+        from runs.preflight import RunRefused
+
+        if not isinstance(exc, RunRefused):
+            raise
+        print(f"bench: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,40 @@
+"""What an agent is to the runner: files placed in the sandbox and a command run there."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from runs.sandboxes.docker import FileEntry
+from runs.tasks import Task
+
+AGENT_HOME = "/benchflow/agent"
+
+
+class AgentError(Exception):
+    """A user mistake in choosing or configuring the agent."""
+
+
+@dataclass
+class AgentCommand:
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    user: str | None = None
+    workdir: str | None = None
+
+
+class Agent:
+    """Base agent: runs nothing. Subclasses say what to copy in and what to run."""
+
+    name = "agent"
+    needs_model = False
+    log_name = "agent.txt"
+
+    def files(self, task: Task, instruction: str) -> dict[str, FileEntry]:
+        return {}
+
+    def command(self, task: Task, instruction: str) -> AgentCommand | None:
+        return None
+
+    def check_task(self, task: Task) -> str | None:
+        """A reason this agent cannot run `task` (checked before a job exists), or None."""
+        return None

@@ -1,0 +1,64 @@
+"""Agents without a model: the task's oracle solution, nothing at all, or a local script."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from runs.agents.base import AGENT_HOME, Agent, AgentCommand
+from runs.sandboxes.docker import FileEntry, tree_files
+from runs.tasks import Task
+
+SOLUTION_DIR = "/solution"
+
+
+class OracleAgent(Agent):
+    """Runs the task's solve.sh in the workdir as the task's agent user."""
+
+    name = "oracle"
+    log_name = "oracle.txt"
+
+    def files(self, task: Task, instruction: str) -> dict[str, FileEntry]:
+        return tree_files(task.solution_dir, SOLUTION_DIR) if task.solution_dir else {}
+
+    def command(self, task: Task, instruction: str) -> AgentCommand | None:
+        return AgentCommand(["bash", f"{SOLUTION_DIR}/solve.sh"], user=task.agent.user, workdir=task.sandbox.workdir)
+
+    def check_task(self, task: Task) -> str | None:
+        if task.steps:
+            return None
+        if task.solution_dir is None or not (task.solution_dir / "solve.sh").is_file():
+            where = "oracle/solve.sh" if task.layout == "native" else "solution/solve.sh"
+            return f"{task.path}: the oracle agent needs {where}; fix: add it, or leave this task out with --exclude {task.name}"
+        return None
+
+
+class NopAgent(Agent):
+    """Does nothing: a control run graded on the untouched workspace."""
+
+    name = "nop"
+    log_name = "nop.txt"
+
+
+class ScriptAgent(Agent):
+    """Copies a local script into the sandbox and runs it as the agent, with the instruction."""
+
+    name = "script"
+    log_name = "script.txt"
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.name = f"script:{path.name}"
+
+    def files(self, task: Task, instruction: str) -> dict[str, FileEntry]:
+        return {
+            f"{AGENT_HOME}/script": FileEntry(self.path.read_bytes(), 0o755),
+            f"{AGENT_HOME}/instruction.md": FileEntry(instruction.encode(), 0o644),
+        }
+
+    def command(self, task: Task, instruction: str) -> AgentCommand | None:
+        return AgentCommand(
+            [f"{AGENT_HOME}/script", instruction],
+            env={"BENCHFLOW_INSTRUCTION_FILE": f"{AGENT_HOME}/instruction.md"},
+            user=task.agent.user,
+            workdir=task.sandbox.workdir,
+        )

@@ -1,0 +1,260 @@
+"""One attempt (rollout): sandbox up, agent runs, verifier grades, folder written, sandbox removed.
+
+`prepare` (image + container) is split from `run` so the coordinator's warm pool can prepare
+sandboxes ahead of their turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from runs.agents.base import Agent
+from runs.jobfolder import new_attempt_dir, write_json
+from runs.sandboxes.docker import LOG_DIRS, ImageBuildError, Sandbox, SandboxError, SandboxFactory
+from runs.spec import RunSpec
+from runs.tasks import Task
+from runs.verifier import run_verifier
+from runs.workspace import save_workspace
+
+Events = Callable[..., None]
+
+
+def _now() -> str:
+    return datetime.now().isoformat(timespec="milliseconds")
+
+
+@dataclass
+class AttemptPlan:
+    task: Task
+    trial_name: str
+    trial_index: int
+    attempt: int  # 1-based within the trial
+    env_digest: str
+
+
+@dataclass
+class Prepared:
+    plan: AttemptPlan
+    attempt_dir: Path
+    started_at: str
+    t0: float
+    sandbox: Sandbox | None = None
+    workdir: str | None = None
+    error: str | None = None
+    error_category: str | None = None
+    timing: dict[str, float] = field(default_factory=dict)
+
+
+def instruction_for(task: Task) -> str:
+    if task.agent.prompt_prefix:
+        return f"{task.agent.prompt_prefix}\n\n{task.instruction}"
+    return task.instruction
+
+
+class AttemptRunner:
+    """Runs attempts of one job; everything docker-bound goes through the loop's executor."""
+
+    def __init__(
+        self,
+        spec: RunSpec,
+        agent: Agent,
+        factory: SandboxFactory,
+        job_dir: Path,
+        events: Events,
+        live: set[Sandbox],
+    ):
+        self.spec = spec
+        self.agent = agent
+        self.factory = factory
+        self.job_dir = job_dir
+        self.events = events
+        self.live = live  # every sandbox not yet removed, for clean-up on a signal
+
+    async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
+
+    def _config(self, plan: AttemptPlan, attempt_dir: Path, started_at: str) -> dict[str, Any]:
+        recorded = self.spec.recorded()
+        return {
+            "task_path": str(plan.task.path),
+            "task_name": plan.task.name,
+            "trial_name": plan.trial_name,
+            "trial_index": plan.trial_index,
+            "attempt": plan.attempt,
+            "agent": self.spec.agent,
+            "model": self.spec.model,
+            "environment": "docker",
+            "sandbox": {
+                "cpus": plan.task.sandbox.cpus,
+                "memory_mb": plan.task.sandbox.memory_mb,
+                "network_mode": plan.task.sandbox.network_mode,
+                "workdir": plan.task.sandbox.workdir,
+            },
+            "timeout_sec": plan.task.agent.timeout_sec,
+            "verifier_timeout_sec": plan.task.verifier.timeout_sec,
+            "concurrency": self.spec.concurrency,
+            "agent_env": recorded["agent_env"],
+            "save_outputs": self.spec.save_outputs,
+            "job_name": self.job_dir.name,
+            "rollout_name": attempt_dir.name,
+            "started_at": started_at,
+        }
+
+    async def prepare(self, plan: AttemptPlan) -> Prepared:
+        """Make the attempt folder and a started sandbox with the agent's files in place."""
+        attempt_dir = new_attempt_dir(self.job_dir, plan.task.name)
+        prepared = Prepared(plan, attempt_dir, _now(), time.monotonic())
+        write_json(attempt_dir / "config.json", self._config(plan, attempt_dir, prepared.started_at))
+        self.events("attempt_created", plan=plan, attempt_dir=attempt_dir)
+        t = time.monotonic()
+        try:
+            image = await self._call(
+                self.factory.image_for, plan.task, plan.env_digest, self.job_dir / "builds" / f"{plan.task.name}.log"
+            )
+            prepared.workdir = plan.task.sandbox.workdir or await self._call(self.factory.image_workdir, image)
+            sandbox = await self._call(self.factory.create, plan.task, image, attempt_dir.name)
+            self.live.add(sandbox)
+            prepared.sandbox = sandbox
+            instruction = instruction_for(plan.task)
+            await self._call(sandbox.put_files, self.agent.files(plan.task, instruction), LOG_DIRS)
+            await self._call(self.factory.start, sandbox)
+            write_json(attempt_dir / "sandbox.json", {"provider": "docker", "sandbox_id": sandbox.id, "image": image})
+        except ImageBuildError as exc:
+            prepared.error, prepared.error_category = str(exc), "image_build"
+        except SandboxError as exc:
+            prepared.error, prepared.error_category = str(exc), "sandbox_setup"
+        except Exception as exc:  # noqa: BLE001 - docker can fail in many ways; all are infrastructure
+            prepared.error, prepared.error_category = f"sandbox startup failed: {exc}", "sandbox_setup"
+        prepared.timing["environment_setup"] = time.monotonic() - t
+        return prepared
+
+    async def run(self, prepared: Prepared) -> dict[str, Any]:
+        """Agent, verifier, result.json; the sandbox is removed in every case."""
+        plan, attempt_dir = prepared.plan, prepared.attempt_dir
+        result: dict[str, Any] = self._base_result(prepared)
+        try:
+            if prepared.sandbox is not None and prepared.error is None:
+                await self._agent_and_verifier(prepared, result)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            result["error"] = result["error"] or f"infrastructure error: connection lost to the sandbox ({exc})"
+            result["error_category"] = result["error_category"] or "infra_failure"
+        finally:
+            if prepared.sandbox is not None:
+                await asyncio.shield(self._remove(prepared.sandbox))
+        timing = {k: round(v, 3) for k, v in prepared.timing.items()}
+        timing["total"] = round(time.monotonic() - prepared.t0, 3)
+        result["timing"] = timing
+        result["finished_at"] = _now()
+        write_json(attempt_dir / "timing.json", {k: round(v, 1) for k, v in timing.items()})
+        write_json(attempt_dir / "result.json", result)
+        self.events("attempt_finished", plan=plan, attempt_dir=attempt_dir, result=result)
+        return result
+
+    async def discard(self, prepared: Prepared) -> None:
+        """A prepared sandbox that will not run (budget stop, interrupt): remove it, keep no result."""
+        if prepared.sandbox is not None:
+            await asyncio.shield(self._remove(prepared.sandbox))
+
+    async def _remove(self, sandbox: Sandbox) -> None:
+        try:
+            await self._call(sandbox.remove)
+        finally:
+            self.live.discard(sandbox)
+
+    def _base_result(self, prepared: Prepared) -> dict[str, Any]:
+        plan = prepared.plan
+        return {
+            "task_name": plan.task.name,
+            "rollout_name": prepared.attempt_dir.name,
+            "trial_name": plan.trial_name,
+            "trial_index": plan.trial_index,
+            "attempt": plan.attempt,
+            "rewards": None,
+            "agent": self.spec.agent,
+            "agent_name": self.agent.name,
+            "model": self.spec.model if self.agent.needs_model else None,
+            "n_tool_calls": 0,
+            "n_prompts": 0,
+            "last_tool_call": None,
+            "agent_result": {
+                "n_input_tokens": None,
+                "n_output_tokens": None,
+                "n_cache_read_tokens": None,
+                "n_cache_creation_tokens": None,
+                "total_tokens": None,
+                "cost_usd": None,
+                "usage_source": "unavailable",
+                "price_source": None,
+            },
+            "error": prepared.error,
+            "error_category": prepared.error_category,
+            "verifier_error": None,
+            "verifier_error_category": None,
+            "agent_timeout_info": None,
+            "agent_exit_code": None,
+            "trial_budget": None,
+            "started_at": prepared.started_at,
+            "finished_at": None,
+            "sandbox_id": prepared.sandbox.id if prepared.sandbox else None,
+        }
+
+    async def _agent_and_verifier(self, prepared: Prepared, result: dict[str, Any]) -> None:
+        plan, sandbox = prepared.plan, prepared.sandbox
+        assert sandbox is not None
+        task = plan.task
+        instruction = instruction_for(task)
+        prepared.timing["agent_setup"] = 0.0
+        command = self.agent.command(task, instruction)
+        self.events("phase", plan=plan, attempt_dir=prepared.attempt_dir, phase="agent")
+        t = time.monotonic()
+        timed_out = False
+        if command is not None:
+            result["n_prompts"] = 1
+            loop = asyncio.get_running_loop()
+            log = prepared.attempt_dir / "agent" / self.agent.log_name
+            log.parent.mkdir(parents=True, exist_ok=True)
+            env = {**self.spec.agent_env, **command.env}
+            fut = loop.run_in_executor(
+                None,
+                lambda: sandbox.exec(
+                    command.argv, user=command.user, workdir=command.workdir, env=env, stdout_path=log, stderr_path=log
+                ),
+            )
+            timeout = task.agent.timeout_sec
+            try:
+                exec_result = await asyncio.wait_for(asyncio.shield(fut), timeout)
+            except TimeoutError:
+                timed_out = True
+                await self._call(sandbox.stop_processes)
+                exec_result = await fut
+            result["agent_exit_code"] = exec_result.exit_code
+            if timed_out:
+                result["error"] = f"agent timed out after {timeout:g}s (prompt exceeded wall-clock budget)"
+                result["error_category"] = "timeout"
+                result["agent_timeout_info"] = {"timeout_sec": timeout, "elapsed_sec": round(time.monotonic() - t, 1)}
+        prepared.timing["agent_execution"] = time.monotonic() - t
+
+        if self.spec.save_outputs and prepared.workdir:
+            await self._call(save_workspace, sandbox, prepared.workdir, prepared.attempt_dir)
+
+        self.events("phase", plan=plan, attempt_dir=prepared.attempt_dir, phase="verifier")
+        t = time.monotonic()
+        outcome = await run_verifier(sandbox, task, prepared.attempt_dir)
+        prepared.timing["verifier"] = time.monotonic() - t
+        result["rewards"] = outcome.rewards
+        result["verifier_exit_code"] = outcome.exit_code
+        if outcome.rewards is None:
+            if timed_out and outcome.error_category in ("verifier_no_reward", None):
+                # an agent stopped at its time limit is graded on what it left: no reward counts 0
+                result["rewards"] = {"reward": 0.0}
+            else:
+                result["verifier_error"] = outcome.error
+                result["verifier_error_category"] = outcome.error_category

@@ -1,0 +1,218 @@
+"""The coordinator: one per job; starts attempts while -j slots are free and the budget allows.
+
+A warm pool prepares up to N sandboxes ahead of their turn; retries follow the error table;
+a signal cancels the running attempts and removes their sandboxes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runs import errors
+from runs.attempt import AttemptPlan, AttemptRunner, Prepared
+from runs.budgets import JobBudget
+from runs.sandboxes.docker import Sandbox
+from runs.summary import trial_line
+
+HEARTBEAT_S = 45.0
+
+
+@dataclass
+class TrialPlan:
+    """A trial still to run: a task and which repeat, plus how many attempts it already had."""
+
+    task: Any  # runs.tasks.Task
+    trial_index: int
+    trial_name: str
+    env_digest: str
+    previous_attempts: int = 0
+
+
+@dataclass
+class Running:
+    plan: AttemptPlan
+    started: float
+    phase: str = "setup"
+    last_beat: float = 0.0
+    tool_calls: int = 0
+    last_tool: str | None = None
+
+
+def effective_warm_pool(warm_pool: int, concurrency: int) -> int:
+    """Prepared sandboxes wait beside the running ones; with one slot there is nothing to overlap."""
+    return max(0, min(warm_pool, concurrency - 1))
+
+
+@dataclass
+class Coordinator:
+    runner: AttemptRunner
+    concurrency: int
+    warm_pool: int
+    retry_attempts: int
+    budget: JobBudget
+    say: Callable[[str], None]
+    results: list[dict[str, Any]] = field(default_factory=list)
+    running: dict[str, Running] = field(default_factory=dict)
+    stopping: bool = False
+    not_started: list[str] = field(default_factory=list)
+    cancelled: list[str] = field(default_factory=list)
+    _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    _breaker: errors.CircuitBreaker = field(default_factory=errors.CircuitBreaker)
+    _announced: bool = False
+
+    async def run(self, waves: list[list[TrialPlan]]) -> list[dict[str, Any]]:
+        """Run each wave (one per --trials repeat) in turn, -j at a time."""
+        beat = asyncio.create_task(self._heartbeat())
+        try:
+            for wave in waves:
+                if self.stopping:
+                    self.not_started.extend(t.trial_name for t in wave)
+                    continue
+                await self._run_wave(wave)
+        finally:
+            beat.cancel()
+        return self.results
+
+    async def _run_wave(self, wave: list[TrialPlan]) -> None:
+        run_slots = asyncio.Semaphore(self.concurrency)
+        sandbox_slots = asyncio.Semaphore(self.concurrency + effective_warm_pool(self.warm_pool, self.concurrency))
+        for trial in wave:
+            task = asyncio.create_task(self._trial(trial, run_slots, sandbox_slots))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        watcher = asyncio.create_task(self._watch_budget())
+        try:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        finally:
+            watcher.cancel()
+
+    async def _trial(self, trial: TrialPlan, run_slots: asyncio.Semaphore, sandbox_slots: asyncio.Semaphore) -> None:
+        attempt = trial.previous_attempts + 1
+        retries_left = self.retry_attempts
+        while True:
+            async with sandbox_slots:
+                if self.stopping or self._breaker.open or not await self.budget.admit(lambda: len(self.running)):
+                    self._announce_budget()
+                    self._kept_from_running(trial.trial_name)
+                    return
+                plan = AttemptPlan(trial.task, trial.trial_name, trial.trial_index, attempt, trial.env_digest)
+                prepared = await self.runner.prepare(plan)
+                async with run_slots:
+                    if self.stopping:
+                        await self.runner.discard(prepared)
+                        self.budget.on_discard()
+                        self._kept_from_running(trial.trial_name)
+                        return
+                    result = await self._run_prepared(prepared)
+            self._breaker.record(result)
+            if retries_left > 0 and errors.should_retry(result) and not self.stopping:
+                retries_left -= 1
+                wait = errors.backoff_seconds(attempt)
+                preview = (result.get("error") or result.get("verifier_error") or "")[:60]
+                self.say(f"Retrying {trial.trial_name} (attempt {attempt + 1}): {preview}")
+                self.say(f"Retry backoff: {wait:.1f}s before attempt {attempt + 1}")
+                attempt += 1
+                await asyncio.sleep(wait)
+                continue
+            return
+
+    async def _run_prepared(self, prepared: Prepared) -> dict[str, Any]:
+        key = prepared.attempt_dir.name
+        self.running[key] = Running(prepared.plan, prepared.t0, last_beat=time.monotonic())
+        try:
+            result = await self.runner.run(prepared)
+        except asyncio.CancelledError:
+            self.cancelled.append(prepared.plan.trial_name)
+            self.budget.on_discard()
+            raise
+        finally:
+            self.running.pop(key, None)
+        self.results.append(result)
+        if self.budget.on_finish(result):
+            self._announce_budget()
+        self.say(trial_line(result))
+        return result
+
+    def _announce_budget(self) -> None:
+        """The `budget reached: ...; stopping: ...` line, once; spend caps cancel the running trials."""
+        if not self.budget.reached or self._announced:
+            return
+        self._announced = True
+        cancel = self.budget.cancels_running()
+        others = [t for t in self._tasks if t is not asyncio.current_task()]
+        self.say(self.budget.reached_line(running=len(self.running)))
+        if cancel:
+            for task in others:
+                task.cancel()
+
+    def _kept_from_running(self, trial_name: str) -> None:
+        if trial_name not in self.not_started and trial_name not in self.cancelled:
+            self.not_started.append(trial_name)
+
+    def note_tool_call(self, rollout_name: str, title: str) -> None:
+        if run := self.running.get(rollout_name):
+            run.tool_calls += 1
+            run.last_tool = title
+
+    def note_phase(self, rollout_name: str, phase: str) -> None:
+        if run := self.running.get(rollout_name):
+            run.phase = phase
+
+    async def _heartbeat(self) -> None:
+        """A progress line per running trial about every 45 s."""
+        while True:
+            await asyncio.sleep(1.0)
+            now = time.monotonic()
+            for run in list(self.running.values()):
+                if now - run.last_beat >= HEARTBEAT_S:
+                    run.last_beat = now
+                    last = f" (last: {run.last_tool[:60]})" if run.last_tool else ""
+                    self.say(
+                        f"[{run.plan.trial_name}]   … {(now - run.started) / 60:.1f}min, "
+                        f"{run.tool_calls} tool calls{last}"
+                    )
+
+    async def _watch_budget(self) -> None:
+        """The sandbox-seconds cap counts running trials: checked every 0.2 s, it cancels them."""
+        while True:
+            await asyncio.sleep(0.2)
+            now = time.monotonic()
+            if self.budget.check_running([now - r.started for r in self.running.values()]):
+                self._announce_budget()
+                return
+
+    def cancel_running(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+
+    def interrupt(self) -> None:
+        """A signal: start nothing more and cancel what runs."""
+        self.stopping = True
+        self.cancel_running()
+
+
+async def remove_all(sandboxes: set[Sandbox]) -> int:
+    """Remove every sandbox still standing (after a signal); returns how many."""
+    loop = asyncio.get_running_loop()
+    items = list(sandboxes)
+    await asyncio.gather(*(loop.run_in_executor(None, s.remove) for s in items), return_exceptions=True)
+    sandboxes.clear()
+    return len(items)
+
+
+def job_line(total: int, done: int, to_run: int, concurrency: int, warm_pool: int) -> str:
+    warm = effective_warm_pool(warm_pool, concurrency)
+    noun = "task" if total == 1 else "tasks"
+    return (
+        f"Job: {total} {noun}, {done} done, {to_run} to run "
+        f"(concurrency={concurrency}, warm pool: up to {warm} prepared sandboxes)"
+    )
+
+
+def path_str(p: Path) -> str:
+    return str(p)

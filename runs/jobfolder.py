@@ -1,0 +1,135 @@
+"""The job folder, BenchFlow's on-disk record: atomic writes, names, the job lock."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import math
+import os
+import secrets
+import tempfile
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+JOB_NAME_FORMAT = "%Y-%m-%d__%H-%M-%S"
+LOCK_FILE = ".evaluation.lock"
+
+
+def _strict(obj: Any) -> Any:
+    """NaN and infinities become null: the files are strict JSON."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _strict(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_strict(v) for v in obj]
+    return obj
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write to a temp file beside `path`, fsync, rename: a reader sees the old file or the new."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def write_json(path: Path, obj: Any) -> None:
+    write_bytes_atomic(path, (json.dumps(_strict(obj), indent=2, default=str) + "\n").encode())
+
+
+def read_json(path: Path) -> Any:
+    with open(path, "rb") as fh:
+        return json.loads(fh.read())
+
+
+def new_job_name(now: datetime | None = None) -> str:
+    return (now or datetime.now()).strftime(JOB_NAME_FORMAT)
+
+
+def is_auto_job_name(name: str) -> bool:
+    try:
+        datetime.strptime(name, JOB_NAME_FORMAT)
+    except ValueError:
+        return False
+    return True
+
+
+def unique_job_dir(jobs_dir: Path) -> Path:
+    """A new timestamped job folder name that does not exist yet (a second later if taken)."""
+    now = datetime.now()
+    name = new_job_name(now)
+    candidate = jobs_dir / name
+    step = 1
+    while candidate.exists():
+        candidate = jobs_dir / new_job_name(datetime.fromtimestamp(now.timestamp() + step))
+        step += 1
+    return candidate
+
+
+def new_attempt_dir(job_dir: Path, task_name: str) -> Path:
+    """`<task>__<8 hex>`: one folder per attempt (rollout)."""
+    while True:
+        path = job_dir / f"{task_name}__{secrets.token_hex(4)}"
+        try:
+            path.mkdir(parents=True)
+        except FileExistsError:
+            continue
+        return path
+
+
+def latest_auto_job(jobs_dir: Path) -> Path | None:
+    """The newest job folder with a timestamp name and an evaluation.json."""
+    if not jobs_dir.is_dir():
+        return None
+    names = sorted(
+        e.name
+        for e in os.scandir(jobs_dir)
+        if e.is_dir() and is_auto_job_name(e.name) and os.path.exists(os.path.join(e.path, "evaluation.json"))
+    )
+    return jobs_dir / names[-1] if names else None
+
+
+class JobLocked(Exception):
+    """Another live run holds this job."""
+
+
+class JobLock:
+    """An flock on `<job>/.evaluation.lock`: the kernel drops it when the holder dies, even by kill -9."""
+
+    def __init__(self, job_dir: Path):
+        self.path = job_dir / LOCK_FILE
+        self._fh: Any = None
+
+    def acquire(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(self.path, "a+")
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            holder = fh.read().strip() or "another process"
+            fh.close()
+            raise JobLocked(f"{self.path.parent} is being run by {holder}") from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"pid {os.getpid()}")
+        fh.flush()
+        self._fh = fh
+
+    def release(self) -> None:
+        if self._fh is not None:
+            fcntl.flock(self._fh.fileno(), fcntl.LOCK_UN)
+            self._fh.close()
+            self._fh = None

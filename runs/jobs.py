@@ -1,0 +1,293 @@
+"""A job from start to end: choose or resume the folder, plan, run the coordinator, summarise."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runs import results as job_results
+from runs import summary as job_summary
+from runs.agents.base import Agent
+from runs.attempt import AttemptRunner
+from runs.budgets import JobBudget
+from runs.console import Reporter
+from runs.coordinator import Coordinator, TrialPlan, effective_warm_pool, job_line, remove_all
+from runs.index import Index, outcome_of
+from runs.jobfolder import JobLock, latest_auto_job, read_json, unique_job_dir, write_json
+from runs.sandboxes.docker import Sandbox, SandboxFactory, reap_orphans
+from runs.spec import RESUME_KEYS, RunSpec
+from runs.tasks import Task, environment_digest
+
+SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143}
+
+
+@dataclass
+class JobChoice:
+    job_dir: Path
+    resumed: bool
+    messages: list[str] = field(default_factory=list)
+
+
+def shown(path: Path) -> str:
+    """Paths in messages: as the user gave them, with ./ before a relative one."""
+    text = str(path)
+    return text if path.is_absolute() or text.startswith(".") else f"./{text}"
+
+
+def _mismatch(recorded: dict[str, Any], spec: RunSpec) -> str | None:
+    current = spec.recorded()
+    for key in RESUME_KEYS:
+        old, new = recorded.get(key), current.get(key)
+        if key == "tasks_dir" and old and new and Path(old).resolve() == Path(new).resolve():
+            continue
+        if old != new:
+            return f"ran {key}={old!r} (this run: {new!r})"
+    return None
+
+
+def choose_job(spec: RunSpec) -> JobChoice:
+    """--job NAME, --fresh, or the latest job in --jobs-dir when its settings match."""
+    jobs_dir = spec.jobs_dir
+    resume_note = "(finished tasks are reused; pass a new job_name, or --fresh on the CLI, for a new run)"
+    if spec.job:
+        job_dir = jobs_dir / spec.job
+        if (job_dir / "evaluation.json").is_file():
+            return JobChoice(job_dir, True, [f"Resuming into existing job directory: {spec.job} {resume_note}"])
+        return JobChoice(job_dir, False)
+    if spec.fresh:
+        return JobChoice(unique_job_dir(jobs_dir), False)
+    latest = latest_auto_job(jobs_dir)
+    if latest is None:
+        return JobChoice(unique_job_dir(jobs_dir), False)
+    try:
+        recorded = read_json(latest / "evaluation.json")
+    except (OSError, ValueError):
+        return JobChoice(unique_job_dir(jobs_dir), False)
+    why = _mismatch(recorded, spec)
+    if why is None:
+        return JobChoice(latest, True, [f"Resuming into existing job directory: {latest.name} {resume_note}"])
+    new = unique_job_dir(jobs_dir)
+    return JobChoice(
+        new,
+        False,
+        [
+            f"Starting a new job {new.name}: the latest job in {jobs_dir} ({latest.name}) {why}. "
+            f"Its results stay in their own job; bench eval resume {jobs_dir / latest.name} finishes it with its own settings."
+        ],
+    )
+
+
+def trial_names(task: Task, trials: int) -> list[tuple[int, str]]:
+    return [(i, task.name if i == 0 else f"{task.name}#{i}") for i in range(trials)]
+
+
+@dataclass
+class Plan:
+    total: int  # trials planned (tasks x repeats)
+    done: dict[str, dict[str, Any]]  # trial_name -> best (scored) earlier result
+    waves: list[list[TrialPlan]]
+    earlier: list[dict[str, Any] | None]  # every earlier attempt's result (None: no result.json)
+
+    @property
+    def to_run(self) -> int:
+        return sum(len(w) for w in self.waves)
+
+
+def plan_job(job_dir: Path, tasks: list[Task], trials: int) -> Plan:
+    """Tasks x repeats, minus the trials whose best attempt has a reward (even 0)."""
+    by_trial: dict[str, list[job_results.Attempt]] = {}
+    for attempt in job_results.read_attempts(job_dir) if job_dir.is_dir() else []:
+        by_trial.setdefault(attempt.trial_name, []).append(attempt)
+    earlier = [a.result for attempts in by_trial.values() for a in attempts]
+    done: dict[str, dict[str, Any]] = {}
+    waves: list[list[TrialPlan]] = [[] for _ in range(trials)]
+    for task in tasks:
+        digest = environment_digest(task) if task.environment_dir else ""
+        for index, name in trial_names(task, trials):
+            attempts = by_trial.get(name, [])
+            best = job_results.best_attempt(attempts) if attempts else None
+            if best is not None and best.result is not None and outcome_of(best.result) in ("passed", "failed"):
+                done[name] = best.result
+                continue
+            waves[index].append(TrialPlan(task, index, name, digest, previous_attempts=len(attempts)))
+    return Plan(len(tasks) * trials, done, [w for w in waves if w], earlier)
+
+
+def best_results(job_dir: Path) -> dict[str, dict[str, Any]]:
+    """trial_name -> its best attempt's result (the same rule as resume and bench results)."""
+    by_trial: dict[str, list[job_results.Attempt]] = {}
+    for attempt in job_results.read_attempts(job_dir):
+        by_trial.setdefault(attempt.trial_name, []).append(attempt)
+    best = {}
+    for name, attempts in by_trial.items():
+        chosen = job_results.best_attempt(attempts)
+        if chosen is not None and chosen.result is not None:
+            best[name] = chosen.result
+    return best
+
+
+class JobRun:
+    """Everything one `bench run` holds while the job runs."""
+
+    def __init__(self, spec: RunSpec, tasks: list[Task], agent: Agent, reporter: Reporter, client: Any):
+        self.spec, self.tasks, self.agent, self.reporter, self.client = spec, tasks, agent, reporter, client
+        self.live: set[Sandbox] = set()
+        self.index = Index()
+        self.signals: list[str] = []
+        self.coordinator: Coordinator | None = None
+
+    def execute(self) -> int:
+        choice = choose_job(self.spec)
+        job_dir = choice.job_dir
+        job_dir.mkdir(parents=True, exist_ok=True)
+        lock = JobLock(job_dir)
+        lock.acquire()
+        try:
+            return asyncio.run(self._run(choice))
+        finally:
+            lock.release()
+            self.index.close()
+
+    async def _run(self, choice: JobChoice) -> int:
+        spec, reporter, job_dir = self.spec, self.reporter, choice.job_dir
+        loop = asyncio.get_running_loop()
+        loop.set_default_executor(
+            concurrent.futures.ThreadPoolExecutor(max_workers=max(16, 3 * (spec.concurrency + spec.warm_pool) + 4))
+        )
+        for msg in choice.messages:
+            reporter.line(msg)
+        await loop.run_in_executor(None, reap_orphans, self.client)
+        plan = plan_job(job_dir, self.tasks, spec.trials)
+        settings = {**spec.recorded(), "plan": [t.name for t in self.tasks], "job_name": job_dir.name}
+        if not (job_dir / "evaluation.json").is_file():
+            settings["created_at"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+            write_json(job_dir / "evaluation.json", settings)
+        self.index.open_job(job_dir, settings)
+
+        budget = JobBudget(**{k: v for k, v in spec.budget_caps().items()}, warn=reporter.warn)
+        budget.seed(plan.earlier)
+        factory = SandboxFactory(self.client, job_dir.name)
+        runner = AttemptRunner(spec, self.agent, factory, job_dir, self._on_event, self.live)
+        coordinator = Coordinator(
+            runner, spec.concurrency, spec.warm_pool, spec.retry_attempts, budget, reporter.line
+        )
+        self.coordinator = coordinator
+        reporter.line(job_line(plan.total, len(plan.done), plan.to_run, spec.concurrency, spec.warm_pool))
+        for name in ("SIGINT", "SIGTERM"):
+            loop.add_signal_handler(getattr(signal, name), self._on_signal, name)
+        reporter.start_live(self._live_rows, lambda: self._counts(plan))
+        t0 = time.monotonic()
+        try:
+            if budget.reached:
+                coordinator._announce_budget()
+                coordinator.not_started.extend(t.trial_name for w in plan.waves for t in w)
+            else:
+                await coordinator.run(plan.waves)
+        finally:
+            reporter.stop_live()
+            stopped = await remove_all(self.live)
+        elapsed = time.monotonic() - t0
+        return self._finish(job_dir, plan, budget, coordinator, elapsed, stopped, resumed=choice.resumed)
+
+    def _on_signal(self, name: str) -> None:
+        self.signals.append(name)
+        if len(self.signals) == 1:
+            self.reporter.warn(f"{name}: stopping the running trials and removing their sandboxes…")
+            if self.coordinator is not None:
+                self.coordinator.interrupt()
+        elif len(self.signals) >= 3:
+            os._exit(SIGNAL_EXIT.get(self.signals[0], 1))
+        # a second signal during clean-up is ignored
+
+    def _on_event(self, kind: str, **data: Any) -> None:
+        plan = data.get("plan")
+        if kind == "attempt_created":
+            self.index.attempt_created(
+                plan.trial_name, plan.task.name, plan.trial_index, data["attempt_dir"].name, plan.attempt
+            )
+        elif kind == "attempt_finished":
+            self.index.attempt_finished(data["result"], None)
+        elif kind == "phase" and self.coordinator is not None:
+            self.coordinator.note_phase(data["attempt_dir"].name, data["phase"])
+
+    def _live_rows(self) -> list[tuple[str, str, float, int, str]]:
+        if self.coordinator is None:
+            return []
+        now = time.monotonic()
+        return [
+            (r.plan.trial_name, r.phase, now - r.started, r.tool_calls, r.last_tool or "")
+            for r in self.coordinator.running.values()
+        ]
+
+    def _counts(self, plan: Plan) -> str:
+        c = self.coordinator
+        results = c.results if c else []
+        passed = sum(1 for r in results if outcome_of(r) == "passed")
+        failed = sum(1 for r in results if outcome_of(r) == "failed")
+        errored = len(results) - passed - failed
+        running = len(c.running) if c else 0
+        return f"{len(plan.done) + passed + failed}/{plan.total} scored · {passed} passed · {failed} failed · {errored} errored · {running} running"
+
+    def _finish(
+        self, job_dir: Path, plan: Plan, budget: JobBudget, c: Coordinator, elapsed: float, stopped: int, *, resumed: bool
+    ) -> int:
+        spec, reporter = self.spec, self.reporter
+        best = best_results(job_dir)
+        kept_out = [n for n in c.not_started + c.cancelled if n not in best]
+        summary = job_summary.build_summary(
+            job_name=job_dir.name,
+            results=list(best.values()),
+            settings=spec.recorded(),
+            plan_total=plan.total,
+            not_run=kept_out,
+            budget=budget.summary_block(c.cancelled, c.not_started) if budget.active else None,
+            elapsed_sec=elapsed,
+            n_attempts=len(plan.earlier) + len(c.results),
+        )
+        write_json(job_dir / "summary.json", summary)
+        write_json(spec.jobs_dir / "summary.json", summary)
+        interrupted = bool(self.signals)
+        self.index.finish_job(summary, "interrupted" if interrupted else "finished")
+        if interrupted:
+            name = self.signals[0]
+            word = "Interrupted" if name == "SIGINT" else "Terminated"
+            if stopped == 0:
+                what = "no trial was running."
+            elif stopped == 1:
+                what = "stopped 1 running trial and removed its sandbox."
+            else:
+                what = f"stopped {stopped} running trials and removed their sandboxes."
+            reporter.line(f"{word} ({name}): {what}")
+            reporter.line(f"Partial summary (what finished): {shown(job_dir / 'summary.json')}")
+            reporter.line(f"Resume with: bench eval resume {shown(job_dir)}")
+            return SIGNAL_EXIT[name]
+        reporter.line(job_summary.job_complete_line(summary, plan.total, elapsed))
+        reporter.line("")
+        for line in job_summary.render_final_block(
+            summary, job_dir, reused=len(plan.done), elapsed_s=elapsed, color=reporter.tty
+        ):
+            reporter.line(line)
+        if resumed:
+            ran = len({r["trial_name"] for r in c.results})
+            if ran == 0:
+                reporter.warn(
+                    f"Resumed job {job_dir}: all {len(plan.done)} task(s) were already finished, so nothing ran "
+                    "and these are the earlier results. Pass --fresh (or a new --job) for a new run."
+                )
+            else:
+                reporter.warn(
+                    f"Resumed job {job_dir}: {len(plan.done)} finished task(s) reused, {ran} ran now. "
+                    "Pass --fresh (or a new --job) for a new run."
+                )
+        errored = (summary.get("errored") or 0) + (summary.get("verifier_errored") or 0)
+        return 1 if errored else 0
+
+
+def effective_pool(spec: RunSpec) -> int:
+    return effective_warm_pool(spec.warm_pool, spec.concurrency)

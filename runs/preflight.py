@@ -1,0 +1,106 @@
+"""Everything checked before a job folder exists, then the job itself: `bench run` and `bench eval resume`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from runs.agents import resolve_agent
+from runs.agents.base import AgentError
+from runs.console import Reporter
+from runs.jobfolder import JobLocked, read_json
+from runs.spec import RunSpec
+from runs.tasks import TaskError, load_tasks
+
+
+class RunRefused(Exception):
+    """The run cannot start; nothing was created. Carries the exit code (2 for a usage error)."""
+
+    def __init__(self, message: str, exit_code: int = 2):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def _docker_client():
+    import docker
+
+    from runs.sandboxes.docker import connect
+
+    try:
+        client = connect()
+        client.api.ping()
+    except docker.errors.DockerException as exc:
+        raise RunRefused(
+            f"the Docker engine is not reachable ({exc.__class__.__name__}); "
+            "fix: run `bench doctor --fix` (starts dockerd and builds the base images) or scripts/setup.sh",
+            exit_code=1,
+        ) from None
+    return client
+
+
+def check_run(spec: RunSpec):
+    """Tasks, agent and settings, all validated; returns (tasks, agent). Raises RunRefused."""
+    problems: list[str] = []
+    tasks = []
+    try:
+        tasks = load_tasks(spec.tasks_dir, spec.include, spec.exclude)
+    except TaskError as exc:
+        problems.extend(str(p) for p in exc.problems)
+    agent = None
+    try:
+        agent = resolve_agent(spec.agent, cwd=Path.cwd())
+    except AgentError as exc:
+        problems.append(f"-a/--agent: {exc}")
+    if agent is not None:
+        for task in tasks:
+            if reason := agent.check_task(task):
+                problems.append(reason)
+        if agent.needs_model and not spec.model:
+            problems.append(f"-a {spec.agent} needs a model; fix: pass -m, e.g. -m mock/oracle or -m deepseek/deepseek-v4-flash")
+    if problems:
+        head = f"{len(problems)} problem{'s' if len(problems) != 1 else ''} found; nothing was created:"
+        raise RunRefused("\n".join([head, *(f"  {p}" for p in problems)]))
+    if not tasks:
+        raise RunRefused(f"no tasks selected in {spec.tasks_dir}; fix: check --include/--exclude")
+    return tasks, agent
+
+
+def prepare_run(spec: RunSpec, *, setup_django: Callable[[], None], reporter: Reporter | None = None) -> int:
+    from runs.jobs import JobRun
+
+    tasks, agent = check_run(spec)
+    client = _docker_client()
+    setup_django()
+    reporter = reporter or Reporter(quiet=spec.quiet)
+    try:
+        return JobRun(spec, tasks, agent, reporter, client).execute()
+    except JobLocked as exc:
+        raise RunRefused(f"refusing to run: {exc}; wait for it to finish or stop it first", exit_code=1) from None
+
+
+def resume_job(
+    job_dir: Path,
+    agent_env: dict[str, str],
+    concurrency: int | None,
+    quiet: bool,
+    *,
+    setup_django: Callable[[], None],
+) -> int:
+    """`bench eval resume JOB`: the job's recorded settings; secret --agent-env values asked for by name."""
+    evaluation = job_dir / "evaluation.json"
+    if not evaluation.is_file():
+        raise RunRefused(f"{job_dir} is not a job folder (no evaluation.json); fix: pass a folder made by bench run")
+    recorded = read_json(evaluation)
+    missing = [k for k in recorded.get("agent_env_secret_keys") or [] if k not in agent_env]
+    if missing:
+        flags = " ".join(f"--agent-env {k}=..." for k in missing)
+        raise RunRefused(
+            f"{job_dir} ran with secret --agent-env values that are never recorded: {', '.join(missing)}; "
+            f"fix: pass them again: bench eval resume {job_dir} {flags}"
+        )
+    spec = RunSpec.from_recorded(recorded, concurrency=concurrency)
+    spec.agent_env.update(agent_env)
+    spec.jobs_dir = job_dir.parent
+    spec.job = job_dir.name
+    spec.quiet = quiet
+    return prepare_run(spec, setup_django=setup_django)

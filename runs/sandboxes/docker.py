@@ -1,0 +1,433 @@
+"""Docker sandboxes through the docker SDK: cached task images, one labelled container per attempt."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import socket
+import tarfile
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import docker
+from docker.errors import APIError, ImageNotFound, NotFound
+
+from runs.tasks import Task
+
+LABEL_OWNED = "benchflow.owned"
+LABEL_HOST = "benchflow.host"
+LABEL_PID = "benchflow.pid"
+LABEL_PID_START = "benchflow.pid_start"
+LABEL_JOB = "benchflow.job"
+LABEL_ATTEMPT = "benchflow.attempt"
+IMAGE_REPO = "benchflow-env"
+OUTPUT_CAP_BYTES = 8 * 1024 * 1024  # per stream of one exec; the rest is counted, not kept
+ARCHIVE_CAP_BYTES = 200 * 1024 * 1024  # of /logs copied back into the attempt folder
+LOG_DIRS = ("logs/agent", "logs/verifier", "logs/artifacts")
+
+# Stops every process but init and the container's main process: the agent, its children,
+# and anything it left running, whatever session or user it moved to.
+STOP_ALL_SCRIPT = (
+    'main=""; for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" -gt 1 ] || continue; '
+    'if [ -z "$main" ] || [ "$p" -lt "$main" ]; then main=$p; fi; done; '
+    'for d in /proc/[0-9]*; do p=${d#/proc/}; case "$p" in 1|"$main"|"$$") continue;; esac; '
+    'kill -KILL "$p" 2>/dev/null; done; true'
+)
+
+
+class SandboxError(Exception):
+    """The sandbox could not be created or started (an infrastructure problem)."""
+
+
+class ImageBuildError(Exception):
+    """The task's image could not be built (a task or setup problem)."""
+
+
+def _pid_start(pid: int) -> str:
+    """The kernel's start time of a process: tells a live owner from a reused pid."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
+def connect(max_pool_size: int = 64) -> docker.DockerClient:
+    return docker.from_env(max_pool_size=max_pool_size, timeout=300)
+
+
+@dataclass
+class ExecResult:
+    exit_code: int | None
+    timed_out: bool = False
+    dropped_bytes: int = 0
+    duration_s: float = 0.0
+
+
+@dataclass
+class FileEntry:
+    data: bytes
+    mode: int = 0o644
+
+
+def make_tar(files: dict[str, FileEntry], dirs: Iterable[str] = ()) -> bytes:
+    """A tar of `files` (paths relative to /) and empty world-writable `dirs`."""
+    buf = io.BytesIO()
+    now = time.time()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for d in dirs:
+            info = tarfile.TarInfo(d.strip("/"))
+            info.type = tarfile.DIRTYPE
+            info.mode = 0o777
+            info.mtime = now
+            tar.addfile(info)
+        for path, entry in files.items():
+            info = tarfile.TarInfo(path.strip("/"))
+            info.size = len(entry.data)
+            info.mode = entry.mode
+            info.mtime = now
+            tar.addfile(info, io.BytesIO(entry.data))
+    return buf.getvalue()
+
+
+def tree_files(src: Path, dest: str) -> dict[str, FileEntry]:
+    """Every regular file under `src`, placed under `dest` with its mode kept."""
+    files: dict[str, FileEntry] = {}
+    for root, _dirs, names in os.walk(src):
+        for name in names:
+            path = Path(root) / name
+            if path.is_symlink() or not path.is_file():
+                continue
+            rel = path.relative_to(src).as_posix()
+            files[f"{dest.rstrip('/')}/{rel}"] = FileEntry(path.read_bytes(), path.stat().st_mode & 0o777 | 0o444)
+    return files
+
+
+class _CappedWriter:
+    """Writes at most `cap` bytes to a file and counts the rest."""
+
+    def __init__(self, path: Path | None, cap: int):
+        self.fh = open(path, "ab") if path else None
+        self.left = cap
+        self.dropped = 0
+
+    def write(self, chunk: bytes | None) -> None:
+        if not chunk:
+            return
+        if self.left > 0 and self.fh:
+            part = chunk[: self.left]
+            self.fh.write(part)
+            self.left -= len(part)
+            self.dropped += len(chunk) - len(part)
+        else:
+            self.dropped += len(chunk)
+
+    def close(self) -> None:
+        if self.fh:
+            if self.dropped:
+                self.fh.write(f"\n[benchflow: {self.dropped} more bytes of output were not kept]\n".encode())
+            self.fh.close()
+
+
+class Sandbox:
+    """One running container for one attempt."""
+
+    def __init__(self, client: docker.DockerClient, container_id: str, task: Task):
+        self.client = client
+        self.api = client.api
+        self.id = container_id
+        self.task = task
+        self.removed = False
+        self._lock = threading.Lock()
+
+    def put_files(self, files: dict[str, FileEntry], dirs: Iterable[str] = ()) -> None:
+        if files or dirs:
+            self.api.put_archive(self.id, "/", make_tar(files, dirs))
+
+    def exec(
+        self,
+        cmd: list[str],
+        *,
+        user: str | None = None,
+        workdir: str | None = None,
+        env: dict[str, str] | None = None,
+        stdout_path: Path | None = None,
+        stderr_path: Path | None = None,
+    ) -> ExecResult:
+        """Run `cmd`, streaming its output to files (bounded); blocks until it ends."""
+        started = time.monotonic()
+        exec_id = self.api.exec_create(
+            self.id, cmd, user=user or "", workdir=workdir, environment=env or None
+        )["Id"]
+        out = _CappedWriter(stdout_path, OUTPUT_CAP_BYTES)
+        err = out if stderr_path is None or stderr_path == stdout_path else _CappedWriter(stderr_path, OUTPUT_CAP_BYTES)
+        try:
+            for chunk_out, chunk_err in self.api.exec_start(exec_id, stream=True, demux=True):
+                out.write(chunk_out)
+                err.write(chunk_err)
+        except (APIError, OSError, ValueError):
+            pass  # the container went away under us; the exit code says the rest
+        finally:
+            out.close()
+            if err is not out:
+                err.close()
+        try:
+            code = self.api.exec_inspect(exec_id).get("ExitCode")
+        except (APIError, NotFound):
+            code = None
+        dropped = out.dropped + (err.dropped if err is not out else 0)
+        return ExecResult(code, dropped_bytes=dropped, duration_s=time.monotonic() - started)
+
+    def stop_processes(self) -> None:
+        """Kill everything the agent started, keeping the container up for the verifier."""
+        try:
+            exec_id = self.api.exec_create(self.id, ["sh", "-c", STOP_ALL_SCRIPT], user="0")["Id"]
+            self.api.exec_start(exec_id)
+        except (APIError, NotFound):
+            pass
+
+    def copy_dir_to(self, path: str, dest: Path, *, cap: int = ARCHIVE_CAP_BYTES) -> list[tarfile.TarInfo]:
+        """Copy a folder of the sandbox into `dest` (regular files and dirs only); returns the members.
+
+        `/logs` lands as dest/agent, dest/verifier, dest/artifacts: the attempt folder's layout.
+        """
+        try:
+            stream, _stat = self.api.get_archive(self.id, path)
+        except NotFound:
+            return []
+        kept, members = 0, []
+        with tarfile.open(fileobj=_StreamReader(stream), mode="r|") as tar:
+            for member in tar:
+                parts = Path(member.name).parts[1:]  # drop the folder's own name
+                if not parts or ".." in parts or member.name.startswith("/"):
+                    continue
+                target = dest.joinpath(*parts)
+                if member.isdir():
+                    target.mkdir(parents=True, exist_ok=True)
+                    members.append(member)
+                    continue
+                if not member.isfile() or kept + member.size > cap:
+                    continue
+                target.parent.mkdir(parents=True, exist_ok=True)
+                src = tar.extractfile(member)
+                if src is None:
+                    continue
+                with open(target, "wb") as fh:
+                    while block := src.read(1 << 20):
+                        fh.write(block)
+                os.chmod(target, member.mode & 0o777)
+                kept += member.size
+                members.append(member)
+        return members
+
+    def remove(self) -> None:
+        with self._lock:
+            if self.removed:
+                return
+            self.removed = True
+        try:
+            self.api.remove_container(self.id, force=True, v=True)
+        except NotFound:
+            pass
+        except APIError as exc:
+            if "already in progress" not in str(exc):
+                raise
+
+
+class _StreamReader(io.RawIOBase):
+    """A file-like view of the docker SDK's chunk generator, for tarfile's stream mode."""
+
+    def __init__(self, chunks: Iterator[bytes]):
+        self._chunks = chunks
+        self._buf = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:  # type: ignore[override]
+        while not self._buf:
+            try:
+                self._buf = next(self._chunks)
+            except StopIteration:
+                return 0
+        n = min(len(b), len(self._buf))
+        b[:n] = self._buf[:n]
+        self._buf = self._buf[n:]
+        return n
+
+
+@dataclass
+class SandboxFactory:
+    """Makes sandboxes for one job, labelled with the job and the owning process."""
+
+    client: docker.DockerClient
+    job_name: str
+    _build_locks: dict[str, threading.Lock] = field(default_factory=dict)
+    _locks_guard: threading.Lock = field(default_factory=threading.Lock)
+    _resolved: dict[str, str] = field(default_factory=dict)
+
+    def image_for(self, task: Task, environment_digest: str, build_log: Path | None = None) -> str:
+        """The task's image, built once per build context and base image (a second run builds nothing)."""
+        if task.sandbox.docker_image:
+            self._require_image(task.sandbox.docker_image)
+            return task.sandbox.docker_image
+        with self._locks_guard:
+            if environment_digest in self._resolved:
+                return self._resolved[environment_digest]
+            lock = self._build_locks.setdefault(environment_digest, threading.Lock())
+        with lock:
+            if environment_digest in self._resolved:
+                return self._resolved[environment_digest]
+            tag = self._tag(task, environment_digest)
+            try:
+                self.client.api.inspect_image(tag)
+            except ImageNotFound:
+                self._build(task, tag, build_log)
+            self._resolved[environment_digest] = tag
+        return tag
+
+    def _tag(self, task: Task, environment_digest: str) -> str:
+        """Named by the build context's digest and the ids of its FROM images: tasks sharing a
+        context share the image, and a rebuilt base image invalidates it."""
+        from runs.sandboxes.baseimages import base_image_refs
+
+        assert task.environment_dir is not None
+        digest = hashlib.sha256(environment_digest.encode())
+        for ref in base_image_refs((task.environment_dir / "Dockerfile").read_text(errors="replace")):
+            try:
+                digest.update(self.client.api.inspect_image(ref)["Id"].encode())
+            except (ImageNotFound, APIError):
+                digest.update(ref.encode())
+        return f"{IMAGE_REPO}:{digest.hexdigest()[:16]}"
+
+    def image_workdir(self, image: str) -> str:
+        """The image's WORKDIR (the agent's working folder when the task sets none); / if unset."""
+        config = self.client.api.inspect_image(image).get("Config") or {}
+        return config.get("WorkingDir") or "/"
+
+    def _require_image(self, name: str) -> None:
+        try:
+            self.client.api.inspect_image(name)
+        except ImageNotFound:
+            from runs.sandboxes.baseimages import explain_missing_image, local_base_images
+
+            raise ImageBuildError(explain_missing_image(name, local_base_images(self.client))) from None
+
+    def _build(self, task: Task, tag: str, build_log: Path | None) -> None:
+        assert task.environment_dir is not None
+        dockerfile = task.environment_dir / "Dockerfile"
+        from runs.sandboxes.baseimages import (
+            explain_missing_image,
+            local_base_images,
+            missing_base_images,
+        )
+
+        missing = missing_base_images(dockerfile.read_text(errors="replace"), self.client)
+        if missing:
+            available = local_base_images(self.client)
+            raise ImageBuildError(
+                f"image build failed for task {task.name}: "
+                + " ".join(explain_missing_image(m, available) for m in missing)
+            )
+        lines: list[str] = []
+        deadline = time.monotonic() + task.sandbox.build_timeout_sec
+        error = None
+        try:
+            for item in self.client.api.build(
+                path=str(task.environment_dir),
+                tag=tag,
+                rm=True,
+                forcerm=True,
+                decode=True,
+                labels={"benchflow.task": task.name},
+                timeout=task.sandbox.build_timeout_sec,
+            ):
+                if "stream" in item:
+                    lines.append(item["stream"])
+                if "error" in item:
+                    error = item["error"].strip()
+                if time.monotonic() > deadline:
+                    error = f"the build took longer than build_timeout_sec={task.sandbox.build_timeout_sec:g}"
+                    break
+        except (APIError, OSError) as exc:
+            error = str(exc)
+        if build_log is not None:
+            build_log.parent.mkdir(parents=True, exist_ok=True)
+            build_log.write_text("".join(lines) + (f"\nERROR: {error}\n" if error else ""))
+        if error:
+            tail = "".join(lines[-8:]).strip()
+            raise ImageBuildError(
+                f"image build failed for task {task.name} ({task.environment_dir}/Dockerfile): {error}"
+                + (f"\n{tail}" if tail else "")
+            )
+
+    def create(self, task: Task, image: str, attempt_id: str, *, extra_env: dict[str, str] | None = None) -> Sandbox:
+        """Create (not start) the attempt's container with the task's cpu, memory and network."""
+        network = "none" if task.sandbox.network_mode == "no-network" else "bridge"
+        host_config = self.client.api.create_host_config(
+            init=True,
+            nano_cpus=int(task.sandbox.cpus * 1e9),
+            mem_limit=f"{task.sandbox.memory_mb}m",
+            network_mode=network,
+            extra_hosts={"host.docker.internal": "host-gateway"} if network != "none" else None,
+        )
+        labels = {
+            LABEL_OWNED: "process",
+            LABEL_HOST: socket.gethostname(),
+            LABEL_PID: str(os.getpid()),
+            LABEL_PID_START: _pid_start(os.getpid()),
+            LABEL_JOB: self.job_name,
+            LABEL_ATTEMPT: attempt_id,
+        }
+        env = {**task.sandbox.env, **(extra_env or {})}
+        try:
+            created = self.client.api.create_container(
+                image,
+                command=["sleep", "infinity"],
+                entrypoint=[],
+                working_dir=task.sandbox.workdir,
+                environment=env or None,
+                labels=labels,
+                host_config=host_config,
+                detach=True,
+            )
+        except APIError as exc:
+            raise SandboxError(f"sandbox creation failed: {exc.explanation or exc}") from exc
+        return Sandbox(self.client, created["Id"], task)
+
+    def start(self, sandbox: Sandbox) -> None:
+        try:
+            self.client.api.start(sandbox.id)
+        except APIError as exc:
+            raise SandboxError(f"sandbox startup failed: {exc.explanation or exc}") from exc
+
+
+def reap_orphans(client: docker.DockerClient) -> list[str]:
+    """Remove containers of runs on this host whose owning process is gone; returns their ids."""
+    host = socket.gethostname()
+    removed = []
+    for c in client.api.containers(all=True, filters={"label": [f"{LABEL_OWNED}=process", f"{LABEL_HOST}={host}"]}):
+        labels = c.get("Labels") or {}
+        try:
+            pid = int(labels.get(LABEL_PID, "0"))
+        except ValueError:
+            pid = 0
+        if pid > 0 and _pid_start(pid) == labels.get(LABEL_PID_START) and _pid_start(pid):
+            continue  # its owner is alive
+        try:
+            client.api.remove_container(c["Id"], force=True, v=True)
+            removed.append(c["Id"])
+        except (NotFound, APIError):
+            pass
+    return removed
+
+
+def owned_containers(client: docker.DockerClient, job_name: str | None = None) -> list[dict]:
+    labels = [f"{LABEL_OWNED}=process"]
+    if job_name:
+        labels.append(f"{LABEL_JOB}={job_name}")
+    return client.api.containers(all=True, filters={"label": labels})

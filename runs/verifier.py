@@ -1,0 +1,90 @@
+"""The verifier: tests copied in after the agent, stale rewards removed, test.sh run, rewards read."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+
+from runs.rewards import parse_rewards
+from runs.sandboxes.docker import Sandbox, tree_files
+from runs.tasks import Task
+
+TESTS_DIR = "/tests"
+RUN_TESTS = "rm -f /logs/verifier/reward.txt /logs/verifier/reward.json; exec bash /tests/test.sh"
+
+
+@dataclass
+class VerifierOutcome:
+    rewards: dict[str, float] | None
+    error: str | None
+    error_category: str | None
+    exit_code: int | None
+    duration_s: float
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(errors="replace")
+    except FileNotFoundError:
+        return None
+
+
+async def run_verifier(
+    sandbox: Sandbox,
+    task: Task,
+    attempt_dir: Path,
+    *,
+    tests_dirs: list[Path] | None = None,
+    timeout_sec: float | None = None,
+) -> VerifierOutcome:
+    """Grade what the agent left: copies tests/, runs test.sh, brings /logs back, reads the reward."""
+    loop = asyncio.get_running_loop()
+    verifier_dir = attempt_dir / "verifier"
+    verifier_dir.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for d in tests_dirs or [task.tests_dir]:
+        files.update(tree_files(d, TESTS_DIR))  # later folders (a step's tests) layer over earlier
+    timeout = timeout_sec if timeout_sec is not None else task.verifier.timeout_sec
+    try:
+        await loop.run_in_executor(None, sandbox.put_files, files)
+    except Exception as exc:  # noqa: BLE001 - any docker failure here is ours, not the task's
+        return VerifierOutcome(None, f"failed to add tests directory: {exc}", "verifier_infra", None, 0.0)
+    fut = loop.run_in_executor(
+        None,
+        lambda: sandbox.exec(
+            ["sh", "-c", RUN_TESTS],
+            user=task.verifier.user,
+            env=task.verifier.env or None,
+            workdir=task.sandbox.workdir,
+            stdout_path=verifier_dir / "test-stdout.txt",
+            stderr_path=verifier_dir / "test-stderr.txt",
+        ),
+    )
+    timed_out = False
+    try:
+        result = await asyncio.wait_for(asyncio.shield(fut), timeout)
+    except TimeoutError:
+        timed_out = True
+        await loop.run_in_executor(None, sandbox.stop_processes)
+        result = await fut
+    try:
+        await loop.run_in_executor(None, sandbox.copy_dir_to, "/logs", attempt_dir)
+    except Exception as exc:  # noqa: BLE001
+        return VerifierOutcome(
+            None, f"failed to download verifier directory: {exc}", "verifier_infra", result.exit_code, result.duration_s
+        )
+    if timed_out:
+        return VerifierOutcome(
+            None, f"verifier timed out after {timeout:g}s", "verifier_timeout", None, result.duration_s
+        )
+    outcome = parse_rewards(
+        _read(verifier_dir / "reward.txt"),
+        _read(verifier_dir / "reward.json"),
+        result.exit_code,
+        task.verifier.reward_range,
+    )
+    category = None
+    if outcome.error:
+        category = "verifier_no_reward" if "no reward file" in outcome.error.lower() else "verifier_bad_reward"
+    return VerifierOutcome(outcome.rewards, outcome.error, category, result.exit_code, result.duration_s)

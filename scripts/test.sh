@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Sets everything up (Docker engine, base images, venv) and runs the whole test suite,
+# on SQLite and then on PostgreSQL (the database index tests).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+export PYTHONUNBUFFERED=1
+echo "== tests on SQLite (the embedded default)"
+.venv/bin/pytest -q -p no:cacheprovider "$@"
+echo "== database tests on PostgreSQL"
+DATABASE_URL="${BENCH_TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/test}" \
+  .venv/bin/pytest -q -p no:cacheprovider -m "not docker and not browser" tests/runs tests/viewer tests/cli

@@ -1,0 +1,75 @@
+"""Shared fixtures: a Docker engine for tests marked `docker`, and the `bench` command as a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "examples" / "tasks"
+
+
+@pytest.fixture(scope="session")
+def docker_client():
+    """The real engine; started if it is not running. In CI a missing engine fails instead of skipping."""
+    import docker
+
+    try:
+        from runs.sandboxes.baseimages import ensure_engine
+
+        ensure_engine(lambda *_: None)
+        client = docker.from_env(max_pool_size=32)
+        client.api.ping()
+    except Exception as exc:  # noqa: BLE001
+        if os.environ.get("CI"):
+            pytest.fail(f"Docker engine could not start in CI: {exc}")
+        pytest.skip(f"Docker engine not reachable and could not be started: {exc}")
+    return client
+
+
+@pytest.fixture
+def bench_env(tmp_path):
+    """Environment for a `bench` subprocess: its own state folder (SQLite index) under tmp_path."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env["BENCHFLOW_HOME"] = str(tmp_path / "state")
+    env.pop("DATABASE_URL", None) if not os.environ.get("BENCH_TEST_DATABASE_URL") else None
+    return env
+
+
+def run_bench(args: list[str], *, env: dict, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "benchflow_site.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def job_dirs(jobs: Path) -> list[Path]:
+    return sorted(p for p in jobs.iterdir() if p.is_dir()) if jobs.is_dir() else []
+
+
+def results_of(job: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(job.glob("*/result.json"))]
+
+
+def write_task(root: Path, name: str, *, test_sh: str, solve_sh: str = "true\n", toml: str = "",
+               dockerfile: str = "FROM debian:bookworm-slim\nWORKDIR /app\n") -> Path:
+    """A small split-layout task for tests."""
+    task = root / name
+    (task / "environment").mkdir(parents=True)
+    (task / "tests").mkdir()
+    (task / "solution").mkdir()
+    (task / "task.toml").write_text('version = "1.0"\n' + toml)
+    (task / "instruction.md").write_text(f"Task {name}.\n")
+    (task / "environment" / "Dockerfile").write_text(dockerfile)
+    (task / "tests" / "test.sh").write_text("#!/bin/bash\n" + test_sh)
+    (task / "solution" / "solve.sh").write_text("#!/bin/bash\n" + solve_sh)
+    return task

@@ -1,0 +1,99 @@
+"""Job caps as the seed table says: what counts, when checked, cancel or finish, across resumes."""
+
+import asyncio
+
+import pytest
+
+from runs.budgets import USD_UNKNOWN_WARNING, JobBudget
+
+
+def finished(cost=None, tokens=None, seconds=1.0):
+    return {"agent_result": {"cost_usd": cost, "total_tokens": tokens}, "timing": {"total": seconds}}
+
+
+def test_cost_cap_line_matches_the_seed_page():
+    budget = JobBudget(max_cost_usd=0.004)
+    asyncio.run(budget.admit(lambda: 0))
+    assert budget.on_finish(finished(cost=0.0385, tokens=1_801_711)) is True
+    assert budget.reached_line(running=0) == (
+        "budget reached: $0.0385 USD spent of a $0.0040 cap; stopping: no new rollouts, 0 running trial(s) cancelled"
+    )
+    assert budget.cancels_running()
+
+
+def test_token_cap_counts_finished_trials_with_thousands_separators():
+    budget = JobBudget(max_tokens=1500)
+    budget.on_finish(finished(tokens=1000))
+    assert not budget.reached
+    budget.on_finish(finished(tokens=2000))
+    assert budget.reason == "budget reached: 3,000 tokens spent of a 1,500 cap"
+
+
+def test_rollout_cap_is_checked_at_each_start_and_lets_running_trials_finish():
+    budget = JobBudget(max_rollouts=2)
+    assert asyncio.run(budget.admit(lambda: 0))
+    assert asyncio.run(budget.admit(lambda: 1))
+    assert budget.reason == "budget reached: 2 rollouts started of a 2 cap"
+    assert not asyncio.run(budget.admit(lambda: 0))
+    assert budget.reached_line(running=2).endswith("; stopping: no new rollouts, 2 running trial(s) finish")
+    assert not budget.cancels_running()
+
+
+def test_sandbox_seconds_count_running_trials_too():
+    budget = JobBudget(max_sandbox_seconds=100.0)
+    budget.on_finish(finished(seconds=60.0))
+    assert not budget.check_running([20.0])
+    assert budget.check_running([20.0, 25.0])
+    assert budget.reason == "budget reached: 105.0 sandbox-seconds spent of a 100.0 cap"
+    assert budget.cancels_running()
+
+
+def test_spend_across_resumes_stops_at_once():
+    # given an earlier run of the job that spent past the cap (one attempt folder has no result.json)
+    budget = JobBudget(max_cost_usd=0.004)
+    budget.seed([finished(cost=0.0385), None])
+    # then
+    assert budget.reached
+    assert budget.spent.rollouts == 2
+    assert not asyncio.run(budget.admit(lambda: 0))
+
+
+def test_projection_holds_back_a_start_that_would_pass_the_cap():
+    budget = JobBudget(max_cost_usd=1.0)
+    asyncio.run(budget.admit(lambda: 0))
+    budget.on_finish(finished(cost=0.3))
+
+    async def scenario():
+        # 0.3 spent + (2 running + 1) x 0.3 mean = 1.2 >= 1.0: waits until a running one finishes
+        waiter = asyncio.create_task(budget.admit(lambda: 2))
+        await asyncio.sleep(0.05)
+        assert not waiter.done()
+        budget.on_finish(finished(cost=0.8))  # now past the cap
+        return await waiter
+
+    assert asyncio.run(scenario()) is False
+    assert budget.reached
+
+
+def test_nothing_running_starts_the_next_trial_while_under_the_cap():
+    budget = JobBudget(max_cost_usd=1.0)
+    budget.on_finish(finished(cost=0.9))
+    assert asyncio.run(budget.admit(lambda: 0))
+
+
+def test_unpriced_rollouts_warn_once_and_are_counted_apart():
+    warnings = []
+    budget = JobBudget(max_cost_usd=1.0, warn=warnings.append)
+    budget.on_finish(finished(cost=None, tokens=5))
+    budget.on_finish(finished(cost=None, tokens=5))
+    assert warnings == [USD_UNKNOWN_WARNING]
+    block = budget.summary_block(cancelled=[], not_started=["b"])
+    assert block["spent"]["usd_unknown_trials"] == 2
+    assert block["not_started"] == ["b"]
+    assert block["stopped"] is False
+
+
+@pytest.mark.parametrize("cap", ["max_cost_usd", "max_tokens", "max_sandbox_seconds", "max_rollouts"])
+def test_a_budget_with_any_cap_is_active(cap):
+    assert JobBudget(**{cap: 1}).active
+    assert not JobBudget().active
