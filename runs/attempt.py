@@ -171,6 +171,7 @@ class AttemptRunner:
 
     def _base_result(self, prepared: Prepared) -> dict[str, Any]:
         plan = prepared.plan
+        no_model = 0 if not self.agent.needs_model else None  # a control agent uses no tokens at all
         return {
             "task_name": plan.task.name,
             "rollout_name": prepared.attempt_dir.name,
@@ -185,13 +186,13 @@ class AttemptRunner:
             "n_prompts": 0,
             "last_tool_call": None,
             "agent_result": {
-                "n_input_tokens": None,
-                "n_output_tokens": None,
-                "n_cache_read_tokens": None,
-                "n_cache_creation_tokens": None,
-                "total_tokens": None,
+                "n_input_tokens": no_model,
+                "n_output_tokens": no_model,
+                "n_cache_read_tokens": no_model,
+                "n_cache_creation_tokens": no_model,
+                "total_tokens": no_model,
                 "cost_usd": None,
-                "usage_source": "unavailable",
+                "usage_source": "unavailable" if self.agent.needs_model else "none",
                 "price_source": None,
             },
             "error": prepared.error,

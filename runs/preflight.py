@@ -66,11 +66,10 @@ def check_run(spec: RunSpec):
 
 
 def prepare_run(spec: RunSpec, *, setup_django: Callable[[], None], reporter: Reporter | None = None) -> int:
-    from runs.jobs import JobRun
-
     tasks, agent = check_run(spec)
     client = _docker_client()
     setup_django()
+    from runs.jobs import JobRun  # the ORM models need Django set up first
     reporter = reporter or Reporter(quiet=spec.quiet)
     try:
         return JobRun(spec, tasks, agent, reporter, client).execute()
