@@ -7,6 +7,7 @@ sandboxes ahead of their turn.
 from __future__ import annotations
 
 import asyncio
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,10 +17,10 @@ from typing import Any
 
 from runs.agents.base import Agent
 from runs.jobfolder import new_attempt_dir, write_json
-from runs.sandboxes.docker import LOG_DIRS, ImageBuildError, Sandbox, SandboxError, SandboxFactory
+from runs.sandboxes.docker import ImageBuildError, Sandbox, SandboxError, SandboxFactory
 from runs.spec import RunSpec
 from runs.tasks import Task
-from runs.verifier import run_verifier
+from runs.verifier import TESTS_DIR, run_verifier
 from runs.workspace import save_workspace
 
 Events = Callable[..., None]
@@ -75,6 +76,7 @@ class AttemptRunner:
         self.job_dir = job_dir
         self.events = events
         self.live = live  # every sandbox not yet removed, for clean-up on a signal
+        self._removals: set[asyncio.Task[None]] = set()
 
     async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
@@ -118,11 +120,15 @@ class AttemptRunner:
                 self.factory.image_for, plan.task, plan.env_digest, self.job_dir / "builds" / f"{plan.task.name}.log"
             )
             prepared.workdir = plan.task.sandbox.workdir or await self._call(self.factory.image_workdir, image)
-            sandbox = await self._call(self.factory.create, plan.task, image, attempt_dir.name)
+            mounts = {**self.agent.mounts(plan.task), TESTS_DIR: (self.staging(attempt_dir) / "tests", "rw")}
+            sandbox = await self._call(
+                lambda: self.factory.create(plan.task, image, attempt_dir.name, logs_dir=attempt_dir, mounts=mounts)
+            )
             self.live.add(sandbox)
             prepared.sandbox = sandbox
-            instruction = instruction_for(plan.task)
-            await self._call(sandbox.put_files, self.agent.files(plan.task, instruction), LOG_DIRS)
+            files = self.agent.files(plan.task, instruction_for(plan.task))
+            if files:
+                await self._call(sandbox.put_files, files)
             await self._call(self.factory.start, sandbox)
             write_json(attempt_dir / "sandbox.json", {"provider": "docker", "sandbox_id": sandbox.id, "image": image})
         except ImageBuildError as exc:
@@ -135,39 +141,55 @@ class AttemptRunner:
         return prepared
 
     async def run(self, prepared: Prepared) -> dict[str, Any]:
-        """Agent, verifier, result.json; the sandbox is removed in every case."""
+        """Agent, verifier, result.json; the sandbox is removed in every case (in the background)."""
         plan, attempt_dir = prepared.plan, prepared.attempt_dir
         result: dict[str, Any] = self._base_result(prepared)
         try:
             if prepared.sandbox is not None and prepared.error is None:
                 await self._agent_and_verifier(prepared, result)
         except asyncio.CancelledError:
+            self.discard(prepared)
             raise
         except Exception as exc:  # noqa: BLE001
             result["error"] = result["error"] or f"infrastructure error: connection lost to the sandbox ({exc})"
             result["error_category"] = result["error_category"] or "infra_failure"
-        finally:
-            if prepared.sandbox is not None:
-                await asyncio.shield(self._remove(prepared.sandbox))
         timing = {k: round(v, 3) for k, v in prepared.timing.items()}
         timing["total"] = round(time.monotonic() - prepared.t0, 3)
         result["timing"] = timing
         result["finished_at"] = _now()
         write_json(attempt_dir / "timing.json", {k: round(v, 1) for k, v in timing.items()})
         write_json(attempt_dir / "result.json", result)
+        self.discard(prepared)
         self.events("attempt_finished", plan=plan, attempt_dir=attempt_dir, result=result)
         return result
 
-    async def discard(self, prepared: Prepared) -> None:
-        """A prepared sandbox that will not run (budget stop, interrupt): remove it, keep no result."""
-        if prepared.sandbox is not None:
-            await asyncio.shield(self._remove(prepared.sandbox))
+    def discard(self, prepared: Prepared) -> None:
+        """Remove the attempt's sandbox in the background: the next trial need not wait for it."""
+        sandbox, prepared.sandbox = prepared.sandbox, None
+        if sandbox is not None:
+            staging = self.job_dir / ".staging" / prepared.attempt_dir.name
+            task = asyncio.get_running_loop().create_task(self._remove(sandbox, staging))
+            self._removals.add(task)
+            task.add_done_callback(self._removals.discard)
 
-    async def _remove(self, sandbox: Sandbox) -> None:
+    def staging(self, attempt_dir: Path) -> Path:
+        """Host folders mounted into the attempt's sandbox (its /tests); removed with the sandbox."""
+        path = self.job_dir / ".staging" / attempt_dir.name
+        (path / "tests").mkdir(parents=True, exist_ok=True)
+        return path
+
+    async def drain(self) -> None:
+        """Wait for every background removal."""
+        while self._removals:
+            await asyncio.gather(*list(self._removals), return_exceptions=True)
+
+    async def _remove(self, sandbox: Sandbox, staging: Path | None = None) -> None:
         try:
             await self._call(sandbox.remove)
         finally:
             self.live.discard(sandbox)
+            if staging is not None:
+                shutil.rmtree(staging, ignore_errors=True)
 
     def _base_result(self, prepared: Prepared) -> dict[str, Any]:
         plan = prepared.plan
@@ -248,7 +270,9 @@ class AttemptRunner:
 
         self.events("phase", plan=plan, attempt_dir=prepared.attempt_dir, phase="verifier")
         t = time.monotonic()
-        outcome = await run_verifier(sandbox, task, prepared.attempt_dir)
+        outcome = await run_verifier(
+            sandbox, task, prepared.attempt_dir, staged_tests=self.job_dir / ".staging" / prepared.attempt_dir.name / "tests"
+        )
         prepared.timing["verifier"] = time.monotonic() - t
         result["rewards"] = outcome.rewards
         result["verifier_exit_code"] = outcome.exit_code

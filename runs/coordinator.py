@@ -104,7 +104,7 @@ class Coordinator:
                 prepared = await self.runner.prepare(plan)
                 async with run_slots:
                     if self.stopping:
-                        await self.runner.discard(prepared)
+                        self.runner.discard(prepared)
                         self.budget.on_discard()
                         self._kept_from_running(trial.trial_name)
                         return

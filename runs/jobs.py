@@ -191,7 +191,9 @@ class JobRun:
                 await coordinator.run(plan.waves)
         finally:
             reporter.stop_live()
-            stopped = await remove_all(self.live)
+            await runner.drain()
+            await remove_all(self.live)
+        stopped = len(coordinator.cancelled)
         elapsed = time.monotonic() - t0
         return self._finish(job_dir, plan, budget, coordinator, elapsed, stopped, resumed=choice.resumed)
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from runs.rewards import parse_rewards
-from runs.sandboxes.docker import Sandbox, tree_files
+from runs.sandboxes.docker import Sandbox, populate, tree_files
 from runs.tasks import Task
 
 TESTS_DIR = "/tests"
@@ -23,11 +24,16 @@ class VerifierOutcome:
     duration_s: float
 
 
-def _read(path: Path) -> str | None:
+def _read(path: Path, limit: int = 1 << 20) -> str | None:
+    """A reward file from the bind-mounted /logs/verifier; a symlink planted there is not followed."""
     try:
-        return path.read_text(errors="replace")
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except FileNotFoundError:
         return None
+    except OSError:
+        return f"<{path.name} is not a regular file>"
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read(limit).decode(errors="replace")
 
 
 async def run_verifier(
@@ -37,18 +43,24 @@ async def run_verifier(
     *,
     tests_dirs: list[Path] | None = None,
     timeout_sec: float | None = None,
+    staged_tests: Path | None = None,
 ) -> VerifierOutcome:
     """Grade what the agent left: copies tests/, runs test.sh, brings /logs back, reads the reward."""
     loop = asyncio.get_running_loop()
     verifier_dir = attempt_dir / "verifier"
     verifier_dir.mkdir(parents=True, exist_ok=True)
-    files = {}
-    for d in tests_dirs or [task.tests_dir]:
-        files.update(tree_files(d, TESTS_DIR))  # later folders (a step's tests) layer over earlier
+    sources = tests_dirs or [task.tests_dir]  # later folders (a step's tests) layer over earlier
     timeout = timeout_sec if timeout_sec is not None else task.verifier.timeout_sec
     try:
-        await loop.run_in_executor(None, sandbox.put_files, files)
-    except Exception as exc:  # noqa: BLE001 - any docker failure here is ours, not the task's
+        if staged_tests is not None:
+            # /tests is a host folder mounted into the sandbox: filled only now the agent is done
+            await loop.run_in_executor(None, populate, staged_tests, sources)
+        else:
+            files = {}
+            for d in sources:
+                files.update(tree_files(d, TESTS_DIR))
+            await loop.run_in_executor(None, sandbox.put_files, files)
+    except Exception as exc:  # noqa: BLE001 - any failure here is ours, not the task's
         return VerifierOutcome(None, f"failed to add tests directory: {exc}", "verifier_infra", None, 0.0)
     fut = loop.run_in_executor(
         None,
@@ -68,12 +80,6 @@ async def run_verifier(
         timed_out = True
         await loop.run_in_executor(None, sandbox.stop_processes)
         result = await fut
-    try:
-        await loop.run_in_executor(None, sandbox.copy_dir_to, "/logs", attempt_dir)
-    except Exception as exc:  # noqa: BLE001
-        return VerifierOutcome(
-            None, f"failed to download verifier directory: {exc}", "verifier_infra", result.exit_code, result.duration_s
-        )
     if timed_out:
         return VerifierOutcome(
             None, f"verifier timed out after {timeout:g}s", "verifier_timeout", None, result.duration_s

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from runs.sandboxes.docker import FileEntry
 from runs.tasks import Task
@@ -34,6 +35,10 @@ class Agent:
 
     def command(self, task: Task, instruction: str) -> AgentCommand | None:
         return None
+
+    def mounts(self, task: Task) -> dict[str, tuple[Path, str]]:
+        """Host folders bind-mounted into the sandbox: container path -> (host path, ro|rw)."""
+        return {}
 
     def check_task(self, task: Task) -> str | None:
         """A reason this agent cannot run `task` (checked before a job exists), or None."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from runs.agents.base import AGENT_HOME, Agent, AgentCommand
-from runs.sandboxes.docker import FileEntry, tree_files
+from runs.sandboxes.docker import FileEntry
 from runs.tasks import Task
 
 SOLUTION_DIR = "/solution"
@@ -17,8 +17,9 @@ class OracleAgent(Agent):
     name = "oracle"
     log_name = "oracle.txt"
 
-    def files(self, task: Task, instruction: str) -> dict[str, FileEntry]:
-        return tree_files(task.solution_dir, SOLUTION_DIR) if task.solution_dir else {}
+    def mounts(self, task: Task) -> dict[str, tuple[Path, str]]:
+        # read-only, straight from the task folder: nothing to copy
+        return {SOLUTION_DIR: (task.solution_dir, "ro")} if task.solution_dir else {}
 
     def command(self, task: Task, instruction: str) -> AgentCommand | None:
         return AgentCommand(["bash", f"{SOLUTION_DIR}/solve.sh"], user=task.agent.user, workdir=task.sandbox.workdir)

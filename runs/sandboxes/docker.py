@@ -27,7 +27,6 @@ LABEL_ATTEMPT = "benchflow.attempt"
 IMAGE_REPO = "benchflow-env"
 OUTPUT_CAP_BYTES = 8 * 1024 * 1024  # per stream of one exec; the rest is counted, not kept
 ARCHIVE_CAP_BYTES = 200 * 1024 * 1024  # of /logs copied back into the attempt folder
-LOG_DIRS = ("logs/agent", "logs/verifier", "logs/artifacts")
 
 # Stops every process but init and the container's main process: the agent, its children,
 # and anything it left running, whatever session or user it moved to.
@@ -37,6 +36,24 @@ STOP_ALL_SCRIPT = (
     'for d in /proc/[0-9]*; do p=${d#/proc/}; case "$p" in 1|"$main"|"$$") continue;; esac; '
     'kill -KILL "$p" 2>/dev/null; done; true'
 )
+
+
+def populate(folder: Path, sources: list[Path]) -> None:
+    """Empty a host folder mounted into a sandbox, then copy `sources` into it (later ones win).
+
+    Whatever the agent left in the mounted folder is gone before the verifier's files arrive.
+    """
+    import shutil
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for entry in os.scandir(folder):  # the folder itself stays: it is the mount's inode
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path)
+        else:
+            os.unlink(entry.path)
+    os.chmod(folder, 0o777)
+    for src in sources:
+        shutil.copytree(src, folder, symlinks=False, dirs_exist_ok=True)
 
 
 class SandboxError(Exception):
@@ -365,8 +382,31 @@ class SandboxFactory:
                 + (f"\n{tail}" if tail else "")
             )
 
-    def create(self, task: Task, image: str, attempt_id: str, *, extra_env: dict[str, str] | None = None) -> Sandbox:
-        """Create (not start) the attempt's container with the task's cpu, memory and network."""
+    def create(
+        self,
+        task: Task,
+        image: str,
+        attempt_id: str,
+        *,
+        logs_dir: Path | None = None,
+        mounts: dict[str, tuple[Path, str]] | None = None,
+        extra_env: dict[str, str] | None = None,
+    ) -> Sandbox:
+        """Create (not start) the attempt's container with the task's cpu, memory and network.
+
+        With `logs_dir`, its agent/, verifier/ and artifacts/ are bind-mounted at /logs/...: what
+        the agent and the verifier write there lands in the attempt folder with no copy.
+        `mounts` maps a container path to (host folder, "ro" | "rw").
+        """
+        binds: dict[str, dict[str, str]] = {
+            str(host.resolve()): {"bind": target, "mode": mode} for target, (host, mode) in (mounts or {}).items()
+        }
+        if logs_dir is not None:
+            for sub in ("agent", "verifier", "artifacts"):
+                host = (logs_dir / sub).resolve()
+                host.mkdir(parents=True, exist_ok=True)
+                os.chmod(host, 0o777)  # the task's agent user need not be root
+                binds[str(host)] = {"bind": f"/logs/{sub}", "mode": "rw"}
         network = "none" if task.sandbox.network_mode == "no-network" else "bridge"
         host_config = self.client.api.create_host_config(
             init=True,
@@ -374,6 +414,7 @@ class SandboxFactory:
             mem_limit=f"{task.sandbox.memory_mb}m",
             network_mode=network,
             extra_hosts={"host.docker.internal": "host-gateway"} if network != "none" else None,
+            binds=binds or None,
         )
         labels = {
             LABEL_OWNED: "process",

@@ -250,3 +250,18 @@ def test_secret_agent_env_never_reaches_the_job_folder(docker_client, bench_env,
 def test_paths_in_job_folder_are_relative_names(tmp_path):
     # the folder helper is what every test above relies on
     assert isinstance(tmp_path, Path)
+
+
+def test_files_the_agent_plants_for_the_verifier_are_gone_before_it_runs(docker_client, bench_env, tmp_path):
+    # given an agent that plants a reward and a file among the tests
+    write_task(tmp_path / "tasks", "planted",
+               test_sh="if [ -e /tests/planted ]; then echo 0 > /logs/verifier/reward.txt; fi\n")
+    agent = tmp_path / "cheat.sh"
+    agent.write_text("#!/bin/bash\necho 1 > /logs/verifier/reward.txt\ntouch /tests/planted\n")
+    agent.chmod(0o755)
+    # when
+    proc = run_bench(["run", "tasks", "-a", f"script:{agent}", "--jobs-dir", "jobs"], env=bench_env, cwd=tmp_path)
+    # then: neither the planted reward nor the planted file survives; the verifier wrote nothing
+    [result] = results_of(job_dirs(tmp_path / "jobs")[0])
+    assert result["rewards"] is None, proc.stdout
+    assert "No reward file found" in result["verifier_error"]
