@@ -1,0 +1,171 @@
+"""`bench doctor [--fix]`: check (and with --fix, repair) what trials need on this machine."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+import docker
+import docker.errors
+from docker import DockerClient
+
+from runs.sandboxes.baseimages import (
+    BASE_VERSION,
+    DOCKERD_LOG,
+    HOST_CA_BUNDLE,
+    HOST_CA_GLOB,
+    SETUP_HINT,
+    EngineUnavailable,
+    Log,
+    base_image_status,
+    build_base_images,
+    docker_host,
+    ensure_engine,
+    host_ca_files,
+)
+
+
+@dataclass
+class Check:
+    name: str
+    status: str  # "PASS" | "WARN" | "FAIL"
+    detail: str
+    fix: str = ""
+
+
+def doctor_checks(
+    client_or_none: DockerClient | None, *, fix: bool, log: Log = print
+) -> list[Check]:
+    """Engine, base images, disk and CA checks; with fix=True start the engine and build images."""
+    checks: list[Check] = []
+    client, error, info = client_or_none, "", {}
+    if client is None or not _pings(client):
+        try:
+            if fix:
+                ensure_engine(log)
+            client = docker.from_env()
+            client.ping()
+        except (docker.errors.DockerException, EngineUnavailable) as exc:
+            client, error = None, str(exc).splitlines()[0]
+    if client is None:
+        checks.append(
+            Check(
+                "docker engine",
+                "FAIL",
+                f"not reachable at {docker_host()}: {error}",
+                f"start it with `bench doctor --fix` (or `nohup dockerd >{DOCKERD_LOG} 2>&1 &`); "
+                f"if it is not installed, {SETUP_HINT}",
+            )
+        )
+        unchecked = "not checked: the engine is not reachable"
+        checks.append(Check("base images", "WARN", unchecked, "start the engine first"))
+    else:
+        version = client.version()
+        info = client.info()
+        checks.append(
+            Check(
+                "docker engine",
+                "PASS",
+                f"{version.get('Version', '?').split('+')[0]} at {docker_host()}",
+            )
+        )
+        checks.append(_version_check(version, info))
+        checks.append(_images_check(client, fix, log))
+    root = str(info.get("DockerRootDir", "/var/lib/docker"))
+    checks.append(_disk_check(f"disk space (docker root {root})", root))
+    checks.append(_disk_check(f"disk space ({os.getcwd()})", os.getcwd()))
+    ca_files = host_ca_files()
+    bundle = "present" if os.path.exists(HOST_CA_BUNDLE) else "absent"
+    checks.append(
+        Check(
+            "host CA bundle",
+            "PASS",
+            f"{len(ca_files)} extra CA file(s) in {os.path.dirname(HOST_CA_GLOB)}"
+            f"{' (baked into the base images)' if ca_files else ''}; {HOST_CA_BUNDLE} {bundle}",
+        )
+    )
+    return checks
+
+
+def _pings(client: DockerClient) -> bool:
+    try:
+        return bool(client.ping())
+    except Exception:
+        return False
+
+
+def _version_check(version: dict[str, Any], info: dict[str, Any]) -> Check:
+    api = tuple(int(p) for p in str(version.get("ApiVersion", "0.0")).split(".")[:2])
+    detail = (
+        f"API {version.get('ApiVersion')}, storage {info.get('Driver')}, "
+        f"cgroup v{info.get('CgroupVersion', '?')}"
+    )
+    if api < (1, 24):
+        return Check(
+            "engine version", "FAIL", detail + " (docker-py 7 needs API 1.24+)", "upgrade docker.io"
+        )
+    if api < (1, 41):
+        return Check(
+            "engine version", "WARN", detail + " (older than Docker 20.10)", "upgrade docker.io"
+        )
+    return Check("engine version", "PASS", detail)
+
+
+def _images_check(client: DockerClient, fix: bool, log: Log) -> Check:
+    status = base_image_status(client)
+    if fix and any(s in ("missing", "stale") for s in status.values()):
+        try:
+            build_base_images(client, log=log)
+        except Exception as exc:  # report, don't crash the doctor
+            return Check("base images", "FAIL", f"building failed: {exc}", SETUP_HINT)
+        status = base_image_status(client)
+    missing = [t for t, s in status.items() if s == "missing"]
+    stale = [t for t, s in status.items() if s == "stale"]
+    if missing:
+        return Check(
+            "base images",
+            "FAIL",
+            f"missing: {', '.join(missing)}",
+            "build them with `bench doctor --fix` (debootstrap, about a minute)",
+        )
+    if stale:
+        return Check(
+            "base images",
+            "WARN",
+            f"older recipe than v{BASE_VERSION} or CA changed: {', '.join(stale)}",
+            "rebuild them with `bench doctor --fix`",
+        )
+    return Check("base images", "PASS", f"v{BASE_VERSION}: {', '.join(status)}")
+
+
+def _disk_check(name: str, path: str) -> Check:
+    try:
+        free = shutil.disk_usage(path).free / 2**30
+    except OSError as exc:
+        return Check(name, "WARN", f"cannot read: {exc}", "check the path exists and is readable")
+    detail = f"{free:.1f} GB free"
+    if free < 2:
+        return Check(name, "FAIL", detail, "free space: `docker system prune` or delete old runs")
+    if free < 10:
+        return Check(
+            name, "WARN", detail + " (under 10 GB)", "`docker system prune` or delete old runs"
+        )
+    return Check(name, "PASS", detail)
+
+
+def run_doctor(fix: bool, out: TextIO = sys.stdout) -> int:
+    """Print one line per check (and a fix line for each non-PASS); 1 if anything FAILs."""
+
+    def log(line: str) -> None:
+        print(f"      {line}", file=out, flush=True)
+
+    checks = doctor_checks(None, fix=fix, log=log)
+    for check in checks:
+        print(f"{check.status:<4}  {check.name}: {check.detail}", file=out)
+        if check.status != "PASS" and check.fix:
+            print(f"      fix: {check.fix}", file=out)
+    out.flush()
+    return 1 if any(c.status == "FAIL" for c in checks) else 0

@@ -1,0 +1,1 @@
+"""Docker sandboxes that trials run in, and the offline base images they start from."""

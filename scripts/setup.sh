@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Set up a fresh Debian 12 machine (run as root): Docker engine, debootstrap, the venv, and
+# the offline base images (via `bench doctor --fix`). Safe to run again: it skips what is done.
+set -euo pipefail
+
+cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.."
+export DEBIAN_FRONTEND=noninteractive
+
+say() { printf '==> %s\n' "$*"; }
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "scripts/setup.sh installs packages and starts dockerd: run it as root" >&2
+    exit 1
+fi
+
+# --- system packages: only touch apt when something is missing -------------------------------
+packages=()
+command -v dockerd >/dev/null 2>&1 || packages+=(docker.io)
+command -v debootstrap >/dev/null 2>&1 || packages+=(debootstrap)
+python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || packages+=(python3-venv)
+apt_log=/var/log/benchflow-setup-apt.log
+if [ "${#packages[@]}" -gt 0 ]; then
+    say "installing ${packages[*]} (log: $apt_log)"
+    # Lists may be absent (fresh image) or stale: update only when installing fails.
+    if ! apt-get install -y -q --no-install-recommends "${packages[@]}" >"$apt_log" 2>&1; then
+        if ! { apt-get update -q && apt-get install -y -q --no-install-recommends "${packages[@]}"; } >>"$apt_log" 2>&1; then
+            tail -n 20 "$apt_log" >&2
+            echo "installing ${packages[*]} failed; see $apt_log" >&2
+            exit 1
+        fi
+    fi
+fi
+
+# --- Docker engine: there is no systemd here, so start dockerd directly ----------------------
+if ! docker version --format '{{.Server.Version}}' >/dev/null 2>&1; then
+    say "starting dockerd (log: /var/log/dockerd.log)"
+    nohup dockerd >/var/log/dockerd.log 2>&1 &
+    for _ in $(seq 1 120); do
+        docker version --format '{{.Server.Version}}' >/dev/null 2>&1 && break
+        sleep 0.5
+    done
+    if ! docker version --format '{{.Server.Version}}' >/dev/null 2>&1; then
+        echo "dockerd did not answer within 60 s; last lines of /var/log/dockerd.log:" >&2
+        tail -n 20 /var/log/dockerd.log >&2 || true
+        exit 1
+    fi
+fi
+say "docker engine $(docker version --format '{{.Server.Version}}')"
+
+# --- Python environment ----------------------------------------------------------------------
+if [ ! -x .venv/bin/python ]; then
+    say "creating .venv with $(python3 --version)"
+    python3 -m venv .venv
+fi
+stamp=.venv/.benchflow-installed
+want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ] || ! .venv/bin/python -c 'import runs, docker' >/dev/null 2>&1; then
+    say "pip install -e '.[dev]'"
+    .venv/bin/python -m pip install -q -e '.[dev]'
+    echo "$want" >"$stamp"
+fi
+
+# --- doctor --fix: builds the offline base images when missing or out of date ----------------
+say "bench doctor --fix"
+if [ -x .venv/bin/bench ] && .venv/bin/bench doctor --help >/dev/null 2>&1; then
+    exec .venv/bin/bench doctor --fix
+fi
+exec .venv/bin/python -c 'from runs.doctor import run_doctor; import sys; sys.exit(run_doctor(fix=True))'

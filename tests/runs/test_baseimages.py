@@ -1,0 +1,217 @@
+"""Offline base images: FROM parsing and explanations (pure), and the real stand-ins (docker)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import docker
+import docker.errors
+import pytest
+
+from runs.sandboxes import baseimages
+from runs.sandboxes.baseimages import (
+    BASE_VERSION,
+    STAND_INS,
+    base_image_refs,
+    build_base_images,
+    explain_missing_image,
+    missing_base_images,
+)
+
+
+class FakeImages:
+    def __init__(self, present: set[str]) -> None:
+        self.present = present
+
+    def get(self, name: str) -> object:
+        if name not in self.present:
+            raise docker.errors.ImageNotFound(f"No such image: {name}")
+        return object()
+
+
+class FakeClient:
+    def __init__(self, *present: str) -> None:
+        self.images = FakeImages(set(present))
+
+
+FROM_CASES = [
+    ("plain", "FROM python:3.12-slim\nRUN true\n", ["python:3.12-slim"]),
+    ("lowercase keyword", "from debian:bookworm\n", ["debian:bookworm"]),
+    (
+        "platform flag and alias",
+        "FROM --platform=linux/amd64 ubuntu:24.04 AS build\n",
+        ["ubuntu:24.04"],
+    ),
+    (
+        "multi-stage alias is not an image",
+        "FROM golang:1.22 AS build\nRUN go build\nFROM build AS test\nFROM debian:bookworm-slim\n"
+        "COPY --from=build /x /x\n",
+        ["golang:1.22", "debian:bookworm-slim"],
+    ),
+    ("alias matched case-insensitively", "FROM node:20 AS Base\nFROM base\n", ["node:20"]),
+    ("scratch is skipped", "FROM scratch\nCOPY x /\n", []),
+    ("ARG with default", "ARG BASE=python:3.11-slim\nFROM ${BASE}\n", ["python:3.11-slim"]),
+    ("ARG in tag, $VAR form", "ARG V=3.12\nFROM python:$V-slim\n", ["python:3.12-slim"]),
+    ("ARG quoted default", 'ARG IMG="ubuntu:22.04"\nFROM $IMG\n', ["ubuntu:22.04"]),
+    ("ARG :- default", "ARG TAG\nFROM debian:${TAG:-bookworm}\n", ["debian:bookworm"]),
+    ("ARG without default stays unresolved", "ARG BASE\nFROM ${BASE}\n", ["${BASE}"]),
+    (
+        "ARG after FROM does not apply to FROM",
+        "ARG A=debian:bookworm\nFROM $A\nARG A=ubuntu:24.04\nFROM $A\n",
+        ["debian:bookworm"],
+    ),
+    (
+        "line continuation and comments",
+        "# syntax=docker/dockerfile:1\n# a comment\nFROM \\\n  python:3.12-slim \\\n  AS app\n",
+        ["python:3.12-slim"],
+    ),
+    ("escape directive", "# escape=`\nFROM `\n  debian:bookworm\n", ["debian:bookworm"]),
+    ("duplicates reported once", "FROM alpine:3\nFROM alpine:3\n", ["alpine:3"]),
+    ("no FROM", "RUN echo hi\n", []),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"), [c[1:] for c in FROM_CASES], ids=[c[0] for c in FROM_CASES]
+)
+def test_base_image_refs_reads_from_lines(text: str, expected: list[str]) -> None:
+    assert base_image_refs(text) == expected
+
+
+MISSING_CASES = [
+    ("present image", "FROM python:3.12-slim\n", ("python:3.12-slim",), []),
+    ("absent image", "FROM ubuntu:24.04\n", ("python:3.12-slim",), ["ubuntu:24.04"]),
+    (
+        "only absent stages reported",
+        "FROM debian:bookworm AS a\nFROM ubuntu:24.04 AS b\nFROM a\n",
+        ("debian:bookworm",),
+        ["ubuntu:24.04"],
+    ),
+    ("scratch never missing", "FROM scratch\n", (), []),
+    ("unresolved ARG is missing", "ARG B\nFROM $B\n", ("debian:bookworm",), ["$B"]),
+    (
+        "ARG default resolves to present",
+        "ARG B=debian:bookworm\nFROM $B\n",
+        ("debian:bookworm",),
+        [],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "present", "expected"),
+    [c[1:] for c in MISSING_CASES],
+    ids=[c[0] for c in MISSING_CASES],
+)
+def test_missing_base_images_lists_absent_from_images(
+    text: str, present: tuple[str, ...], expected: list[str]
+) -> None:
+    assert missing_base_images(text, FakeClient(*present)) == expected  # type: ignore[arg-type]
+
+
+def test_explain_missing_image_names_the_image_the_cause_and_the_fix() -> None:
+    # when
+    text = explain_missing_image("ubuntu:24.04", ["debian:bookworm", "python:3.12-slim"])
+    # then
+    assert "ubuntu:24.04" in text
+    assert "no image registry is reachable" in text
+    assert "Ubuntu" in text and "only Debian mirrors are reachable" in text
+    assert "debian:bookworm, python:3.12-slim" in text
+    assert "FROM" in text and "docker load" in text
+    assert "\n" not in text
+
+
+def test_explain_missing_image_with_no_stand_ins_says_how_to_build_them() -> None:
+    assert "bench doctor --fix" in explain_missing_image("python:3.12-slim", [])
+
+
+def test_apt_mirrors_fall_back_to_deb_debian_org() -> None:
+    main, security = baseimages.apt_mirrors()
+    assert main.startswith("http") and security.startswith("http")
+
+
+# --- real engine -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[docker.DockerClient]:
+    try:
+        baseimages.ensure_engine(log=lambda _line: None)
+    except (baseimages.EngineUnavailable, PermissionError) as exc:
+        pytest.skip(f"Docker engine cannot start here: {exc}")
+    client = docker.from_env(timeout=300)
+    build_base_images(client, log=lambda _line: None)  # seconds when already built
+    yield client
+    client.close()
+
+
+def _run(client: docker.DockerClient, image: str, command: list[str]) -> str:
+    output = client.containers.run(image, command, remove=True, network_disabled=True)
+    return output.decode().strip()
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("tag", STAND_INS)
+def test_each_stand_in_exists_with_the_current_label(client: docker.DockerClient, tag: str) -> None:
+    labels = client.images.get(tag).labels
+    assert labels["benchflow.base"] == "1"
+    assert labels["benchflow.base.version"] == str(BASE_VERSION)
+
+
+@pytest.mark.docker
+def test_python_stand_in_runs_python_and_pip(client: docker.DockerClient) -> None:
+    assert _run(client, "python:3.12-slim", ["python", "-c", "print(1)"]) == "1"
+    assert "python 3.11" in _run(client, "python:3.12-slim", ["pip", "--version"])
+    assert client.images.get("python:3.12-slim").labels["benchflow.base.python"] == "3.11"
+
+
+@pytest.mark.docker
+def test_python_stand_in_allows_system_pip_installs(client: docker.DockerClient) -> None:
+    out = _run(
+        client,
+        "python:3.11-slim",
+        ["sh", "-c", "ls /usr/lib/python3*/EXTERNALLY-MANAGED || echo none"],
+    )
+    assert out.endswith("none")
+
+
+@pytest.mark.docker
+def test_host_ca_files_are_baked_in(client: docker.DockerClient) -> None:
+    ca_files = baseimages.host_ca_files()
+    if not ca_files:
+        pytest.skip("this host has no extra CA files to bake in")
+    name = ca_files[0].name
+    out = _run(
+        client,
+        "debian:bookworm",
+        [
+            "sh",
+            "-c",
+            f"test -s /usr/local/share/ca-certificates/{name} "
+            "&& test -s $SSL_CERT_FILE && echo $NODE_EXTRA_CA_CERTS",
+        ],
+    )
+    assert out == "/etc/ssl/certs/ca-certificates.crt"
+
+
+@pytest.mark.docker
+def test_second_build_builds_nothing(client: docker.DockerClient) -> None:
+    # given the fixture already built everything; when
+    lines: list[str] = []
+    built = build_base_images(client, log=lines.append)
+    # then
+    assert built == []
+    assert lines[-1] == "base images: all current, nothing built"
+
+
+@pytest.mark.docker
+def test_ubuntu_is_reported_missing_and_stand_ins_are_not(client: docker.DockerClient) -> None:
+    dockerfile = "FROM ubuntu:24.04 AS a\nFROM python:3.12-slim\nFROM debian:bookworm-slim\n"
+    assert missing_base_images(dockerfile, client) == ["ubuntu:24.04"]
+
+
+@pytest.mark.docker
+def test_doctor_passes_engine_and_image_checks(client: docker.DockerClient) -> None:
+    checks = {c.name: c for c in baseimages.doctor_checks(client, fix=False, log=lambda _l: None)}
+    assert checks["docker engine"].status == "PASS"
+    assert checks["base images"].status == "PASS"
