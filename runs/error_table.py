@@ -1,0 +1,323 @@
+"""The error table as data: each failure category, how to recognise it, what happens, what to say.
+
+`runs/errors.py` holds the functions that read it (classify, retries, causes, `bench explain`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Fault = Literal["task", "agent", "infrastructure", "setup"]
+Kind = Literal["agent", "verifier", "trial"]
+
+FAULT_WORDS: dict[str, str] = {
+    "task": "task problem",
+    "agent": "agent problem",
+    "infrastructure": "infrastructure problem",
+    "setup": "setup problem",
+}
+
+
+@dataclass(frozen=True)
+class Marker:
+    """Texts that must all appear (lower-cased) in a message; lower `step` is checked first."""
+
+    step: int
+    all_of: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ErrorClass:
+    """One category: how to recognise it, what happens to the trial, and what to tell the user."""
+
+    name: str
+    kind: Kind  # agent: classify(); verifier: classify_verifier(); trial: set by the reader
+    retried: bool
+    graded: bool  # does the verifier still grade the attempt
+    fault: Fault
+    markers: tuple[Marker, ...]
+    cause: str  # the Outcomes cause label
+    next: str  # the next step; {job} and {task} are filled in where known
+    explain: str  # the paragraph `bench explain CLASS` prints
+
+
+def _m(step: int, *texts: str) -> tuple[Marker, ...]:
+    return tuple(Marker(step, (t,)) for t in texts)
+
+
+def _gated(step: int, gates: tuple[str, ...], texts: tuple[str, ...]) -> tuple[Marker, ...]:
+    return tuple(Marker(step, (g, t)) for g in gates for t in texts)
+
+
+_ACP = ("acp error", "was rejected as invalid")
+_AUTH = ("permission_denied", "leaked", "failed to authenticate", "invalid bearer token",
+         "invalid api key", "was rejected as invalid", "unauthorized", "provider auth failed",
+         "http 401", "http 403")
+_INFRA = ("connection lost", "connection reset", "connection refused", "broken pipe",
+          "sandbox not found", "workspace not found", "api connection", "api timeout",
+          "temporarily unavailable", "command timed out after", "no route to host")
+_DEP_INSTALL = ("dependency install failed", "failed to download `", "failed to fetch:",
+                "error sending request for url", "failed to lookup address information",
+                "no solution found", "could not find a version", "resolution impossible")
+_RESUME = "`bench eval resume {job}` reruns it"
+
+ERROR_CLASSES: tuple[ErrorClass, ...] = (
+    ErrorClass(
+        "trial_budget", "agent", retried=False, graded=True, fault="setup",
+        markers=_m(5, "trial budget reached", "trial_budget_spent"),
+        cause="the trial spent its token or turn budget",
+        next="trial_budget in each trial's result.json has what it used; raise --token-budget or "
+             "--turn-budget if the task needs more",
+        explain="The model proxy refused the trial's next model call (HTTP 400 trial_budget_spent)"
+                " because the trial had used its --token-budget or --turn-budget; the agent was "
+                "stopped and the verifier graded what it left. The trial counts 0 unless its tests"
+                " passed, and it is never retried. result.json's trial_budget records the budget, "
+                "where it came from, what was used (subagents included) and which measure stopped "
+                "it.",
+    ),
+    ErrorClass(
+        "usage_limit", "agent", retried=False, graded=False, fault="setup",
+        markers=_m(6, "usage limit reached"),
+        cause="usage limit on the agent's login",
+        next="switch to another login or wait for the reset, then `bench eval resume {job}`; "
+             "`bench doctor` shows each login's headroom",
+        explain="A subscription login (Claude or Codex) hit its usage window. The trial is "
+                "unscored, not retried, and the job starts no more trials; usage_limit_info in "
+                "result.json has the login, the window and when it resets.",
+    ),
+    ErrorClass(
+        "agent_integration", "agent", retried=False, graded=False, fault="setup",
+        markers=_m(7, "agent integration failure"),
+        cause="the agent integration broke",
+        next="integration_failure_info in result.json says why",
+        explain="The agent did nothing useful after the prompt (no tool call, no text, no output "
+                "tokens), or could not be started as configured: a rejected login (agent_auth), a "
+                "model it does not offer (agent_model), a broken install (agent_install), or a "
+                "budgeted trial whose agent bypasses the model proxy (agent_budget). Its reward is"
+                " withheld; not retried.",
+    ),
+    ErrorClass(
+        "budget_cancelled", "agent", retried=False, graded=False, fault="setup",
+        markers=_m(8, "cancelled by budget", "cancelled by the job budget", "budget_cancelled"),
+        cause="the job budget cancelled it or kept it from starting",
+        next="resume the job to run it with a cap that fits, or start a new job with --fresh",
+        explain="The job's --max-cost-usd, --max-tokens, --max-sandbox-seconds or --max-rollouts "
+                "cap was reached, so this trial was cancelled while running or never started. It "
+                "is listed apart in summary.json (budget.cancelled, budget.not_started, not_run) "
+                "and is not a failure.",
+    ),
+    ErrorClass(
+        "idle_timeout", "agent", retried=True, graded=True, fault="agent",
+        markers=_m(10, "agent idle for"),
+        cause="the agent went silent and the idle watchdog stopped it",
+        next="raise --agent-idle-timeout if the agent thinks for long; idle_timeout_info in "
+             "result.json has the details",
+        explain="No tool call, message or thought arrived for --agent-idle-timeout seconds, so the"
+                " watchdog stopped the agent. The attempt is retried in a new sandbox; a fallback "
+                "reward from grading the hung attempt does not stop the retry unless it is a pass.",
+    ),
+    ErrorClass(
+        "install_failure", "agent", retried=True, graded=False, fault="infrastructure",
+        markers=_m(20, "install failed"),
+        cause="the agent's install failed",
+        next="`bench doctor` checks the network to npm; the trial's agent/install-stdout.txt has "
+             "the log",
+        explain="Installing the agent CLI in the sandbox failed, usually a network or registry "
+                "hiccup. Retried in a new sandbox.",
+    ),
+    ErrorClass(
+        "pipe_closed", "agent", retried=True, graded=True, fault="infrastructure",
+        markers=_m(30, "closed stdout", "pty closed by the peer", "pty readline timeout"),
+        cause="the connection to the agent closed",
+        next=_RESUME,
+        explain="The agent process's stdout (or its PTY) closed mid-run: the process died or the "
+                "transport dropped. Retried in a new sandbox; transport_error_info in result.json "
+                "has the exit code when there was one.",
+    ),
+    ErrorClass(
+        "suspected_api_error", "agent", retried=False, graded=False, fault="setup",
+        markers=_m(40, "suspected provider api error"),
+        cause="the agent did nothing (no tokens, no tool calls)",
+        next="check the model id and the login with `bench doctor`, then `bench eval resume {job}`",
+        explain="The agent ended with zero tokens and zero tool calls and the proxy saw no "
+                "successful call: most often a wrong model id or a dead credential. Not retried.",
+    ),
+    ErrorClass(
+        "api_error", "agent", retried=True, graded=False, fault="infrastructure",
+        markers=_m(41, "provider api error", "circuit breaker open"),
+        cause="the model provider's API failed",
+        next="`bench eval resume {job}` reruns it; api_error_info in result.json has the status",
+        explain="Every model call the proxy forwarded failed. The message reads `provider api "
+                "error [<kind>/<transient|permanent>] HTTP <status>`: transient ones (rate limits,"
+                " 5xx) are retried, permanent ones (auth, quota, unknown model, rejected request) "
+                "are not, and 5 identical permanent failures in a row open the circuit breaker, "
+                "which skips the rest.",
+    ),
+    ErrorClass(
+        "provider_auth", "agent", retried=False, graded=False, fault="setup",
+        markers=_gated(50, _ACP, _AUTH),
+        cause="the model provider refused the credential",
+        next="`bench doctor` checks each login and key",
+        explain="The provider answered 401/403 or called the key invalid. Not retried: another "
+                "attempt would be refused the same way.",
+    ),
+    ErrorClass(
+        "provider_rate_limit", "agent", retried=False, graded=False, fault="infrastructure",
+        markers=_gated(51, ("acp error",), ("provider rate limited", "rate limit",
+                                            "too many requests", "http 429")),
+        cause="the model provider rate-limited the run",
+        next="lower --concurrency, then `bench eval resume {job}`",
+        explain="The provider refused calls for exceeding its rate limit and the agent gave up. "
+                "Not retried within the job; lower -j and resume.",
+    ),
+    ErrorClass(
+        "infra_failure", "agent", retried=True, graded=False, fault="infrastructure",
+        markers=_gated(52, ("acp error",), ("provider unavailable", "http 503")) + _m(80, *_INFRA),
+        cause="the sandbox or its transport failed",
+        next=_RESUME,
+        explain="A connection was lost, reset or refused, the sandbox vanished, or the provider "
+                "was unavailable (HTTP 503). Retried in a new sandbox.",
+    ),
+    ErrorClass(
+        "provider_rejected", "agent", retried=False, graded=False, fault="agent",
+        markers=_gated(53, ("acp error",), ("http 400", "provider rejected request")),
+        cause="the model provider rejected the request (often a context too long)",
+        next="read the error in the trial's result.json; a model with a larger context, or a "
+             "shorter prompt",
+        explain="The provider answered 400 to a call the agent made, most often because the "
+                "context grew past the model's window. Not retried.",
+    ),
+    ErrorClass(
+        "agent_protocol", "agent", retried=True, graded=False, fault="agent",
+        markers=_m(54, "agent protocol error", "acp protocol error", "protocol error",
+                   "invalid json-rpc", "malformed json-rpc", "json-rpc parse error"),
+        cause="the agent broke the ACP protocol",
+        next="`bench eval resume {job}` reruns it; the agent's log (agent/<agent>.txt) has its "
+             "side",
+        explain="The agent sent a malformed or unexpected ACP (JSON-RPC) message, or the handshake"
+                " failed. Usually a transient glitch in the agent process; retried in a new "
+                "sandbox.",
+    ),
+    ErrorClass(
+        "acp_error", "agent", retried=True, graded=False, fault="agent",
+        markers=_m(55, "acp error"),
+        cause="the agent reported an error",
+        next="the agent's log (agent/<agent>.txt in the trial folder) has its side",
+        explain="The agent answered the prompt with an ACP error that names no provider problem. "
+                "Retried in a new sandbox.",
+    ),
+    ErrorClass(
+        "image_build", "agent", retried=False, graded=False, fault="setup",
+        markers=_m(60, "image build failed", "failed to build image", "docker build failed",
+                   "error building image", "build path", "dockerfile not found",
+                   "cannot locate specified dockerfile"),
+        cause="the task's Docker image did not build",
+        next="build it by hand (`docker build <task>/environment`) to see the error; fix the "
+             "task's Dockerfile or the local base images",
+        explain="The sandbox image for the task failed to build: a broken Dockerfile, a missing "
+                "build path, or a base image this machine does not have (no registry is reachable "
+                "here; scripts/setup.sh builds the bases). Not retried: it would fail the same "
+                "way.",
+    ),
+    ErrorClass(
+        "sandbox_setup", "agent", retried=True, graded=False, fault="infrastructure",
+        markers=_m(61, "sandbox startup", "sandbox creation", "failed to resolve source metadata",
+                   "pull access denied", "manifest unknown"),
+        cause="the sandbox did not start",
+        next="`bench doctor`; sandbox_startup_info in result.json has the error",
+        explain="Creating or starting the sandbox failed (Docker daemon, registry metadata, "
+                "resources). Retried in a new sandbox.",
+    ),
+    ErrorClass(
+        "timeout", "agent", retried=False, graded=True, fault="agent",
+        markers=_m(70, "prompt exceeded wall-clock budget") + _m(90, "timed out"),
+        cause="the agent ran out of time",
+        next="raise the task's agent timeout (task.md agent.timeout_sec) or --timeout",
+        explain="The agent used its whole wall-clock timeout. The verifier still grades what it "
+                "left (a missing reward counts 0); never retried.",
+    ),
+    ErrorClass(
+        "other", "agent", retried=False, graded=False, fault="infrastructure",
+        markers=(),
+        cause="other error",
+        next="the trial's result.json and the run's log have the details",
+        explain="An error no marker recognises. Not retried; read result.json's error.",
+    ),
+    ErrorClass(
+        "verifier_infra", "verifier", retried=True, graded=False, fault="infrastructure",
+        markers=_m(100, "separate verifier", "failed to add tests directory",
+                   "failed to download verifier directory", "failed to download llm-judge input",
+                   "verifier setup failed") + _gated(101, ("verifier crashed",), _INFRA),
+        cause="the verifier's sandbox failed",
+        next="`bench eval resume {job}` scores it again",
+        explain="BenchFlow's own verifier machinery failed (copying tests in, the separate "
+                "verifier sandbox, a dropped connection). Retried; resume scores it again.",
+    ),
+    ErrorClass(
+        "verifier_timeout", "verifier", retried=True, graded=False, fault="task",
+        markers=_m(110, "verifier timed out"),
+        cause="the verifier timed out",
+        next="raise the task's verifier timeout (task.md verifier.timeout_sec)",
+        explain="The tests ran past the verifier timeout (600 s unless the task sets one). Retried"
+                " once more like other verifier failures of our own; a slow test suite needs a "
+                "larger timeout.",
+    ),
+    ErrorClass(
+        "verifier_dep_install", "verifier", retried=False, graded=False, fault="task",
+        markers=_m(120, *_DEP_INSTALL),
+        cause="the verifier's dependency install failed",
+        next="pin or bake the verifier's dependencies into the image; `bench tasks check {task}`",
+        explain="test.sh installs packages at grading time and the install failed, so any reward "
+                "it wrote is ignored. Bake the dependencies into the task image.",
+    ),
+    ErrorClass(
+        "verifier_bad_reward", "verifier", retried=False, graded=False, fault="task",
+        markers=_m(130, "invalid reward", "reward out of range", "could not parse reward",
+                   "reward is not a number", "reward must be"),
+        cause="the verifier wrote a reward that is not a number in [0, 1]",
+        next="`bench tasks check {task}`; the verifier must write one number in [0, 1]",
+        explain="reward.txt or reward.json held something other than a finite number between 0 and"
+                " 1.",
+    ),
+    ErrorClass(
+        "verifier_no_reward", "verifier", retried=False, graded=False, fault="task",
+        markers=_m(140, "no reward file", "reward file not found", "did not write a reward",
+                   "rewardfilenotfound"),
+        cause="the verifier wrote no reward",
+        next="`bench tasks check {task}`; the verifier must write /logs/verifier/reward.txt or "
+             "reward.json",
+        explain="The tests ran but left no /logs/verifier/reward.txt or reward.json.",
+    ),
+    ErrorClass(
+        "verifier_failure", "verifier", retried=False, graded=False, fault="task",
+        markers=_m(150, "verifier crashed"),
+        cause="the verifier crashed",
+        next="`bench tasks check {task}`; the trial's verifier/test-stdout.txt has the output",
+        explain="The task's test script crashed before it produced a verdict.",
+    ),
+    ErrorClass(
+        "verifier_other", "verifier", retried=False, graded=False, fault="task",
+        markers=(),
+        cause="the verifier failed",
+        next="the trial's verifier/ folder has the output",
+        explain="A verifier error no marker recognises; the verifier/ folder has the output.",
+    ),
+    ErrorClass(
+        "no_verdict", "trial", retried=False, graded=False, fault="infrastructure",
+        markers=(),
+        cause="no verdict was recorded (no reward and no error)",
+        next=_RESUME,
+        explain="result.json has neither a reward nor an error: the attempt stopped between the "
+                "agent and the verifier. Resume runs it again.",
+    ),
+    ErrorClass(
+        "interrupted", "trial", retried=True, graded=False, fault="infrastructure",
+        markers=(),
+        cause="the attempt was interrupted before it wrote result.json",
+        next=_RESUME,
+        explain="The attempt folder has no result.json: the run was stopped (Ctrl-C, SIGTERM, a "
+                "crash) while it ran. It still counts as a rollout started; resume runs the trial "
+                "again.",
+    ),
+)

@@ -1,0 +1,453 @@
+"""Reading a job folder into trials and attempts (no Django, no database): `load_job`.
+
+The best attempt of a trial is the scored one (the newest scored if several), else the newest;
+resume, summary.json and `bench results` use the same rule. Rendering lives in `runs/results_render.py`.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import math
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from runs import errors
+
+Outcome = Literal["passed", "failed", "errored", "verifier_errored", "interrupted"]
+AttemptsMode = Literal["best", "all"]
+CONTROL_AGENTS = {"oracle": "oracle", "nop": "empty"}
+
+
+def reward_of(result: Mapping[str, Any] | None) -> float | None:
+    """The numeric, finite `rewards.reward` of a result, else None (bools and NaN are no reward)."""
+    if not result:
+        return None
+    rewards = result.get("rewards")
+    value = rewards.get("reward") if isinstance(rewards, Mapping) else None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def outcome_of(result: Mapping[str, Any] | None) -> Outcome:
+    """passed / failed (a reward wins over an error) / errored / verifier_errored / interrupted."""
+    return _outcome(result, reward_of(result))
+
+
+def _outcome(result: Mapping[str, Any] | None, reward: float | None) -> Outcome:
+    if result is None:
+        return "interrupted"
+    if reward is not None:
+        return "passed" if reward == 1.0 else "failed"
+    if result.get("error") or not result.get("verifier_error"):
+        return "errored"  # an agent error, or no verdict at all
+    return "verifier_errored"
+
+
+def execution_of(result: Mapping[str, Any] | None) -> str:
+    """completed | errored | timed_out | integration_failed (BenchFlow's trial `execution`)."""
+    if result is None:
+        return "errored"
+    category = errors.error_category(result)
+    if category is None or category == "trial_budget":
+        return "completed"
+    if category == "agent_integration":
+        return "integration_failed"
+    return "timed_out" if category in ("timeout", "idle_timeout") else "errored"
+
+
+def assessment_of(result: Mapping[str, Any] | None) -> str:
+    """scored | error (the verifier failed) | unscored."""
+    if reward_of(result) is not None:
+        return "scored"
+    return "error" if result and result.get("verifier_error") else "unscored"
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return value
+
+
+def _epoch(text: Any) -> float | None:
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return None
+
+
+@dataclass(slots=True)
+class Attempt:
+    """One attempt folder `<task>__<id>`; `result` is None when it never wrote result.json."""
+
+    task: str
+    trial_name: str
+    trial_index: int
+    folder: str
+    path: str
+    result: dict[str, Any] | None
+    when: float  # finished_at, else started_at, else folder mtime (epoch seconds)
+    mtime: float | None = None
+    reward: float | None = None  # reward_of(result), computed once
+
+    @property
+    def outcome(self) -> Outcome:
+        return _outcome(self.result, self.reward)
+
+    @property
+    def scored(self) -> bool:
+        return self.reward is not None
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.result.get(key, default) if self.result else default
+
+    def usage(self, key: str) -> float | None:
+        agent_result = self.get("agent_result")
+        return _number(agent_result.get(key)) if isinstance(agent_result, Mapping) else None
+
+    def folder_mtime(self) -> float:
+        if self.mtime is None:
+            try:
+                self.mtime = os.stat(self.path).st_mtime
+            except OSError:
+                self.mtime = 0.0
+        return self.mtime
+
+
+def _read_json(path: str) -> Any:
+    try:
+        with open(path, "rb") as handle:
+            return json.loads(handle.read().decode())
+    except (OSError, ValueError):
+        return None
+
+
+def _split_folder(name: str) -> str:
+    return name.rsplit("__", 1)[0]
+
+
+def _attempt(entry: os.DirEntry[str]) -> Attempt | None:
+    data = _read_json(os.path.join(entry.path, "result.json"))
+    result = data if isinstance(data, dict) else None
+    if result is not None and result.get("purpose") == "reviewer":
+        return None
+    meta = result if result is not None else _read_json(os.path.join(entry.path, "config.json"))
+    meta = meta if isinstance(meta, dict) else {}
+    task = str(meta.get("task_name") or _split_folder(entry.name))
+    index = meta.get("trial_index")
+    when = _epoch(meta.get("finished_at")) if result is not None else None
+    if when is None and result is not None:
+        when = _epoch(result.get("started_at"))
+    mtime = None
+    if when is None:
+        mtime = entry.stat().st_mtime
+        when = mtime
+    return Attempt(
+        task=task,
+        trial_name=str(meta.get("trial_name") or task),
+        trial_index=index if isinstance(index, int) and not isinstance(index, bool) else 0,
+        folder=entry.name,
+        path=entry.path,
+        result=result,
+        when=when,
+        mtime=mtime,
+        reward=reward_of(result),
+    )
+
+
+@contextmanager
+def _no_gc() -> Iterator[None]:
+    """Building thousands of small dicts triggers needless full collections; pause them."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def read_attempts(job_dir: str | os.PathLike[str]) -> list[Attempt]:
+    """Every attempt folder of a job (one result.json read each), in folder-name order."""
+    attempts = []
+    with _no_gc(), os.scandir(job_dir) as entries:
+        for entry in entries:
+            if entry.name.startswith(".") or "__" not in entry.name or not entry.is_dir():
+                continue
+            attempt = _attempt(entry)
+            if attempt is not None:
+                attempts.append(attempt)
+    attempts.sort(key=lambda a: a.folder)
+    return attempts
+
+
+def oldest_first(attempts: Iterable[Attempt]) -> list[Attempt]:
+    """Attempts by time, ties broken by folder mtime (only then stat'ed), then folder name."""
+    items = list(attempts)
+    if len(items) < 2:
+        return items
+    if len({a.when for a in items}) == len(items):
+        return sorted(items, key=lambda a: (a.when, a.folder))
+    return sorted(items, key=lambda a: (a.when, a.folder_mtime(), a.folder))
+
+
+def best_attempt(attempts: Sequence[Attempt]) -> Attempt:
+    """The newest scored attempt, else the newest attempt."""
+    if not attempts:
+        raise ValueError("a trial has at least one attempt")
+    return _newest_scored_else_newest(oldest_first(attempts))
+
+
+def _newest_scored_else_newest(ordered: Sequence[Attempt]) -> Attempt:
+    for attempt in reversed(ordered):
+        if attempt.reward is not None:
+            return attempt
+    return ordered[-1]
+
+
+@dataclass(slots=True)
+class Trial:
+    """A trial (all attempts of one task repeat); its fields come from the chosen attempt."""
+
+    task: str
+    trial_name: str
+    trial_index: int
+    agent: str | None
+    model: str | None
+    reward: float | None
+    outcome: Outcome
+    execution: str
+    assessment: str
+    control: str | None
+    error: str | None
+    error_category: str | None
+    verifier_error: str | None
+    verifier_error_category: str | None
+    cost_usd: float | None
+    total_tokens: int | None
+    attempts: list[Attempt] = field(default_factory=list)
+    chosen: Attempt | None = None
+
+    @property
+    def result(self) -> dict[str, Any] | None:
+        return self.chosen.result if self.chosen else None
+
+    @property
+    def retried(self) -> bool:
+        return len(self.attempts) > 1
+
+    def cause(self, job_dir: str | None = None) -> errors.Cause | None:
+        return errors.cause_of(self.result, job=job_dir)
+
+
+def _control(agent: str | None, task: str) -> str | None:
+    if agent in CONTROL_AGENTS:
+        return CONTROL_AGENTS[agent]
+    if task.endswith("__o"):
+        return "oracle"
+    return "empty" if task.endswith("__e") else None
+
+
+def _trial(chosen: Attempt, attempts: list[Attempt], settings: Mapping[str, Any]) -> Trial:
+    result = chosen.result
+    agent = chosen.get("agent") or settings.get("agent")
+    model = chosen.get("model") or settings.get("model")
+    tokens = chosen.usage("total_tokens")
+    return Trial(
+        task=chosen.task,
+        trial_name=chosen.trial_name,
+        trial_index=chosen.trial_index,
+        agent=agent,
+        model=model,
+        reward=chosen.reward,
+        outcome=chosen.outcome,
+        execution=execution_of(result),
+        assessment="scored" if chosen.reward is not None else assessment_of(result),
+        control=_control(agent, chosen.task),
+        error=chosen.get("error"),
+        error_category=errors.error_category(result) if result else "interrupted",
+        verifier_error=chosen.get("verifier_error"),
+        verifier_error_category=errors.verifier_category(result) if result else None,
+        cost_usd=chosen.usage("cost_usd"),
+        total_tokens=int(tokens) if tokens is not None else None,
+        attempts=attempts,
+        chosen=chosen,
+    )
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _ratio(part: int, whole: int) -> float | None:
+    return part / whole if whole else None
+
+
+@dataclass
+class Job:
+    """A loaded job folder. `trials` has one Trial per trial ("best") or per attempt ("all")."""
+
+    path: str
+    settings: dict[str, Any]
+    attempts: list[Attempt]
+    best_trials: list[Trial]
+    mode: AttemptsMode = "best"
+    trials: list[Trial] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return os.path.basename(os.path.normpath(self.path))
+
+    @property
+    def interrupted(self) -> list[Attempt]:
+        return [a for a in self.attempts if a.result is None]
+
+    def counted(self, include_controls: bool = False) -> list[Trial]:
+        return [t for t in self.trials if include_controls or t.control is None]
+
+    def denominators(self, include_controls: bool = False) -> dict[str, Any]:
+        """BenchFlow's counts: scored trials have a reward; errors never count as 0."""
+        trials = self.counted(include_controls)
+        scored = [t for t in trials if t.assessment == "scored"]
+        clean = [t for t in scored if t.execution == "completed"]
+        return {
+            "attempted": len(trials),
+            "scored": len(scored),
+            "assessment_errors": sum(t.assessment == "error" for t in trials),
+            "unscored": sum(t.assessment == "unscored" for t in trials),
+            "execution_errors": sum(t.execution != "completed" for t in trials),
+            "passed": sum(t.outcome == "passed" for t in trials),
+            "mean_reward": _mean([t.reward for t in scored if t.reward is not None]),
+            "clean_scored": len(clean),
+            "clean_passed": sum(t.outcome == "passed" for t in clean),
+            "controls_excluded": 0 if include_controls else len(self.trials) - len(trials),
+        }
+
+    @property
+    def pass_rate_scored(self) -> float | None:
+        d = self.denominators()
+        return _ratio(d["passed"], d["scored"])
+
+    @property
+    def pass_rate_attempted(self) -> float | None:
+        d = self.denominators()
+        return _ratio(d["passed"], d["attempted"])
+
+    def to_records(self) -> list[dict[str, Any]]:
+        from runs.results_render import record
+
+        return [record(t, self.mode) for t in self.trials]
+
+    def to_csv(self) -> str:
+        from runs.results_render import records_csv
+
+        return records_csv(self.to_records())
+
+    def to_json_dict(self, include_controls: bool = False) -> dict[str, Any]:
+        """The `benchflow.job` document (strict JSON: NaN and infinities become null)."""
+        from runs.results_render import job_document
+
+        return job_document(self, include_controls)
+
+
+def _plan_order(settings: Mapping[str, Any]) -> dict[str, int]:
+    plan = settings.get("plan")
+    return {str(t): i for i, t in enumerate(plan)} if isinstance(plan, list) else {}
+
+
+def load_job(path: str | os.PathLike[str], attempts: AttemptsMode = "best") -> Job:
+    """Load a job folder: trials in plan order (then by name), each with its attempts oldest first."""
+    if attempts not in ("best", "all"):
+        raise ValueError(f"attempts must be 'best' or 'all', not {attempts!r}")
+    job_dir = os.fspath(path)
+    settings = _read_json(os.path.join(job_dir, "evaluation.json"))
+    settings = settings if isinstance(settings, dict) else {}
+    all_attempts = read_attempts(job_dir)
+    groups: dict[str, list[Attempt]] = {}
+    for attempt in all_attempts:
+        groups.setdefault(attempt.trial_name, []).append(attempt)
+    order = _plan_order(settings)
+    best: list[Trial] = []
+    with _no_gc():
+        for members in groups.values():
+            ordered = oldest_first(members)
+            best.append(_trial(_newest_scored_else_newest(ordered), ordered, settings))
+    best.sort(key=lambda t: (order.get(t.task, len(order)), t.task, t.trial_index, t.trial_name))
+    return with_mode(Job(job_dir, settings, all_attempts, best, "best", best), attempts)
+
+
+def with_mode(job: Job, attempts: AttemptsMode) -> Job:
+    """The same job listing one row per trial ("best") or per attempt ("all")."""
+    if attempts == job.mode:
+        return job
+    if attempts == "best":
+        trials = job.best_trials
+    else:
+        trials = [_trial(a, t.attempts, job.settings) for t in job.best_trials for a in t.attempts]
+    return Job(job.path, job.settings, job.attempts, job.best_trials, attempts, trials)
+
+
+def _by_task(job: Job) -> dict[str, list[Trial]]:
+    tasks: dict[str, list[Trial]] = {}
+    for trial in job.best_trials:
+        if trial.control is None:
+            tasks.setdefault(trial.task, []).append(trial)
+    return tasks
+
+
+def pass_at_k_estimate(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k of one task with n samples, c of them successes: 1 - C(n-c,k)/C(n,k)."""
+    if k > n:
+        raise ValueError("pass@k needs n >= k")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def pass_at_k_tasks(samples: Iterable[Sequence[float]], k: int) -> float | None:
+    """Mean pass@k over tasks with at least k scored samples (success: reward == 1); None if none."""
+    values = [pass_at_k_estimate(len(s), sum(r == 1.0 for r in s), k) for s in samples if len(s) >= k]
+    return _mean(values)
+
+
+def pass_at_k(job: Job, k: int) -> float | None:
+    """pass@k over the job's best-attempt trials, grouped by task (controls left out)."""
+    return pass_at_k_table(job, [k])[k]
+
+
+def pass_at_k_table(job: Job, ks: Iterable[int]) -> dict[int, float | None]:
+    samples = [[t.reward for t in ts if t.reward is not None] for ts in _by_task(job).values()]
+    return {k: pass_at_k_tasks(samples, k) for k in ks}
+
+
+def mean_stderr(values: Sequence[float]) -> dict[str, Any]:
+    """{"n", "mean", "stderr"}: the standard error uses the sample deviation (n-1)."""
+    n = len(values)
+    mean = _mean(values)
+    stderr = None
+    if n >= 2 and mean is not None:
+        variance = sum((v - mean) ** 2 for v in values) / (n - 1)
+        stderr = math.sqrt(variance / n)
+    return {"n": n, "mean": mean, "stderr": stderr}
+
+
+def reward_stats(job: Job) -> dict[str, dict[str, Any]]:
+    """Mean reward ± standard error over scored trials, and over all trials (errors as 0)."""
+    trials = [t for ts in _by_task(job).values() for t in ts]
+    scored = [t.reward for t in trials if t.reward is not None]
+    with_errors = [t.reward if t.reward is not None else 0.0 for t in trials]
+    return {"scored": mean_stderr(scored), "with_errors": mean_stderr(with_errors)}
+
+
+def render_results(job: Job, fmt: str = "table", attempts: AttemptsMode | None = None) -> str:
+    """What `bench results JOB [--attempts all] [--json|--csv]` prints."""
+    from runs.results_render import render
+
+    return render(with_mode(job, attempts or job.mode), fmt)
