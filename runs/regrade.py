@@ -1,0 +1,469 @@
+"""bench regrade: score a job's saved work again with each task's current verifier, in a fresh sandbox.
+
+result.json is never changed. Every regrade is appended to `<attempt>/regrade.json` (who, when,
+why, what changed) with its verifier output in `<attempt>/regrade/<id>/`; the run is summed up in
+`<job>/regrade-summary.json`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import hashlib
+import os
+import secrets
+import shutil
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from runs.jobfolder import JobLock, JobLocked, new_job_name, read_json, write_json
+from runs.results import Attempt, best_attempt, outcome_of, read_attempts, reward_of
+from runs.sandboxes.docker import FileEntry, Sandbox, SandboxFactory, connect
+from runs.tasks import (
+    Task,
+    TaskError,
+    _digest,
+    environment_digest,
+    find_task_dirs,
+    load_task,
+    task_digest,
+)
+from runs.verifier import TESTS_DIR, VerifierOutcome, run_verifier
+from runs.workspace import EVIDENCE, MANIFEST, WORKSPACE, check_manifest
+
+Say = Callable[[str], None]
+NO_OUTPUTS = "no saved outputs; rerun with bench run --save-outputs to make it regradable"
+MULTI_STEP = "bench regrade does not rescore multi-step trials"
+SUMMARY = "regrade-summary.json"
+TOLERANCE = 1e-9
+# reference 10.2's block fields, in its order, then ours
+BLOCK_FIELDS = (
+    "id created_at by reason task_dir sandbox original_task_digest task_digest task_changed "
+    "verifier_digest original_rewards original_reward new_rewards new_reward status verifier_error "
+    "change error verifier_exit_code workdir output_dir duration_s"
+).split()
+
+
+class RegradeError(Exception):
+    """Not a job folder, or a job another process is running: a usage error (exit 2)."""
+
+
+def change_of(original: float | None, new: float | None, status: str) -> str | None:
+    """same | fail->pass | pass->fail | reward a -> b | scored | unscored; None when no verdict came."""
+    if status != "complete":
+        return None
+    if original is None:
+        return "same" if new is None else "scored"
+    if new is None:
+        return "unscored"
+    if abs(original - new) <= TOLERANCE:
+        return "same"
+    if original == 1.0:
+        return "pass->fail"
+    if new == 1.0:
+        return "fail->pass"
+    return f"reward {original:g} -> {new:g}"
+
+
+def append_regrade(existing: Mapping[str, Any] | None, original: dict[str, Any], block: dict[str, Any]) -> dict[str, Any]:
+    """regrade.json after one more regrade: the first `original` kept, `block` appended and latest."""
+    prior = dict(existing or {})
+    regrades = [*(prior.get("regrades") or []), block]
+    return {**prior, "original": prior.get("original") or original, "regrades": regrades, "latest": block}
+
+
+def _reward_text(value: float | None) -> str:
+    return "none" if value is None else f"{value:.2f}"
+
+
+@dataclass
+class TrialRow:
+    """One trial of the regrade run, as the report and regrade-summary.json show it."""
+
+    trial: str
+    task: str
+    attempt: str | None
+    status: str  # complete | failed | interrupted | refused
+    change: str | None = None
+    original_reward: float | None = None
+    new_reward: float | None = None
+    message: str | None = None  # the refusal, the sandbox failure or the verifier error
+
+    def line(self) -> str:
+        if self.status == "refused":
+            return f"[REFUSED] {self.trial}: {self.message}"
+        rewards = f"reward {_reward_text(self.original_reward)} -> {_reward_text(self.new_reward)}"
+        if self.status != "complete":
+            return f"[REGRADE] {self.trial}: {self.status} ({self.message or rewards})"
+        note = f"; verifier error: {self.message}" if self.message else ""
+        return f"[REGRADE] {self.trial}: {self.change} ({rewards}{note})"
+
+
+@dataclass
+class RegradeReport:
+    job_dir: Path
+    regrade_id: str
+    created_at: str
+    reason: str | None
+    rows: list[TrialRow] = field(default_factory=list)
+    summary_path: Path | None = None
+    interrupted: bool = False
+
+    def _count(self, status: str) -> int:
+        return sum(r.status == status for r in self.rows)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Complete regrades by change; every "reward a -> b" counts under "reward"."""
+        changes = (r.change or "none" for r in self.rows if r.status == "complete")
+        return dict(Counter("reward" if c.startswith("reward ") else c for c in changes))
+
+    @property
+    def exit_code(self) -> int:
+        if self.interrupted:
+            return 130
+        if not any(r.status != "refused" for r in self.rows):
+            return 2
+        return 1 if self._count("failed") else 0
+
+    @property
+    def closing(self) -> str:
+        regraded, refused, failed = self._count("complete"), self._count("refused"), self._count("failed")
+        if self.exit_code == 2:
+            return f"Nothing to regrade in {self.job_dir}: {refused} trial(s) refused, none regradable."
+        changes = ", ".join(f"{n} {k}" for k, n in sorted(self.counts.items()))
+        text = f"Regraded {regraded} trial(s)" + (f" ({changes})" if changes else "")
+        text += f", {refused} refused, {failed} failed"
+        if self._count("interrupted"):
+            text += f", {self._count('interrupted')} interrupted"
+        return text + (f". Summary: {self.summary_path}" if self.summary_path else ".")
+
+    def render(self) -> str:
+        return "\n".join([*(r.line() for r in self.rows), self.closing])
+
+    def to_dict(self) -> dict[str, Any]:
+        """The regrade-summary.json document."""
+        return {
+            "job": self.job_dir.name,
+            "job_dir": str(self.job_dir),
+            "regrade_id": self.regrade_id,
+            "created_at": self.created_at,
+            "reason": self.reason,
+            "counts": self.counts,
+            "trials": {"regraded": self._count("complete")}
+            | {s: self._count(s) for s in ("refused", "failed", "interrupted")},
+            "interrupted": self.interrupted,
+            "rows": [asdict(r) for r in self.rows],
+        }
+
+
+@dataclass
+class _Plan:
+    attempt: Attempt
+    dir: Path  # the attempt's folder
+    task: Task
+    manifest: dict[str, Any]
+    config: dict[str, Any]
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        data = read_json(path)
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _find_task(name: str, roots: list[Path]) -> Path | None:
+    for root in roots:
+        try:
+            found = [d for d in find_task_dirs(root) if d.name == name]
+        except (TaskError, OSError):
+            continue
+        if found:
+            return found[0]
+    return None
+
+
+def _manifest_problem(attempt_dir: Path, manifest: Mapping[str, Any]) -> str | None:
+    """What check_manifest does not cover: paths leaving the workspace, and files it does not list."""
+    listed = {str(e.get("path")) for e in manifest.get("files") or []}
+    if any(p.startswith("/") or ".." in Path(p).parts for p in listed):
+        return "the manifest names a path outside the workspace"
+    root = attempt_dir / EVIDENCE / WORKSPACE
+    for dirpath, _dirs, names in os.walk(root):
+        for name in names:
+            rel = (Path(dirpath) / name).relative_to(root).as_posix()
+            if rel not in listed:
+                return f"saved file {rel} is not in the manifest"
+    return None
+
+
+def _plan_trial(
+    attempts: list[Attempt], settings: Mapping[str, Any], tasks_dir: Path | None
+) -> tuple[Attempt, _Plan | str]:
+    """The trial's best attempt with saved outputs and its current task, or why it is refused."""
+    saved = [a for a in attempts if (Path(a.path) / EVIDENCE / MANIFEST).is_file()]
+    chosen = best_attempt(saved or attempts)
+    if not saved:
+        return chosen, NO_OUTPUTS
+    if (chosen.result or {}).get("steps"):
+        return chosen, MULTI_STEP
+    config = _read(Path(chosen.path) / "config.json")
+    if tasks_dir is not None:
+        roots = [tasks_dir]
+    else:
+        roots = [Path(p) for p in (settings.get("tasks_dir"), config.get("task_path")) if p]
+    folder = _find_task(chosen.task, roots)
+    if folder is None:
+        where = " or ".join(str(r) for r in roots) or "the job's records"
+        return chosen, f"task folder no longer exists (looked for {chosen.task} in {where}); pass --tasks-dir DIR"
+    try:
+        task = load_task(folder)
+    except TaskError as exc:
+        return chosen, f"task folder {folder} does not load: {exc.problems[0]}"
+    if task.steps:
+        return chosen, MULTI_STEP
+    manifest = _read(Path(chosen.path) / EVIDENCE / MANIFEST)
+    try:
+        mismatch = check_manifest(Path(chosen.path)) or _manifest_problem(Path(chosen.path), manifest)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        mismatch = f"evidence/manifest.json is unreadable: {exc!r}"
+    if mismatch:
+        return chosen, f"saved outputs do not match their manifest ({mismatch}); not regraded"
+    return chosen, _Plan(chosen, Path(chosen.path), task, manifest, config)
+
+
+def plan_regrade(job_dir: Path, tasks_dir: Path | None) -> tuple[list[_Plan], list[TrialRow]]:
+    """Every trial of the job: a plan to regrade it, or a refused row. Reads only; writes nothing."""
+    groups: dict[str, list[Attempt]] = {}
+    for attempt in read_attempts(job_dir):
+        groups.setdefault(attempt.trial_name, []).append(attempt)
+    if not groups:
+        raise RegradeError(f"{job_dir} is not a job folder (no <task>__<id>/ attempt folders in it)")
+    settings = _read(job_dir / "evaluation.json")
+    plans: list[_Plan] = []
+    refused: list[TrialRow] = []
+    for trial, attempts in sorted(groups.items()):
+        chosen, plan = _plan_trial(attempts, settings, tasks_dir)
+        if isinstance(plan, str):
+            refused.append(TrialRow(trial, chosen.task, chosen.folder, "refused", original_reward=chosen.reward, message=plan))
+        else:
+            plans.append(plan)
+    return plans, refused
+
+
+def _workspace_files(plan: _Plan) -> dict[str, FileEntry]:
+    """The saved workspace as the manifest lists it, each file's bytes checked again as read."""
+    root = plan.dir / EVIDENCE / WORKSPACE
+    files: dict[str, FileEntry] = {}
+    for entry in plan.manifest["files"]:
+        data = (root / entry["path"]).read_bytes()
+        if hashlib.sha256(data).hexdigest() != entry["sha256"]:
+            raise ValueError(f"saved file {entry['path']} changed after it was checked against the manifest")
+        files[entry["path"]] = FileEntry(data, int(str(entry["mode"]), 8) & 0o7777)
+    return files
+
+
+def _swap_in(sandbox: Sandbox, workdir: str, files: dict[str, FileEntry]) -> None:
+    """Replace the image's workdir with the saved one: what the agent deleted stays deleted."""
+    base = workdir.rstrip("/")
+    if base:  # never empty / itself
+        script = 'mkdir -p "$0" && cd "$0" && rm -rf -- ./* ./.[!.]* ./..?*'
+        res = sandbox.exec(["sh", "-c", script, base], user="0")
+        if res.exit_code != 0:
+            raise RuntimeError(f"could not empty {workdir} in the sandbox (exit {res.exit_code})")
+    sandbox.put_files({f"{base}/{rel}": entry for rel, entry in files.items()})
+
+
+def _republish_logs(attempt_dir: Path, out_dir: Path) -> None:
+    """The original run's agent/ and artifacts/ under the regrade's /logs, for verifiers that read them."""
+    for sub in ("agent", "artifacts"):
+        if (attempt_dir / sub).is_dir():
+            shutil.copytree(attempt_dir / sub, out_dir / sub, symlinks=True, dirs_exist_ok=True)
+
+
+@dataclass
+class _Run:
+    job_dir: Path
+    report: RegradeReport
+    factory: SandboxFactory
+    say: Say
+    by: str
+    live: set[Sandbox] = field(default_factory=set)
+    started: set[str] = field(default_factory=set)
+
+
+def _original(plan: _Plan, original_digest: str | None) -> dict[str, Any]:
+    result = plan.attempt.result or {}
+    raw = (plan.dir / "result.json").read_bytes() if (plan.dir / "result.json").is_file() else b""
+    return {
+        "attempt": plan.attempt.folder,
+        "rewards": result.get("rewards"),
+        "reward": reward_of(result),
+        "outcome": outcome_of(plan.attempt.result),
+        "verifier_error": result.get("verifier_error"),
+        "task_digest": original_digest,
+        "finished_at": result.get("finished_at"),
+        "result_sha256": hashlib.sha256(raw).hexdigest() if raw else None,
+    }
+
+
+def _record(run: _Run, plan: _Plan, block: dict[str, Any], outcome: VerifierOutcome | None, error: str | None) -> None:
+    """Finish the block, append it to regrade.json and add the trial's row to the report."""
+    new_rewards = outcome.rewards if outcome and block["status"] == "complete" else None
+    block["new_rewards"] = new_rewards
+    block["new_reward"] = reward_of({"rewards": new_rewards})
+    block["verifier_error"] = outcome.error if outcome and block["status"] == "complete" else None
+    block["verifier_exit_code"] = outcome.exit_code if outcome else None
+    block["error"] = error
+    block["change"] = change_of(block["original_reward"], block["new_reward"], block["status"])
+    path = plan.dir / "regrade.json"  # one writer: regrade_job holds the job's lock
+    existing = _read(path) if path.exists() else None
+    if path.exists() and not existing:  # unreadable: keep it aside rather than lose its history
+        os.replace(path, path.with_name(f"regrade.json.unreadable-{block['id']}"))
+    write_json(path, append_regrade(existing, _original(plan, block["original_task_digest"]), block))
+    row = TrialRow(
+        plan.attempt.trial_name, plan.attempt.task, plan.attempt.folder, block["status"], block["change"],
+        block["original_reward"], block["new_reward"], error or block["verifier_error"],
+    )
+    run.report.rows.append(row)
+    run.say(row.line())
+
+
+async def _regrade_one(run: _Run, plan: _Plan, gate: asyncio.Semaphore) -> None:
+    """Fresh sandbox from the current task, saved workspace swapped in, verifier run, sandbox removed."""
+    async with gate:
+        run.started.add(plan.attempt.trial_name)
+        loop = asyncio.get_running_loop()
+        rid, task = run.report.regrade_id, plan.task
+        out_dir = plan.dir / "regrade" / rid
+        staging = run.job_dir / ".staging" / f"{plan.dir.name}__regrade-{rid}"
+        result = plan.attempt.result or {}
+        original_digest = result.get("task_digest") or plan.config.get("task_digest")
+        current_digest = task_digest(task)
+        block: dict[str, Any] = dict.fromkeys(BLOCK_FIELDS) | {
+            "id": rid,
+            "created_at": run.report.created_at,
+            "by": run.by,
+            "reason": run.report.reason,
+            "task_dir": str(task.path),
+            "original_task_digest": original_digest,
+            "task_digest": current_digest,
+            "task_changed": None if original_digest is None else original_digest != current_digest,
+            "verifier_digest": _digest(task.tests_dir),
+            "original_rewards": result.get("rewards"),
+            "original_reward": plan.attempt.reward,
+            "status": "failed",
+            "output_dir": f"regrade/{rid}",
+        }
+        sandbox: Sandbox | None = None
+        outcome: VerifierOutcome | None = None
+        error: str | None = None
+        t0 = time.monotonic()
+        try:
+            _republish_logs(plan.dir, out_dir)
+            files = await loop.run_in_executor(None, _workspace_files, plan)
+            image = await loop.run_in_executor(
+                None, run.factory.image_for, task, environment_digest(task), out_dir / "build.log"
+            )
+            tests = staging / "tests"
+            tests.mkdir(parents=True, exist_ok=True)
+            mounts = {TESTS_DIR: (tests, "rw")}
+            sandbox = await loop.run_in_executor(
+                None, lambda: run.factory.create(task, image, f"{plan.dir.name}-regrade-{rid}", logs_dir=out_dir, mounts=mounts)
+            )
+            run.live.add(sandbox)
+            block["sandbox"] = {"provider": "docker", "sandbox_id": sandbox.id, "image": image}
+            await loop.run_in_executor(None, run.factory.start, sandbox)
+            workdir = plan.manifest.get("workdir") or task.sandbox.workdir
+            workdir = workdir or await loop.run_in_executor(None, run.factory.image_workdir, image)
+            block["workdir"] = workdir
+            await loop.run_in_executor(None, _swap_in, sandbox, workdir, files)
+            outcome = await run_verifier(sandbox, task, out_dir, staged_tests=tests)
+            if outcome.error_category == "verifier_infra":  # ours, not the task's: no verdict
+                error = outcome.error
+            else:
+                block["status"] = "complete"
+        except asyncio.CancelledError:
+            block["status"], error = "interrupted", "interrupted before the verifier finished"
+            raise
+        except Exception as exc:  # noqa: BLE001 - image builds, docker and files alike: no verdict came
+            error = f"{type(exc).__name__}: {exc}"
+        finally:
+            if sandbox is not None:
+                try:
+                    await asyncio.shield(loop.run_in_executor(None, sandbox.remove))
+                    run.live.discard(sandbox)
+                except Exception as exc:  # noqa: BLE001 - recorded; the regrade still has its verdict
+                    error = error or f"sandbox removal failed: {exc}"
+            shutil.rmtree(staging, ignore_errors=True)
+            block["duration_s"] = round(time.monotonic() - t0, 1)
+            _record(run, plan, block, outcome, error)
+
+
+async def _regrade_all(run: _Run, plans: list[_Plan], concurrency: int) -> None:
+    gate = asyncio.Semaphore(concurrency)
+    await asyncio.gather(*(_regrade_one(run, p, gate) for p in plans))
+
+
+def regrade_job(
+    job_dir: Path,
+    *,
+    tasks_dir: Path | None = None,
+    reason: str | None = None,
+    concurrency: int = 4,
+    client: Any = None,
+    say: Say = print,
+) -> RegradeReport:
+    """Regrade every regradable trial of a job; `say` gets each refusal and trial line as it happens.
+
+    Raises RegradeError when `job_dir` is no job folder. Never changes result.json.
+    """
+    job_dir = Path(job_dir)
+    if not job_dir.is_dir():
+        raise RegradeError(f"{job_dir} is not a job folder (it does not exist)")
+    created_at = datetime.now().isoformat(timespec="milliseconds")
+    report = RegradeReport(job_dir, f"{new_job_name()}__{secrets.token_hex(4)}", created_at, reason)
+    plans, refused = plan_regrade(job_dir, Path(tasks_dir) if tasks_dir else None)
+    report.rows.extend(refused)
+    for row in refused:
+        say(row.line())
+    if not plans:
+        return report
+    lock = JobLock(job_dir)  # a job still being run, or regraded by another process, is left alone
+    try:
+        lock.acquire()
+    except JobLocked as exc:
+        raise RegradeError(f"{exc}; regrade it once that has ended") from None
+    try:
+        run = _Run(job_dir, report, SandboxFactory(client or connect(), job_dir.name), say, getpass.getuser())
+    except BaseException:
+        lock.release()
+        raise
+    say(f"Regrading {len(plans)} trial(s) of {job_dir.name} with the current verifiers "
+        f"(regrade {report.regrade_id}, concurrency={concurrency})")
+    try:
+        asyncio.run(_regrade_all(run, plans, max(1, concurrency)))
+    except KeyboardInterrupt:
+        report.interrupted = True
+    finally:
+        for sandbox in list(run.live):  # only left when a second Ctrl-C cut the loop short
+            try:
+                sandbox.remove()
+            except Exception:  # noqa: BLE001 - best effort on the way out
+                pass
+        for plan in plans:
+            if plan.attempt.trial_name not in run.started:
+                report.rows.append(TrialRow(plan.attempt.trial_name, plan.attempt.task, plan.attempt.folder,
+                                            "interrupted", message="not started"))
+        report.rows.sort(key=lambda r: r.trial)
+        report.summary_path = job_dir / SUMMARY
+        write_json(report.summary_path, report.to_dict())
+        lock.release()
+    return report
