@@ -1,0 +1,248 @@
+"""Proxy overhead benchmark: direct vs through the proxy, against a fast fake provider.
+
+Run: .venv/bin/python benchmarks/proxy_bench.py [--runs 3] [--n 2000]
+Prints a table and writes benchmarks/results/proxy.json. Traffic stays on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+PY = sys.executable
+KINDS = {  # kind -> (path, key name, body)
+    "chat": ("/v1/chat/completions", "openai", {"stream": False}),
+    "chat_stream": ("/v1/chat/completions", "openai",
+                    {"stream": True, "stream_options": {"include_usage": True}}),
+    "responses_stream": ("/v1/responses", "openai", {"stream": True}),
+    "messages_stream": ("/v1/messages", "anthropic", {"stream": True}),
+}
+KEYS = {"openai": "bf-bench-openai-key-0123456789abcdef",
+        "anthropic": "bf-bench-anthropic-key-0123456789abcdef"}
+TARGETS = {"added_p50_ms": 1.5, "added_p50_ms_stream": 3.0, "ratio_c32": 0.50,
+           "ratio_c32_stream": 0.35, "rss_mb": 120.0}
+
+
+def request_body(kind: str) -> bytes:
+    path, who, extra = KINDS[kind]
+    model = "claude-sonnet-4-5" if who == "anthropic" else "bench-model"
+    body: dict[str, Any] = {"model": model, **extra}
+    text = "Summarise the benchmark task in one line. " * 20  # about 1 KB, as a small turn
+    if kind.startswith("responses"):
+        body["input"] = text
+    else:
+        body["messages"] = [{"role": "user", "content": text}]
+        body["max_tokens"] = 256
+    return json.dumps(body).encode()
+
+
+# -- roles run in child processes --------------------------------------------------------
+
+async def load(url: str, kind: str, conc: int, n: int, key: str) -> dict[str, Any]:
+    """conc workers, each on its own keep-alive connection, n requests in all."""
+    sys.path.insert(0, str(ROOT))
+    from proxy.upstream import UpstreamClient
+
+    path, who, _ = KINDS[kind]
+    body = request_body(kind)
+    headers = [(b"content-type", b"application/json"), (b"authorization", f"Bearer {key}".encode())]
+    if who == "anthropic":
+        headers = [(b"content-type", b"application/json"), (b"x-api-key", key.encode()),
+                   (b"anthropic-version", b"2023-06-01")]
+    client = UpstreamClient(read_timeout=30.0)
+    lat: list[float] = []
+
+    async def one(record: bool) -> None:
+        t0 = time.perf_counter()
+        resp = await client.post(url + path, headers, body)
+        async for _ in resp.batches():
+            pass
+        if resp.status != 200:
+            raise SystemExit(f"HTTP {resp.status} from {url}{path}")
+        if record:
+            lat.append(time.perf_counter() - t0)
+
+    async def worker(count: int, record: bool) -> None:
+        for _ in range(count):
+            await one(record)
+
+    await asyncio.gather(*(worker(max(200 // conc, 5), False) for _ in range(conc)))
+    t0 = time.perf_counter()
+    await asyncio.gather(*(worker(n // conc, True) for _ in range(conc)))
+    wall = time.perf_counter() - t0
+    await client.aclose()
+    lat.sort()
+    return {"rps": len(lat) / wall, "p50_ms": lat[len(lat) // 2] * 1e3,
+            "p90_ms": lat[int(len(lat) * 0.9)] * 1e3, "n": len(lat)}
+
+
+async def serve_proxy(upstream: str, port: int, budget: bool, log_dir: str) -> None:
+    sys.path.insert(0, str(ROOT))
+    from proxy.registry import Attempt
+    from proxy.server import ProxyServer
+
+    env = {"BENCHFLOW_PROVIDER_API_KEY": "sk-bench-upstream-0123456789",
+           "BENCHFLOW_PROVIDER_BASE_URL": upstream + "/v1",
+           "ANTHROPIC_API_KEY": "sk-ant-bench-upstream-0123456789",
+           "BENCHFLOW_UPSTREAM_ANTHROPIC_BASE_URL": upstream}
+    server = ProxyServer(env=env)
+    await server.start("127.0.0.1", port)
+    caps = {"token_budget": 10**15, "turn_budget": 10**12} if budget else {}
+    for who, model in (("openai", "openai-compatible/bench-model"),
+                       ("anthropic", "anthropic/claude-sonnet-4-5")):
+        server.registry.register(Attempt(f"bench-{who}", model,
+                                         f"{log_dir}/{who}/llm_trajectory.jsonl", **caps),
+                                 key=KEYS[who])
+    print("ready", flush=True)
+    await asyncio.Event().wait()
+
+
+# -- the orchestrator --------------------------------------------------------------------
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(port: int, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listening on {port}")
+
+
+def vm_hwm_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def run_load(url: str, kind: str, conc: int, n: int, key: str) -> dict[str, Any]:
+    out = subprocess.run([PY, __file__, "load", url, kind, str(conc), str(n), key],
+                         capture_output=True, text=True, timeout=300, check=True)
+    return json.loads(out.stdout)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--n", type=int, default=2000, help="requests per point")
+    ap.add_argument("--kinds", default=",".join(KINDS))
+    args = ap.parse_args()
+    kinds = args.kinds.split(",")
+    up_port, p_budget, p_plain = free_port(), free_port(), free_port()
+    upstream = f"http://127.0.0.1:{up_port}"
+    procs: list[subprocess.Popen[bytes]] = []
+    with tempfile.TemporaryDirectory() as logs:
+        try:
+            procs.append(subprocess.Popen([PY, str(HERE / "proxy_upstream.py"), str(up_port)]))
+            wait_port(up_port)
+            for port, budget in ((p_budget, "1"), (p_plain, "0")):
+                procs.append(subprocess.Popen([PY, __file__, "proxy", upstream, str(port),
+                                               budget, f"{logs}/{port}"]))
+                wait_port(port)
+            targets = {"direct": upstream, "proxy": f"http://127.0.0.1:{p_budget}",
+                       "proxy_no_budget": f"http://127.0.0.1:{p_plain}"}
+            raw: dict[str, list[dict[str, Any]]] = {}
+            for run in range(args.runs):
+                for kind in kinds:
+                    key = KEYS[KINDS[kind][1]]
+                    for conc in (1, 32):
+                        for name, url in targets.items():
+                            r = run_load(url, kind, conc, args.n, key)
+                            raw.setdefault(f"{kind}|c{conc}|{name}", []).append(r)
+                print(f"run {run + 1}/{args.runs} done", file=sys.stderr, flush=True)
+            rss = {"proxy": vm_hwm_mb(procs[1].pid), "proxy_no_budget": vm_hwm_mb(procs[2].pid)}
+            lines = sum(1 for p in Path(logs).rglob("*.jsonl") for _ in p.open("rb"))
+        finally:
+            for p in procs:
+                p.terminate()
+            for p in procs:
+                p.wait(10)
+    report(raw, kinds, rss, lines, args)
+
+
+def med(raw: dict[str, list[dict[str, Any]]], key: str, field: str) -> float:
+    return statistics.median(r[field] for r in raw[key])
+
+
+def report(raw: dict[str, list[dict[str, Any]]], kinds: list[str], rss: dict[str, float],
+           lines: int, args: argparse.Namespace) -> None:
+    rows = []
+    for kind in kinds:
+        k1, k32 = f"{kind}|c1|", f"{kind}|c32|"
+        added = [p["p50_ms"] - d["p50_ms"] for p, d in zip(raw[k1 + "proxy"], raw[k1 + "direct"],
+                                                            strict=True)]
+        added90 = [p["p90_ms"] - d["p90_ms"] for p, d in zip(raw[k1 + "proxy"],
+                                                             raw[k1 + "direct"], strict=True)]
+        ratio = [p["rps"] / d["rps"] for p, d in zip(raw[k32 + "proxy"], raw[k32 + "direct"],
+                                                     strict=True)]
+        budget = [p["rps"] / q["rps"] for p, q in zip(raw[k32 + "proxy"],
+                                                      raw[k32 + "proxy_no_budget"], strict=True)]
+        stream = kind.endswith("stream")
+        row = {
+            "kind": kind,
+            "direct_p50_ms_c1": med(raw, k1 + "direct", "p50_ms"),
+            "proxy_p50_ms_c1": med(raw, k1 + "proxy", "p50_ms"),
+            "added_p50_ms_c1": statistics.median(added),
+            "added_p90_ms_c1": statistics.median(added90),
+            "direct_rps_c32": med(raw, k32 + "direct", "rps"),
+            "proxy_rps_c32": med(raw, k32 + "proxy", "rps"),
+            "throughput_ratio_c32": statistics.median(ratio),
+            "budget_vs_none_rps_ratio_c32": statistics.median(budget),
+        }
+        row["ok"] = (row["added_p50_ms_c1"] <= TARGETS["added_p50_ms_stream" if stream
+                                                       else "added_p50_ms"]
+                     and row["throughput_ratio_c32"] >= TARGETS["ratio_c32_stream" if stream
+                                                                else "ratio_c32"])
+        rows.append(row)
+    head = (f"{'kind':<17}{'p50 direct':>11}{'p50 proxy':>10}{'+p50 ms':>9}{'+p90 ms':>9}"
+            f"{'rps direct':>11}{'rps proxy':>10}{'ratio':>7}{'budget':>8}  ok")
+    print(head)
+    for r in rows:
+        print(f"{r['kind']:<17}{r['direct_p50_ms_c1']:>11.3f}{r['proxy_p50_ms_c1']:>10.3f}"
+              f"{r['added_p50_ms_c1']:>9.3f}{r['added_p90_ms_c1']:>9.3f}"
+              f"{r['direct_rps_c32']:>11.0f}{r['proxy_rps_c32']:>10.0f}"
+              f"{r['throughput_ratio_c32']:>7.2f}{r['budget_vs_none_rps_ratio_c32']:>8.3f}"
+              f"  {'yes' if r['ok'] else 'NO'}")
+    print(f"proxy RSS peak (VmHWM): {rss['proxy']:.1f} MB (target < {TARGETS['rss_mb']:.0f}); "
+          f"trajectory lines written: {lines}")
+    out = {"when": time.strftime("%Y-%m-%dT%H:%M:%S"), "runs": args.runs, "n_per_point": args.n,
+           "client": "asyncio+httptools keep-alive client (proxy/upstream.py) in its own process, same for direct and proxy",
+           "cpus": os.cpu_count(), "targets": TARGETS, "rows": rows, "rss_mb": rss,
+           "trajectory_lines": lines, "raw": raw}
+    (HERE / "results").mkdir(exist_ok=True)
+    (HERE / "results" / "proxy.json").write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    role = sys.argv[1] if len(sys.argv) > 1 else ""
+    if role == "load":
+        url, kind, conc, n, key = sys.argv[2:7]
+        import uvloop
+
+        print(json.dumps(uvloop.run(load(url, kind, int(conc), int(n), key))))
+    elif role == "proxy":
+        import uvloop
+
+        uvloop.run(serve_proxy(sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1", sys.argv[5]))
+    else:
+        main()

@@ -1,0 +1,128 @@
+"""Forward one call upstream: bytes pass through unchanged while usage is parsed on the side."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from proxy import jsonio
+from proxy.providers import Route
+from proxy.registry import error_class_for
+from proxy.upstream import UpstreamClient, UpstreamError
+from proxy.usage import StreamTap, Usage, error_text, usage_from_body
+
+Send = Any
+Receive = Any
+
+# Request headers worth passing on (API versions and betas); auth is never passed on.
+PASS_REQUEST = frozenset({b"anthropic-version", b"anthropic-beta", b"openai-beta",
+                          b"openai-organization", b"http-referer", b"x-title"})
+# Response headers the proxy must not copy: hop-by-hop, framing, and ours to set.
+DROP_RESPONSE = frozenset({b"connection", b"keep-alive", b"transfer-encoding",
+                           b"content-length", b"content-encoding", b"server", b"date",
+                           b"set-cookie", b"alt-svc"})
+JSON_CT = (b"content-type", b"application/json")
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What came back: status, usage, error class and the raw body for the log."""
+
+    status: int
+    usage: Usage | None = None
+    error_class: str | None = None
+    error: str | None = None
+    raw: bytes = b""
+    stream: bool = False
+    client_disconnected: bool = False
+    headers_sent: bool = field(default=False, repr=False)
+
+
+def upstream_headers(route: Route, protocol: str, passed: list[tuple[bytes, bytes]]
+                     ) -> list[tuple[bytes, bytes]]:
+    key = route.api_key.encode()
+    if route.auth.get(protocol) == "x-api-key":
+        auth = (b"x-api-key", key)
+    else:
+        auth = (b"authorization", b"Bearer " + key)
+    headers = [JSON_CT, auth, (b"accept-encoding", b"identity"), *passed]
+    if protocol == "messages" and not any(k == b"anthropic-version" for k, _ in passed):
+        headers.append((b"anthropic-version", b"2023-06-01"))
+    return headers
+
+
+async def _watch_disconnect(receive: Receive, flag: list[bool]) -> None:
+    # uvicorn also answers "http.disconnect" once the response is complete; the caller
+    # reads the flag before sending the final frame, so only a real disconnect counts.
+    msg = await receive()
+    if msg["type"] == "http.disconnect":
+        flag.append(True)
+
+
+async def forward(client: UpstreamClient, route: Route, protocol: str, url: str,
+                  body: bytes, passed: list[tuple[bytes, bytes]], send: Send,
+                  receive: Receive) -> Outcome:
+    """POST upstream and relay the answer; a client gone mid-stream does not stop the read,
+    so the call is still counted in full (the provider bills it in full)."""
+    try:
+        resp = await client.post(url, upstream_headers(route, protocol, passed), body)
+    except UpstreamError as exc:
+        return Outcome(502, error_class="infra_failure", error=f"upstream unreachable: {exc}")
+    status = resp.status
+    headers = [(k, v) for k, v in resp.headers if k.lower() not in DROP_RESPONSE]
+    ctype = resp.header(b"content-type") or b""
+    if status < 400 and ctype.startswith(b"text/event-stream"):
+        return await _relay_stream(resp, protocol, status, headers, send, receive)
+    try:
+        data = await resp.read()
+    except UpstreamError as exc:
+        return Outcome(502, error_class="infra_failure", error=f"upstream read failed: {exc}")
+    headers.append((b"content-length", str(len(data)).encode()))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": data})
+    out = Outcome(status, raw=data, headers_sent=True)
+    parsed: Any = None
+    if data[:1] == b"{":
+        try:
+            parsed = jsonio.loads(data)
+        except ValueError:
+            parsed = None
+    if status < 300:
+        out.usage = usage_from_body(protocol, parsed)
+    else:
+        out.error_class = error_class_for(status)
+        out.error = f"HTTP {status}: {error_text(parsed) or data[:300].decode('utf-8', 'replace')}"
+    return out
+
+
+async def _relay_stream(resp: Any, protocol: str, status: int,
+                        headers: list[tuple[bytes, bytes]], send: Send,
+                        receive: Receive) -> Outcome:
+    gone: list[bool] = []
+    watcher = asyncio.ensure_future(_watch_disconnect(receive, gone))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    tap = StreamTap(protocol)
+    out = Outcome(status, stream=True, headers_sent=True)
+    last = False
+    try:
+        async for data, last in resp.batches():
+            if gone:
+                out.client_disconnected = True
+            else:
+                await send({"type": "http.response.body", "body": data, "more_body": not last})
+            tap.feed(data)
+    except UpstreamError as exc:
+        out.error_class = "api_error"
+        out.error = f"upstream stream broke: {exc}"
+    if not last:
+        out.client_disconnected = bool(gone)
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+    if not watcher.done():
+        watcher.cancel()
+    tap.close()
+    out.raw = tap.raw()
+    out.usage = tap.usage()
+    if tap.error and out.error is None:
+        out.error_class, out.error = "api_error", f"stream error event: {tap.error}"
+    return out

@@ -1,0 +1,30 @@
+"""Fast JSON in and out: orjson when installed, the standard library otherwise."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+try:
+    import orjson
+
+    def loads(data: bytes | str) -> Any:
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            # orjson refuses integers beyond 64 bits; the standard library does not.
+            return json.loads(data)
+
+    def dumps(obj: Any) -> bytes:
+        try:
+            return orjson.dumps(obj)
+        except TypeError:
+            return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, default=str).encode()
+
+except ImportError:  # pragma: no cover - exercised only without orjson
+
+    def loads(data: bytes | str) -> Any:
+        return json.loads(data)
+
+    def dumps(obj: Any) -> bytes:
+        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, default=str).encode()

@@ -1,0 +1,339 @@
+"""A small, fast HTTP/1.1 keep-alive client for upstream calls (asyncio + httptools).
+
+httpx costs well over a millisecond of CPU per request here and its pool degrades with
+concurrency, which alone would break the proxy's latency budget. This client does only
+what the proxy needs: POST a body, read the status and headers, then the body as it
+arrives, over pooled keep-alive connections (TLS for https). Origins that an HTTP(S)_PROXY
+setting covers go through httpx instead, which knows how to tunnel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import urllib.request
+from collections import deque
+from collections.abc import AsyncIterator
+from typing import Any
+from urllib.parse import urlsplit
+
+import httptools
+
+Headers = list[tuple[bytes, bytes]]
+HIGH_WATER = 1 << 20  # pause reading the upstream when this much body waits for the client
+
+
+class UpstreamError(Exception):
+    """The upstream could not be reached, or the connection broke or timed out."""
+
+
+class _Conn(asyncio.Protocol):
+    """One keep-alive connection; parses responses with httptools as bytes arrive."""
+
+    def __init__(self, origin: tuple[str, str, int]) -> None:
+        self.origin = origin
+        self.transport: asyncio.Transport | None = None
+        self.parser = httptools.HttpResponseParser(self)
+        self.closed = False
+        self.waiter: asyncio.Future[None] | None = None
+        self.reset()
+
+    def reset(self) -> None:
+        self.status = 0
+        self.headers: Headers = []
+        self.chunks: deque[bytes] = deque()
+        self.buffered = 0
+        self.headers_done = False
+        self.done = False
+        self.error: BaseException | None = None
+        self.got_bytes = False
+        self.keep_alive = False
+
+    # asyncio.Protocol
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        self.got_bytes = True
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            self._fail(UpstreamError(f"bad HTTP from upstream: {exc}"))
+            self.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if not self.done and self.error is None:
+            if self.headers_done and not self._framed():
+                self.done = True  # a body delimited by the connection's end
+                self._wake()
+            else:
+                self._fail(UpstreamError(f"upstream closed the connection: {exc or 'EOF'}"))
+
+    # httptools callbacks
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.headers.append((name, value))
+
+    def on_headers_complete(self) -> None:
+        self.status = self.parser.get_status_code()
+        self.headers_done = True
+        self._wake()
+
+    def on_body(self, body: bytes) -> None:
+        self.chunks.append(body)
+        self.buffered += len(body)
+        if self.buffered > HIGH_WATER and self.transport is not None:
+            self.transport.pause_reading()
+        self._wake()
+
+    def on_message_complete(self) -> None:
+        self.keep_alive = self.parser.should_keep_alive()  # only valid inside this callback
+        self.done = True
+        self._wake()
+
+    # helpers
+    def _framed(self) -> bool:
+        for name, value in self.headers:
+            low = name.lower()
+            if low == b"content-length" or (low == b"transfer-encoding"
+                                            and b"chunked" in value.lower()):
+                return True
+        return False
+
+    def _wake(self) -> None:
+        waiter = self.waiter
+        if waiter is not None:
+            self.waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def _fail(self, exc: BaseException) -> None:
+        self.error = exc
+        waiter = self.waiter
+        if waiter is not None:
+            self.waiter = None
+            if not waiter.done():
+                waiter.set_exception(exc)
+
+    async def wait(self, timeout: float) -> None:
+        if self.error is not None:
+            raise self.error
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        self.waiter = fut
+        timer = loop.call_later(timeout, _expire, fut, timeout)
+        try:
+            await fut
+        finally:
+            timer.cancel()
+            self.waiter = None
+
+    def close(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+
+def _expire(fut: asyncio.Future[None], timeout: float) -> None:
+    if not fut.done():
+        fut.set_exception(UpstreamError(f"upstream sent nothing for {timeout:.0f} s"))
+
+
+class UpstreamResponse:
+    """Status and headers are known; iterate for the body chunks, then it is released."""
+
+    def __init__(self, conn: _Conn, client: UpstreamClient) -> None:
+        self._conn: _Conn | None = conn
+        self._client = client
+        self.status = conn.status
+        self.headers = conn.headers
+
+    def header(self, name: bytes) -> bytes | None:
+        for key, value in self.headers:
+            if key.lower() == name:
+                return value
+        return None
+
+    async def batches(self) -> AsyncIterator[tuple[bytes, bool]]:
+        """(everything received so far, whether that is the end), until the end.
+
+        Joining what arrived together means one send to the client per network read,
+        not one per chunk: a stream's frames usually arrive several at a time.
+        """
+        conn = self._conn
+        if conn is None:
+            return
+        read_timeout = self._client.read_timeout
+        try:
+            while True:
+                chunks = conn.chunks
+                if chunks:
+                    data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+                    chunks.clear()
+                    if conn.buffered > HIGH_WATER and conn.transport is not None:
+                        conn.transport.resume_reading()
+                    conn.buffered = 0
+                    done = conn.done
+                    yield data, done
+                    if done:
+                        return
+                elif conn.done:
+                    yield b"", True
+                    return
+                else:
+                    await conn.wait(read_timeout)
+        finally:
+            self.release()
+
+    async def read(self) -> bytes:
+        return b"".join([data async for data, _ in self.batches()])
+
+    def release(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            self._client._release(conn)
+
+
+class UpstreamClient:
+    """Pools keep-alive connections per origin; one instance serves every upstream."""
+
+    def __init__(self, connect_timeout: float = 30.0, read_timeout: float = 900.0,
+                 max_idle_per_origin: int = 256) -> None:
+        self.connect_timeout = connect_timeout
+        self.read_timeout = read_timeout
+        self.max_idle = max_idle_per_origin
+        self._idle: dict[tuple[str, str, int], list[_Conn]] = {}
+        self._urls: dict[str, tuple[tuple[str, str, int], bytes, bytes, bool]] = {}
+        self._ssl: ssl.SSLContext | None = None
+        self._httpx: Any = None
+
+    def _parse(self, url: str) -> tuple[tuple[str, str, int], bytes, bytes, bool]:
+        hit = self._urls.get(url)
+        if hit is None:
+            parts = urlsplit(url)
+            scheme, host = parts.scheme, parts.hostname or ""
+            port = parts.port or (443 if scheme == "https" else 80)
+            target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+            default = port == (443 if scheme == "https" else 80)
+            hostport = host if default else f"{host}:{port}"
+            proxied = bool(urllib.request.getproxies().get(scheme)) and \
+                not urllib.request.proxy_bypass(host)
+            hit = ((scheme, host, port), target.encode(), hostport.encode(), proxied)
+            if len(self._urls) < 4096:
+                self._urls[url] = hit
+        return hit
+
+    async def post(self, url: str, headers: Headers, body: bytes) -> UpstreamResponse | Any:
+        """Send and wait for the status and headers; raises UpstreamError."""
+        origin, target, hostport, proxied = self._parse(url)
+        if proxied:
+            return await self._post_httpx(url, headers, body)
+        head = [b"POST ", target, b" HTTP/1.1\r\nhost: ", hostport,
+                b"\r\ncontent-length: ", str(len(body)).encode(), b"\r\n"]
+        for name, value in headers:
+            head += (name, b": ", value, b"\r\n")
+        head.append(b"\r\n")
+        request = b"".join(head)
+        for _ in range(2):
+            conn, reused = await self._acquire(origin)
+            conn.reset()
+            assert conn.transport is not None
+            conn.transport.write(request)
+            conn.transport.write(body)
+            try:
+                while not conn.headers_done:
+                    await conn.wait(self.read_timeout)
+            except UpstreamError:
+                conn.close()
+                # A pooled connection the server had already closed: safe to send again,
+                # since the server never answered on it.
+                if reused and not conn.got_bytes:
+                    continue
+                raise
+            return UpstreamResponse(conn, self)
+        raise UpstreamError("upstream closed two connections in a row")
+
+    async def _acquire(self, origin: tuple[str, str, int]) -> tuple[_Conn, bool]:
+        idle = self._idle.get(origin)
+        while idle:
+            conn = idle.pop()
+            if not conn.closed:
+                return conn, True
+        scheme, host, port = origin
+        loop = asyncio.get_running_loop()
+        ssl_ctx = None
+        if scheme == "https":
+            if self._ssl is None:
+                self._ssl = ssl.create_default_context()
+            ssl_ctx = self._ssl
+        try:
+            _, conn = await asyncio.wait_for(
+                loop.create_connection(lambda: _Conn(origin), host, port, ssl=ssl_ctx),
+                self.connect_timeout)
+        except (OSError, asyncio.TimeoutError, ssl.SSLError) as exc:
+            raise UpstreamError(f"cannot connect to {host}:{port}: "
+                                f"{type(exc).__name__}: {exc}") from exc
+        return conn, False
+
+    def _release(self, conn: _Conn) -> None:
+        keep = conn.done and conn.keep_alive and not conn.closed and conn.error is None
+        if not keep:
+            conn.close()
+            return
+        idle = self._idle.setdefault(conn.origin, [])
+        if len(idle) >= self.max_idle:
+            conn.close()
+        else:
+            idle.append(conn)
+
+    async def _post_httpx(self, url: str, headers: Headers, body: bytes) -> Any:
+        import httpx
+
+        if self._httpx is None:
+            self._httpx = httpx.AsyncClient(timeout=httpx.Timeout(
+                self.read_timeout, connect=self.connect_timeout))
+        try:
+            req = self._httpx.build_request("POST", url, content=body, headers=headers)
+            resp = await self._httpx.send(req, stream=True)
+        except httpx.HTTPError as exc:
+            raise UpstreamError(f"{type(exc).__name__}: {exc}") from exc
+        return _HttpxResponse(resp)
+
+    async def aclose(self) -> None:
+        for idle in self._idle.values():
+            for conn in idle:
+                conn.close()
+        self._idle.clear()
+        if self._httpx is not None:
+            await self._httpx.aclose()
+
+
+class _HttpxResponse:
+    """The same surface as UpstreamResponse, for origins reached through an HTTP proxy."""
+
+    def __init__(self, resp: Any) -> None:
+        self._resp = resp
+        self.status = resp.status_code
+        self.headers = list(resp.headers.raw)
+
+    def header(self, name: bytes) -> bytes | None:
+        value = self._resp.headers.get(name.decode())
+        return value.encode() if value is not None else None
+
+    async def batches(self) -> AsyncIterator[tuple[bytes, bool]]:
+        import httpx
+
+        try:
+            async for chunk in self._resp.aiter_raw():
+                yield chunk, False
+            yield b"", True
+        except httpx.HTTPError as exc:
+            raise UpstreamError(f"{type(exc).__name__}: {exc}") from exc
+        finally:
+            await self._resp.aclose()
+
+    async def read(self) -> bytes:
+        return b"".join([data async for data, _ in self.batches()])
+
+    def release(self) -> None:
+        pass
