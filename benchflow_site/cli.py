@@ -122,6 +122,10 @@ def build_parser() -> argparse.ArgumentParser:
     explain = sub.add_parser("explain", help="explain an error class (bench explain trial_budget)")
     explain.add_argument("error_class", metavar="CLASS", nargs="?")
 
+    from benchflow_site import regrade_cli
+
+    regrade_cli.add_parser(sub)
+
     results = sub.add_parser("results", help="denominators and one row per trial of a job")
     results.add_argument("job", type=Path)
     results.add_argument("--attempts", choices=["best", "all"], default="best")
@@ -181,14 +185,14 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from runs import errors
 
     if not args.error_class:
-        print("Error classes: " + ", ".join(errors.names()))
+        print("Error classes: " + ", ".join(c.name for c in errors.ERROR_CLASSES))
         print("Run bench explain CLASS for one of them.")
         return 0
     if errors.lookup(args.error_class) is None:
-        hint = errors.suggest(args.error_class)
+        hints = errors.suggest(args.error_class)
         raise UsageError(
             f"unknown error class {args.error_class!r}"
-            + (f"; did you mean '{hint}'?" if hint else "")
+            + (f"; did you mean '{hints[0]}'?" if hints else "")
             + " Run bench explain with no class to list them."
         )
     print(errors.explain_text(args.error_class))
@@ -209,7 +213,15 @@ def cmd_results(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    handlers = {"run": cmd_run, "doctor": cmd_doctor, "explain": cmd_explain, "results": cmd_results}
+    from benchflow_site import regrade_cli
+
+    handlers = {
+        "run": cmd_run,
+        "doctor": cmd_doctor,
+        "explain": cmd_explain,
+        "results": cmd_results,
+        "regrade": regrade_cli.run,
+    }
     try:
         if args.command == "eval":
             if args.eval_command == "run":

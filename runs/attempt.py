@@ -20,6 +20,7 @@ from runs.jobfolder import new_attempt_dir, write_json
 from runs.sandboxes.docker import ImageBuildError, Sandbox, SandboxError, SandboxFactory
 from runs.spec import RunSpec
 from runs.tasks import Task
+from runs.agent_run import run_agent, trial_budget_for
 from runs.verifier import TESTS_DIR, run_verifier
 from runs.workspace import save_workspace
 
@@ -69,6 +70,7 @@ class AttemptRunner:
         job_dir: Path,
         events: Events,
         live: set[Sandbox],
+        proxy: Any = None,
     ):
         self.spec = spec
         self.agent = agent
@@ -76,6 +78,7 @@ class AttemptRunner:
         self.job_dir = job_dir
         self.events = events
         self.live = live  # every sandbox not yet removed, for clean-up on a signal
+        self.proxy = proxy  # proxy.server.ProxyServer when the agent calls a model
         self._removals: set[asyncio.Task[None]] = set()
 
     async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -127,8 +130,9 @@ class AttemptRunner:
             self.live.add(sandbox)
             prepared.sandbox = sandbox
             files = self.agent.files(plan.task, instruction_for(plan.task))
-            if files:
-                await self._call(sandbox.put_files, files)
+            dirs = self.agent.writable_dirs()
+            if files or dirs:
+                await self._call(sandbox.put_files, files, dirs)
             await self._call(self.factory.start, sandbox)
             write_json(attempt_dir / "sandbox.json", {"provider": "docker", "sandbox_id": sandbox.id, "image": image})
         except ImageBuildError as exc:
@@ -193,7 +197,7 @@ class AttemptRunner:
 
     def _base_result(self, prepared: Prepared) -> dict[str, Any]:
         plan = prepared.plan
-        no_model = 0 if not self.agent.needs_model else None  # a control agent uses no tokens at all
+        no_model = 0 if self.proxy is None else None  # a control agent uses no tokens at all
         return {
             "task_name": plan.task.name,
             "rollout_name": prepared.attempt_dir.name,
@@ -203,7 +207,7 @@ class AttemptRunner:
             "rewards": None,
             "agent": self.spec.agent,
             "agent_name": self.agent.name,
-            "model": self.spec.model if self.agent.needs_model else None,
+            "model": self.spec.model if self.spec.model and self.proxy is not None else None,
             "n_tool_calls": 0,
             "n_prompts": 0,
             "last_tool_call": None,
@@ -214,7 +218,7 @@ class AttemptRunner:
                 "n_cache_creation_tokens": no_model,
                 "total_tokens": no_model,
                 "cost_usd": None,
-                "usage_source": "unavailable" if self.agent.needs_model else "none",
+                "usage_source": "unavailable" if self.proxy is not None else "none",
                 "price_source": None,
             },
             "error": prepared.error,
@@ -235,34 +239,22 @@ class AttemptRunner:
         task = plan.task
         instruction = instruction_for(task)
         prepared.timing["agent_setup"] = 0.0
-        command = self.agent.command(task, instruction)
         self.events("phase", plan=plan, attempt_dir=prepared.attempt_dir, phase="agent")
         t = time.monotonic()
-        timed_out = False
-        if command is not None:
-            result["n_prompts"] = 1
-            loop = asyncio.get_running_loop()
-            log = prepared.attempt_dir / "agent" / self.agent.log_name
-            log.parent.mkdir(parents=True, exist_ok=True)
-            env = {**self.spec.agent_env, **command.env}
-            fut = loop.run_in_executor(
-                None,
-                lambda: sandbox.exec(
-                    command.argv, user=command.user, workdir=command.workdir, env=env, stdout_path=log, stderr_path=log
-                ),
-            )
-            timeout = task.agent.timeout_sec
-            try:
-                exec_result = await asyncio.wait_for(asyncio.shield(fut), timeout)
-            except TimeoutError:
-                timed_out = True
-                await self._call(sandbox.stop_processes)
-                exec_result = await fut
-            result["agent_exit_code"] = exec_result.exit_code
-            if timed_out:
-                result["error"] = f"agent timed out after {timeout:g}s (prompt exceeded wall-clock budget)"
-                result["error_category"] = "timeout"
-                result["agent_timeout_info"] = {"timeout_sec": timeout, "elapsed_sec": round(time.monotonic() - t, 1)}
+        run = await run_agent(
+            agent=self.agent,
+            task=task,
+            instruction=instruction,
+            sandbox=sandbox,
+            attempt_dir=prepared.attempt_dir,
+            agent_env=self.spec.agent_env,
+            result=result,
+            proxy=self.proxy,
+            model=self.spec.model,
+            budget=trial_budget_for(task, self.spec.token_budget, self.spec.turn_budget),
+            on_tool=lambda title: self.events("tool_call", plan=plan, attempt_dir=prepared.attempt_dir, title=title),
+        )
+        graded_anyway = run.timed_out or run.budget_stopped
         prepared.timing["agent_execution"] = time.monotonic() - t
 
         if self.spec.save_outputs and prepared.workdir:
@@ -277,8 +269,8 @@ class AttemptRunner:
         result["rewards"] = outcome.rewards
         result["verifier_exit_code"] = outcome.exit_code
         if outcome.rewards is None:
-            if timed_out and outcome.error_category in ("verifier_no_reward", None):
-                # an agent stopped at its time limit is graded on what it left: no reward counts 0
+            if graded_anyway and outcome.error_category in ("verifier_no_reward", None):
+                # an agent stopped at its time limit or budget is graded on what it left: no reward counts 0
                 result["rewards"] = {"reward": 0.0}
             else:
                 result["verifier_error"] = outcome.error

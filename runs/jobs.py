@@ -14,6 +14,7 @@ from typing import Any
 from runs import results as job_results
 from runs import summary as job_summary
 from runs.agents.base import Agent
+from runs.agent_run import uses_proxy
 from runs.attempt import AttemptRunner
 from runs.budgets import JobBudget
 from runs.console import Reporter
@@ -173,7 +174,8 @@ class JobRun:
         budget = JobBudget(**{k: v for k, v in spec.budget_caps().items()}, warn=reporter.warn)
         budget.seed(plan.earlier)
         factory = SandboxFactory(self.client, job_dir.name)
-        runner = AttemptRunner(spec, self.agent, factory, job_dir, self._on_event, self.live)
+        proxy = await self._start_proxy()
+        runner = AttemptRunner(spec, self.agent, factory, job_dir, self._on_event, self.live, proxy)
         coordinator = Coordinator(
             runner, spec.concurrency, spec.warm_pool, spec.retry_attempts, budget, reporter.line
         )
@@ -193,9 +195,23 @@ class JobRun:
             reporter.stop_live()
             await runner.drain()
             await remove_all(self.live)
+            if proxy is not None:
+                await proxy.stop()
         stopped = len(coordinator.cancelled)
         elapsed = time.monotonic() - t0
         return self._finish(job_dir, plan, budget, coordinator, elapsed, stopped, resumed=choice.resumed)
+
+    async def _start_proxy(self) -> Any:
+        """The model proxy, in this loop, when the agent calls a model; sandboxes reach it by name."""
+        if not uses_proxy(self.agent, self.spec.model):
+            return None
+        from proxy.server import ProxyServer
+
+        proxy = ProxyServer()
+        port = await proxy.start("127.0.0.1", 0)  # loopback only: sandboxes reach it through a relay
+        self.agent.proxy_url = f"http://127.0.0.1:{port}"  # type: ignore[attr-defined]
+        self.agent.model = self.spec.model or ""  # type: ignore[attr-defined]
+        return proxy
 
     def _on_signal(self, name: str) -> None:
         self.signals.append(name)
@@ -215,6 +231,8 @@ class JobRun:
             )
         elif kind == "attempt_finished":
             self.index.attempt_finished(data["result"], None)
+        elif kind == "tool_call" and self.coordinator is not None:
+            self.coordinator.note_tool_call(data["attempt_dir"].name, data["title"])
         elif kind == "phase" and self.coordinator is not None:
             self.coordinator.note_phase(data["attempt_dir"].name, data["phase"])
 
@@ -251,6 +269,7 @@ class JobRun:
             budget=budget.summary_block(c.cancelled, c.not_started) if budget.active else None,
             elapsed_sec=elapsed,
             n_attempts=len(plan.earlier) + len(c.results),
+            job_dir=str(job_dir),
         )
         write_json(job_dir / "summary.json", summary)
         write_json(spec.jobs_dir / "summary.json", summary)

@@ -57,6 +57,8 @@ def check_run(spec: RunSpec):
                 problems.append(reason)
         if agent.needs_model and not spec.model:
             problems.append(f"-a {spec.agent} needs a model; fix: pass -m, e.g. -m mock/oracle or -m deepseek/deepseek-v4-flash")
+    if agent is not None and not problems:
+        problems.extend(model_problems(spec, agent, tasks))
     if problems:
         head = f"{len(problems)} problem{'s' if len(problems) != 1 else ''} found; nothing was created:"
         raise RunRefused("\n".join([head, *(f"  {p}" for p in problems)]))
@@ -65,12 +67,68 @@ def check_run(spec: RunSpec):
     return tasks, agent
 
 
+BASE_URL_VARS = ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "LLM_BASE_URL", "OPENAI_API_BASE")
+
+
+def model_problems(spec: RunSpec, agent, tasks) -> list[str]:
+    """The model, its provider and price, and whether the agent's calls can be held to a budget."""
+    from runs.agent_run import uses_proxy
+    from runs.agents.cli_agents import ClaudeAgent, login_credentials
+
+    problems: list[str] = []
+    budgeted = spec.token_budget is not None or spec.turn_budget is not None
+    if isinstance(agent, ClaudeAgent) and spec.model and login_credentials(spec.model) is not None:
+        agent.login = True  # a Claude login: its calls go straight to Anthropic, around the proxy
+    bypass = [k for k in spec.agent_env if k in BASE_URL_VARS]
+    if budgeted and (getattr(agent, "login", False) or bypass or (not agent.needs_model and not spec.model and agent.name.startswith("script:"))):
+        why = (
+            "a Claude login calls Anthropic directly" if getattr(agent, "login", False)
+            else f"--agent-env {bypass[0]} gives the agent an endpoint of its own" if bypass
+            else "a script agent without -m may call a model of its own"
+        )
+        problems.append(
+            f"--token-budget/--turn-budget: {why}, so the model proxy cannot count its calls and the budget "
+            "cannot hold; fix: give the agent an API key (export ANTHROPIC_API_KEY, or use a provider-prefixed "
+            "-m) so its calls go through the proxy, or drop the per-trial budget"
+        )
+    if not uses_proxy(agent, spec.model) or getattr(agent, "login", False):
+        if spec.max_cost_usd is not None and getattr(agent, "login", False):
+            problems.append("--max-cost-usd: a Claude login reports no dollars; fix: cap tokens with --max-tokens")
+        return problems
+    from proxy.prices import price_for
+    from proxy.providers import ProviderError, resolve_model
+
+    try:
+        route = resolve_model(spec.model or "")
+    except ProviderError as exc:
+        return [f"-m/--model: {exc}"]
+    protocol = getattr(getattr(agent, "spec", None), "protocol", None)
+    if protocol and not route.serves(protocol):
+        api = {"messages": "Anthropic Messages", "chat": "OpenAI Chat Completions", "responses": "OpenAI Responses"}
+        problems.append(
+            f"-m {spec.model}: {agent.name} speaks the {api[protocol]} API, which {route.provider} does not serve here; "
+            f"fix: pick an agent speaking {', '.join(api[p] for p in sorted(route.protocols))}, or another model"
+        )
+    if spec.max_cost_usd is not None and price_for(spec.model or "") is None:
+        problems.append(
+            f"--max-cost-usd: {spec.model} has no price in the price table (proxy/prices.json, or your own file in "
+            "$BENCHFLOW_PRICES), so it has no dollar cap; fix: cap tokens instead with --max-tokens, or add its price"
+        )
+    return problems
+
+
 def prepare_run(spec: RunSpec, *, setup_django: Callable[[], None], reporter: Reporter | None = None) -> int:
     tasks, agent = check_run(spec)
     client = _docker_client()
+    reporter = reporter or Reporter(quiet=spec.quiet)
+    if hasattr(agent, "install"):
+        try:
+            agent.install(log=reporter.line)
+        except AgentError as exc:
+            raise RunRefused(f"-a {spec.agent}: {exc}", exit_code=1) from None
     setup_django()
     from runs.jobs import JobRun  # the ORM models need Django set up first
-    reporter = reporter or Reporter(quiet=spec.quiet)
+
     try:
         return JobRun(spec, tasks, agent, reporter, client).execute()
     except JobLocked as exc:

@@ -36,6 +36,14 @@ class Agent:
     def command(self, task: Task, instruction: str) -> AgentCommand | None:
         return None
 
+    def model_env(self, key: str) -> dict[str, str]:
+        """Variables pointing the agent at the model proxy with its attempt's key."""
+        return {}
+
+    def writable_dirs(self) -> list[str]:
+        """Folders made world-writable in the sandbox before the agent starts (its HOME)."""
+        return []
+
     def mounts(self, task: Task) -> dict[str, tuple[Path, str]]:
         """Host folders bind-mounted into the sandbox: container path -> (host path, ro|rw)."""
         return {}

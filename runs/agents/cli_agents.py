@@ -1,11 +1,308 @@
-"""Agents that need a model (Claude Code, OpenCode, Codex): filled in with the model proxy."""
+"""Agents that need a model: Claude Code, OpenCode and Codex, each talking only to our model proxy.
+
+Each CLI ships a native binary in its npm package. It is installed once per version on the host
+(npm, into a cache folder) and mounted read-only into every sandbox: nothing is installed or
+copied per trial, and no task image is rebuilt for it.
+"""
 
 from __future__ import annotations
 
-from runs.agents.base import Agent
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-AGENTS: dict[str, type[Agent]] = {}
-ALIASES: dict[str, str] = {}
+from runs.agents.base import Agent, AgentCommand, AgentError
+from runs.sandboxes.docker import FileEntry
+from runs.tasks import Task
+
+AGENTS_ROOT = "/opt/benchflow/agents"
+HOME_ROOT = "/tmp/benchflow-home"
+QUIET_ENV = {"NO_COLOR": "1", "TERM": "dumb", "CI": "1"}
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("BENCHFLOW_AGENT_CACHE", Path.home() / ".cache" / "benchflow-site" / "agents"))
+
+
+@dataclass(frozen=True)
+class CliSpec:
+    name: str
+    package: str
+    version: str
+    binary: str  # path of the native binary inside the npm prefix
+    protocol: str  # the wire API it speaks: messages | chat | responses
+
+
+SPECS = {
+    "claude": CliSpec("claude", "@anthropic-ai/claude-code", "2.1.197",
+                      "node_modules/@anthropic-ai/claude-code-linux-x64/claude", "messages"),
+    "opencode": CliSpec("opencode", "opencode-ai", "1.18.33",
+                        "node_modules/opencode-linux-x64/bin/opencode", "chat"),
+    "codex": CliSpec("codex", "@openai/codex", "0.171.0",
+                     "node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex", "responses"),
+}
+
+
+def ensure_installed(spec: CliSpec, log=print) -> Path:
+    """The folder holding the agent's binary, installed with npm on first use (under a lock)."""
+    prefix = cache_root() / f"{spec.name}-{spec.version}"
+    binary = prefix / spec.binary
+    if binary.is_file():
+        return binary.parent
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    npm = shutil.which("npm")
+    if npm is None:
+        raise AgentError(
+            f"install failed: -a {spec.name} needs npm on this machine to fetch {spec.package}; "
+            "fix: apt-get install -y npm (scripts/setup.sh does it)"
+        )
+    with open(prefix.parent / f".{spec.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if binary.is_file():
+            return binary.parent
+        log(f"Installing {spec.package}@{spec.version} (once, into {prefix})…")
+        proc = subprocess.run(
+            [npm, "install", "--no-audit", "--no-fund", "--prefix", str(prefix), f"{spec.package}@{spec.version}"],
+            capture_output=True, text=True, timeout=900,
+        )
+        if proc.returncode != 0 or not binary.is_file():
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+            raise AgentError(f"install failed: npm could not install {spec.package}@{spec.version}: " + " / ".join(tail))
+    return binary.parent
+
+
+def cli_model_name(model: str) -> str:
+    """What the CLI is told its model is; the proxy routes by the attempt's model, not this."""
+    bare = model.split("/", 1)[-1]
+    return "".join(c if c.isalnum() or c in "-._" else "-" for c in bare) or "model"
+
+
+class ModelAgent(Agent):
+    """A CLI agent given the proxy's URL and a key of its own attempt in its native variables."""
+
+    needs_model = True
+    spec: CliSpec
+
+    def __init__(self) -> None:
+        self.name = self.spec.name
+        self.log_name = f"{self.spec.name}.txt"
+        self.bin_dir: Path | None = None
+        self.proxy_url = ""  # set by the job once its proxy listens
+        self.model = ""
+
+    @property
+    def home(self) -> str:
+        return f"{HOME_ROOT}/{self.spec.name}"
+
+    @property
+    def binary(self) -> str:
+        return f"{AGENTS_ROOT}/{self.spec.name}/{Path(self.spec.binary).name}"
+
+    def writable_dirs(self) -> list[str]:
+        return [HOME_ROOT, self.home]
+
+    def install(self, log=print) -> None:
+        self.bin_dir = ensure_installed(self.spec, log)
+
+    def mounts(self, task: Task) -> dict[str, tuple[Path, str]]:
+        if self.bin_dir is None:
+            raise AgentError(f"{self.name} is not installed; the job installs it before the first trial")
+        return {f"{AGENTS_ROOT}/{self.spec.name}": (self.bin_dir, "ro")}
+
+    def model_env(self, key: str) -> dict[str, str]:
+        """The variables that point the agent at the proxy; the key is the attempt's own."""
+        raise NotImplementedError
+
+    def command(self, task: Task, instruction: str) -> AgentCommand | None:
+        env = {"HOME": self.home, **QUIET_ENV}
+        return AgentCommand(self.argv(instruction), env=env, user=task.agent.user, workdir=task.sandbox.workdir)
+
+    def argv(self, instruction: str) -> list[str]:
+        raise NotImplementedError
+
+    def tool_title(self, event: dict[str, Any]) -> list[str]:
+        """Titles of the tool calls one JSON event of the agent's output starts."""
+        return []
+
+
+def _short(text: Any) -> str:
+    first = str(text).strip().splitlines()[0] if str(text).strip() else ""
+    return first[:80]
+
+
+def login_credentials(model: str, env: dict[str, str] | None = None) -> Path | str | None:
+    """A Claude subscription login usable for -m sonnet: an OAuth token, or the credentials file.
+
+    Only for bare Claude aliases and only when no API key is exported (an API key wins).
+    """
+    env = dict(os.environ) if env is None else env
+    if "/" in model or env.get("ANTHROPIC_API_KEY") or env.get("ANTHROPIC_AUTH_TOKEN"):
+        return None
+    if not (model in ("sonnet", "opus", "haiku") or model.startswith("claude-")):
+        return None
+    if env.get("CLAUDE_CODE_OAUTH_TOKEN"):
+        return "env:CLAUDE_CODE_OAUTH_TOKEN"
+    path = Path(env.get("CLAUDE_CONFIG_DIR", Path.home() / ".claude")) / ".credentials.json"
+    return path if path.is_file() else None
+
+
+class ClaudeAgent(ModelAgent):
+    spec = SPECS["claude"]
+    login = False  # a subscription login: calls go straight to Anthropic, not through the proxy
+
+    @property
+    def needs_proxy(self) -> bool:
+        return not self.login
+
+    def mounts(self, task: Task) -> dict[str, tuple[Path, str]]:
+        mounts = super().mounts(task)
+        creds = login_credentials(self.model) if self.login else None
+        if isinstance(creds, Path):
+            mounts[f"{self.home}/.claude/.credentials.json"] = (creds, "ro")
+        return mounts
+
+    def command(self, task: Task, instruction: str) -> AgentCommand | None:
+        command = super().command(task, instruction)
+        if command is not None and self.login:
+            command.env.update(self.login_env())
+        return command
+
+    def login_env(self) -> dict[str, str]:
+        env = {"IS_SANDBOX": "1", "CLAUDE_CONFIG_DIR": f"{self.home}/.claude", "DISABLE_TELEMETRY": "1",
+               "DISABLE_AUTOUPDATER": "1"}
+        if os.environ.get("CLAUDE_CODE_OAUTH_TOKEN"):
+            env["CLAUDE_CODE_OAUTH_TOKEN"] = os.environ["CLAUDE_CODE_OAUTH_TOKEN"]
+        return env
+
+    def model_env(self, key: str) -> dict[str, str]:
+        return {
+            "ANTHROPIC_BASE_URL": self.proxy_url,
+            "ANTHROPIC_AUTH_TOKEN": key,
+            "ANTHROPIC_MODEL": cli_model_name(self.model),
+            "IS_SANDBOX": "1",  # lets --dangerously-skip-permissions run as root inside the sandbox
+            "CLAUDE_CONFIG_DIR": f"{self.home}/.claude",
+            "DISABLE_TELEMETRY": "1",
+            "DISABLE_AUTOUPDATER": "1",
+            "DISABLE_ERROR_REPORTING": "1",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        }
+
+    def argv(self, instruction: str) -> list[str]:
+        return [self.binary, "-p", instruction, "--dangerously-skip-permissions", "--model",
+                cli_model_name(self.model), "--output-format", "stream-json", "--verbose"]
+
+    def tool_title(self, event: dict[str, Any]) -> list[str]:
+        if event.get("type") != "assistant":
+            return []
+        content = (event.get("message") or {}).get("content") or []
+        titles = []
+        for block in content if isinstance(content, list) else []:
+            if isinstance(block, dict) and block.get("type") == "tool_use":
+                args = block.get("input") or {}
+                titles.append(_short(args.get("command") or args.get("file_path") or args.get("pattern") or block.get("name")))
+        return titles
+
+
+class OpenCodeAgent(ModelAgent):
+    spec = SPECS["opencode"]
+
+    def files(self, task: Task, instruction: str) -> dict[str, FileEntry]:
+        config = {
+            "$schema": "https://opencode.ai/config.json",
+            "provider": {
+                "benchflow": {
+                    "npm": "@ai-sdk/openai-compatible",
+                    "name": "BenchFlow model proxy",
+                    "options": {"baseURL": f"{self.proxy_url}/v1", "apiKey": "{env:BENCHFLOW_PROXY_KEY}"},
+                    "models": {cli_model_name(self.model): {"name": cli_model_name(self.model), "tool_call": True}},
+                }
+            },
+            "model": f"benchflow/{cli_model_name(self.model)}",
+            "small_model": f"benchflow/{cli_model_name(self.model)}",
+            "permission": {"bash": "allow", "edit": "allow", "external_directory": "allow"},
+            "autoupdate": False,
+            "share": "disabled",
+        }
+        return {f"{self.home}/opencode.json": FileEntry(json.dumps(config, indent=2).encode(), 0o644)}
+
+    def model_env(self, key: str) -> dict[str, str]:
+        h = self.home
+        return {
+            "BENCHFLOW_PROXY_KEY": key,
+            "OPENCODE_CONFIG": f"{h}/opencode.json",
+            "XDG_CONFIG_HOME": f"{h}/.config",
+            "XDG_DATA_HOME": f"{h}/.local/share",
+            "XDG_CACHE_HOME": f"{h}/.cache",
+            "XDG_STATE_HOME": f"{h}/.local/state",
+            "OPENCODE_DISABLE_MODELS_FETCH": "1",
+            "OPENCODE_DISABLE_AUTOUPDATE": "1",
+            "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+            "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+            "OPENCODE_DISABLE_SHARE": "1",
+            "OPENCODE_PURE": "1",  # no external plugins: no npm install at start-up
+        }
+
+    def argv(self, instruction: str) -> list[str]:
+        return [self.binary, "run", "-m", f"benchflow/{cli_model_name(self.model)}", "--format", "json", instruction]
+
+    def tool_title(self, event: dict[str, Any]) -> list[str]:
+        if event.get("type") != "tool_use":
+            return []
+        part = event.get("part") or {}
+        args = (part.get("state") or {}).get("input") or {}
+        return [_short(args.get("command") or args.get("filePath") or part.get("tool") or "tool")]
+
+
+class CodexAgent(ModelAgent):
+    spec = SPECS["codex"]
+
+    def files(self, task: Task, instruction: str) -> dict[str, FileEntry]:
+        config = f"""model = "{cli_model_name(self.model)}"
+model_provider = "benchflow"
+approval_policy = "never"
+sandbox_mode = "danger-full-access"
+
+[model_providers.benchflow]
+name = "BenchFlow model proxy"
+base_url = "{self.proxy_url}/v1"
+env_key = "BENCHFLOW_PROXY_KEY"
+wire_api = "responses"
+request_max_retries = 0
+stream_max_retries = 0
+
+[analytics]
+enabled = false
+
+[features]
+plugins = false
+apps = false
+"""
+        return {f"{self.home}/config.toml": FileEntry(config.encode(), 0o644)}
+
+    def model_env(self, key: str) -> dict[str, str]:
+        return {"BENCHFLOW_PROXY_KEY": key, "CODEX_HOME": self.home}
+
+    def argv(self, instruction: str) -> list[str]:
+        return [self.binary, "exec", "--dangerously-bypass-approvals-and-sandbox", "--skip-git-repo-check",
+                "--json", instruction]
+
+    def tool_title(self, event: dict[str, Any]) -> list[str]:
+        if event.get("type") != "item.started":
+            return []
+        item = event.get("item") or {}
+        kind = item.get("type")
+        if kind in ("agent_message", "reasoning", "error", None):
+            return []
+        return [_short(item.get("command") or item.get("tool") or kind)]
+
+
+AGENTS: dict[str, type[ModelAgent]] = {"claude": ClaudeAgent, "opencode": OpenCodeAgent, "codex": CodexAgent}
+ALIASES: dict[str, str] = {"claude-agent-acp": "claude", "claude-code": "claude", "codex-acp": "codex"}
 
 
 def make(name: str) -> Agent:

@@ -49,6 +49,20 @@ class ScriptAgent(Agent):
     def __init__(self, path: Path):
         self.path = path
         self.name = f"script:{path.name}"
+        self.proxy_url = ""
+        self.model = ""
+
+    def model_env(self, key: str) -> dict[str, str]:
+        """With -m, the script may call the model through the proxy, in either API's variables."""
+        return {
+            "BENCHFLOW_PROXY_URL": self.proxy_url,
+            "BENCHFLOW_PROXY_KEY": key,
+            "BENCHFLOW_MODEL": self.model,
+            "OPENAI_BASE_URL": f"{self.proxy_url}/v1",
+            "OPENAI_API_KEY": key,
+            "ANTHROPIC_BASE_URL": self.proxy_url,
+            "ANTHROPIC_AUTH_TOKEN": key,
+        }
 
     def files(self, task: Task, instruction: str) -> dict[str, FileEntry]:
         return {

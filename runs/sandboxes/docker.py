@@ -9,7 +9,7 @@ import socket
 import tarfile
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -174,6 +174,7 @@ class Sandbox:
         env: dict[str, str] | None = None,
         stdout_path: Path | None = None,
         stderr_path: Path | None = None,
+        on_stdout: Callable[[bytes], None] | None = None,
     ) -> ExecResult:
         """Run `cmd`, streaming its output to files (bounded); blocks until it ends."""
         started = time.monotonic()
@@ -186,6 +187,8 @@ class Sandbox:
             for chunk_out, chunk_err in self.api.exec_start(exec_id, stream=True, demux=True):
                 out.write(chunk_out)
                 err.write(chunk_err)
+                if on_stdout is not None and chunk_out:
+                    on_stdout(chunk_out)
         except (APIError, OSError, ValueError):
             pass  # the container went away under us; the exit code says the rest
         finally:
@@ -198,6 +201,10 @@ class Sandbox:
             code = None
         dropped = out.dropped + (err.dropped if err is not out else 0)
         return ExecResult(code, dropped_bytes=dropped, duration_s=time.monotonic() - started)
+
+    def pid(self) -> int:
+        """The host pid of the container's init: the way into its namespaces."""
+        return int(self.api.inspect_container(self.id)["State"]["Pid"])
 
     def stop_processes(self) -> None:
         """Kill everything the agent started, keeping the container up for the verifier."""
@@ -413,7 +420,6 @@ class SandboxFactory:
             nano_cpus=int(task.sandbox.cpus * 1e9),
             mem_limit=f"{task.sandbox.memory_mb}m",
             network_mode=network,
-            extra_hosts={"host.docker.internal": "host-gateway"} if network != "none" else None,
             binds=binds or None,
         )
         labels = {

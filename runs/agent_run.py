@@ -1,0 +1,256 @@
+"""Running the agent inside its sandbox: its model calls through the proxy, its time limit and budget.
+
+The agent is stopped at its wall-clock limit or, within about a second, once the proxy refuses a
+call for the trial's budget; either way the verifier then grades what it left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runs.agents.base import Agent
+from runs.agents.controls import ScriptAgent
+from runs.sandboxes.docker import Sandbox
+from runs.sandboxes.netns import LoopbackRelay
+from runs.tasks import Task
+
+BUDGET_STOP_GRACE_S = 0.5  # lets the agent print its last lines before it is stopped
+
+
+@dataclass
+class TrialBudget:
+    tokens: int | None
+    turns: int | None
+    source: dict[str, str | None]
+
+    @property
+    def active(self) -> bool:
+        return self.tokens is not None or self.turns is not None
+
+
+def trial_budget_for(task: Task, token_budget: int | None, turn_budget: int | None) -> TrialBudget:
+    """A measure the run sets replaces the task's."""
+    tokens = token_budget if token_budget is not None else task.agent.token_budget
+    turns = turn_budget if turn_budget is not None else task.agent.turn_budget
+    return TrialBudget(
+        tokens,
+        turns,
+        {
+            "tokens": "run" if token_budget is not None else ("task" if tokens is not None else None),
+            "turns": "run" if turn_budget is not None else ("task" if turns is not None else None),
+        },
+    )
+
+
+def uses_proxy(agent: Agent, model: str | None) -> bool:
+    """Whether the agent's model calls go through our proxy (a Claude login's do not)."""
+    if agent.needs_model:
+        return getattr(agent, "needs_proxy", True)
+    return isinstance(agent, ScriptAgent) and bool(model)
+
+
+def budget_stop_text(usage: Any, budget: TrialBudget) -> str:
+    measure = usage.stopped_by
+    at = usage.stopped_at or {"tokens": usage.total_tokens, "turns": usage.turns}
+    limit = budget.tokens if measure == "tokens" else budget.turns
+    unit = "token" if measure == "tokens" else "turn"
+    return (
+        f"trial budget reached: the {unit} budget of {limit:,} is spent ({at['tokens']:,} tokens, "
+        f"{at['turns']} turns used when the model proxy refused the next call); the agent was stopped "
+        "and the verifier graded what it left"
+    )
+
+
+class OutputWatcher:
+    """Reads the agent's JSON event lines as they stream, counting tool calls (in the exec thread)."""
+
+    def __init__(self, agent: Agent, on_tool: Callable[[str], None]):
+        self.agent, self.on_tool = agent, on_tool
+        self._buf = b""
+        self.tool_calls = 0
+        self.last_tool: str | None = None
+        self.final_usage: dict[str, Any] | None = None
+
+    def feed(self, chunk: bytes) -> None:
+        self._buf += chunk
+        if len(self._buf) > 4 << 20:  # a line this long is no event of ours: drop it
+            self._buf = self._buf[-(1 << 20):]
+        *lines, self._buf = self._buf.split(b"\n")
+        for line in lines:
+            line = line.strip()
+            if not line.startswith(b"{"):
+                continue
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if event.get("type") == "result" and isinstance(event.get("usage"), dict):
+                self.final_usage = event["usage"]
+            titles = getattr(self.agent, "tool_title", lambda _e: [])(event)
+            for title in titles:
+                self.tool_calls += 1
+                self.last_tool = title
+                self.on_tool(title)
+
+
+@dataclass
+class AgentRun:
+    timed_out: bool = False
+    budget_stopped: bool = False
+
+
+async def run_agent(
+    *,
+    agent: Agent,
+    task: Task,
+    instruction: str,
+    sandbox: Sandbox,
+    attempt_dir: Path,
+    agent_env: dict[str, str],
+    result: dict[str, Any],
+    proxy: Any,  # proxy.server.ProxyServer | None
+    model: str | None,
+    budget: TrialBudget,
+    on_tool: Callable[[str], None],
+) -> AgentRun:
+    """Run the agent's command; fills result's usage, tool calls, errors and trial_budget."""
+    from proxy.registry import Attempt as ProxyAttempt
+
+    outcome = AgentRun()
+    command = agent.command(task, instruction)
+    if command is None:
+        return outcome
+    loop = asyncio.get_running_loop()
+    result["n_prompts"] = result.get("n_prompts", 0) + 1
+    log = attempt_dir / "agent" / agent.log_name
+    log.parent.mkdir(parents=True, exist_ok=True)
+    env = {**agent_env, **command.env}
+    budget_spent = asyncio.Event()
+    key, relay = None, None
+    if proxy is not None and uses_proxy(agent, model):
+        spec = ProxyAttempt(
+            attempt_id=attempt_dir.name,
+            model=model,
+            log_path=attempt_dir / "trajectory" / "llm_trajectory.jsonl",
+            token_budget=budget.tokens,
+            turn_budget=budget.turns,
+            solution_text=_solution_text(task),
+            on_budget_spent=lambda _id: loop.call_soon_threadsafe(budget_spent.set),
+        )
+        (attempt_dir / "trajectory").mkdir(exist_ok=True)
+        key = proxy.registry.register(spec)
+        env.update(agent.model_env(key))
+        relay = LoopbackRelay(proxy.port)
+        pid = await loop.run_in_executor(None, sandbox.pid)
+        await relay.start(pid, proxy.port)
+    watcher = OutputWatcher(agent, lambda title: loop.call_soon_threadsafe(on_tool, title))
+    fut = loop.run_in_executor(
+        None,
+        lambda: sandbox.exec(
+            command.argv, user=command.user, workdir=command.workdir, env=env,
+            stdout_path=log, stderr_path=log, on_stdout=watcher.feed,
+        ),
+    )
+    t = time.monotonic()
+    timeout = task.agent.timeout_sec
+    budget_wait = asyncio.ensure_future(budget_spent.wait())
+    try:
+        done, _ = await asyncio.wait({fut, budget_wait}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        if fut not in done:
+            if budget_wait in done:
+                outcome.budget_stopped = True
+                await asyncio.sleep(BUDGET_STOP_GRACE_S)
+            else:
+                outcome.timed_out = True
+            if not fut.done():
+                await loop.run_in_executor(None, sandbox.stop_processes)
+        exec_result = await fut
+    finally:
+        budget_wait.cancel()
+        if relay is not None:
+            await relay.close()
+    result["agent_exit_code"] = exec_result.exit_code
+    result["n_tool_calls"] = result.get("n_tool_calls", 0) + watcher.tool_calls
+    result["last_tool_call"] = watcher.last_tool or result.get("last_tool_call")
+    if outcome.timed_out:
+        result["error"] = f"agent timed out after {timeout:g}s (prompt exceeded wall-clock budget)"
+        result["error_category"] = "timeout"
+        result["agent_timeout_info"] = {"timeout_sec": timeout, "elapsed_sec": round(time.monotonic() - t, 1)}
+    if key is not None:
+        usage = proxy.registry.unregister(key)
+        _record_usage(result, usage, budget, outcome)
+    elif agent.needs_model and watcher.final_usage:
+        _record_native_usage(result, watcher.final_usage)
+    if exec_result.exit_code in (126, 127) and not result.get("error"):
+        result["error"] = f"install failed: the agent's command could not run (exit {exec_result.exit_code})"
+        result["error_category"] = "install_failure"
+    return outcome
+
+
+def _solution_text(task: Task) -> str | None:
+    if task.solution_dir is None or not (task.solution_dir / "solve.sh").is_file():
+        return None
+    return (task.solution_dir / "solve.sh").read_text(errors="replace")
+
+
+def _record_usage(result: dict[str, Any], usage: Any, budget: TrialBudget, outcome: AgentRun) -> None:
+    if usage is None:
+        return
+    ar = result["agent_result"]
+    add = lambda k, v: (ar.get(k) or 0) + v  # noqa: E731 - steps of a multi-step trial add up
+    ar.update(
+        n_input_tokens=add("n_input_tokens", usage.input_tokens),
+        n_output_tokens=add("n_output_tokens", usage.output_tokens),
+        n_cache_read_tokens=add("n_cache_read_tokens", usage.cache_read_tokens),
+        n_cache_creation_tokens=add("n_cache_creation_tokens", usage.cache_creation_tokens),
+        total_tokens=add("total_tokens", usage.total_tokens),
+        usage_source=usage.usage_source,
+        price_source=usage.price_source,
+        n_calls=add("n_calls", usage.turns),
+    )
+    if usage.cost_usd is not None:
+        ar["cost_usd"] = round((ar.get("cost_usd") or 0.0) + usage.cost_usd, 8)
+    ar["busy_seconds"] = round((ar.get("busy_seconds") or 0.0) + usage.busy_seconds, 3)
+    if usage.errors and not result.get("error"):
+        status_text = usage.last_error or ""
+        if "provider_rate_limit" in usage.errors:
+            result["error"] = f"provider rate limited: HTTP 429 from the model provider ({status_text})"[:500]
+            result["error_category"] = "provider_rate_limit"
+        elif "provider_auth" in usage.errors:
+            result["error"] = f"the model provider refused the credential (HTTP 401/403): {status_text}"[:500]
+            result["error_category"] = "provider_auth"
+        elif "api_error" in usage.errors:
+            result["error"] = f"provider api error [server/transient] {status_text}"[:500]
+            result["error_category"] = "api_error"
+    if budget.active:
+        result["trial_budget"] = {
+            "budget": {"tokens": budget.tokens, "turns": budget.turns},
+            "source": budget.source,
+            "used": {"tokens": usage.total_tokens, "turns": usage.turns},
+            "subagents": None,
+            "stopped_by": usage.stopped_by,
+            "stopped_at": usage.stopped_at,
+            "refused_calls": usage.refused_calls,
+        }
+        if usage.stopped_by and not outcome.timed_out:
+            outcome.budget_stopped = True
+            result["error"] = budget_stop_text(usage, budget)
+            result["error_category"] = "trial_budget"
+
+
+def _record_native_usage(result: dict[str, Any], usage: dict[str, Any]) -> None:
+    """A login's calls bypass the proxy: the agent's own log of its calls is all there is."""
+    ar = result["agent_result"]
+    cache_read = int(usage.get("cache_read_input_tokens") or 0)
+    cache_write = int(usage.get("cache_creation_input_tokens") or 0)
+    inp = int(usage.get("input_tokens") or 0) + cache_read + cache_write
+    out = int(usage.get("output_tokens") or 0)
+    ar.update(n_input_tokens=inp, n_output_tokens=out, n_cache_read_tokens=cache_read,
+              n_cache_creation_tokens=cache_write, total_tokens=inp + out, cost_usd=None,
+              usage_source="agent_session_log", price_source=None)
