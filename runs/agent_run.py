@@ -62,7 +62,7 @@ def budget_stop_text(usage: Any, budget: TrialBudget) -> str:
     unit = "token" if measure == "tokens" else "turn"
     return (
         f"trial budget reached: the {unit} budget of {limit:,} is spent ({at['tokens']:,} tokens, "
-        f"{at['turns']} turns used when the model proxy refused the next call); the agent was stopped "
+        f"{at['turns']} turn{'' if at['turns'] == 1 else 's'} used when the model proxy refused the next call); the agent was stopped "
         "and the verifier graded what it left"
     )
 

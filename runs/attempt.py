@@ -124,10 +124,12 @@ class AttemptRunner:
             )
             prepared.workdir = plan.task.sandbox.workdir or await self._call(self.factory.image_workdir, image)
             mounts = {**self.agent.mounts(plan.task), TESTS_DIR: (self.staging(attempt_dir) / "tests", "rw")}
-            sandbox = await self._call(
-                lambda: self.factory.create(plan.task, image, attempt_dir.name, logs_dir=attempt_dir, mounts=mounts)
-            )
-            self.live.add(sandbox)
+            def create() -> Sandbox:
+                made = self.factory.create(plan.task, image, attempt_dir.name, logs_dir=attempt_dir, mounts=mounts)
+                self.live.add(made)  # here, in the worker thread: a cancelled prepare leaks nothing
+                return made
+
+            sandbox = await self._call(create)
             prepared.sandbox = sandbox
             files = self.agent.files(plan.task, instruction_for(plan.task))
             dirs = self.agent.writable_dirs()

@@ -55,6 +55,7 @@ class JobBudget:
     reason: str | None = None  # "budget reached: ..." once a cap is reached
     reached_by: str | None = None
     running_seconds: float = 0.0
+    in_progress: int = 0  # rollouts admitted in this run and not yet ended (sandbox set-up included)
     _warned_usd: bool = False
     _changed: asyncio.Event | None = None
 
@@ -110,6 +111,9 @@ class JobBudget:
         return self.reached_by != "rollouts"
 
     def reached_line(self, running: int) -> str:
+        # A started rollout still setting up its sandbox is running too: the rollout cap is met at
+        # a start, before the trials it admitted have left set-up.
+        running = max(running, self.in_progress)
         verb = "finish" if not self.cancels_running() else "cancelled"
         return f"{self.reason}; stopping: no new rollouts, {running} running trial(s) {verb}"
 
@@ -140,6 +144,7 @@ class JobBudget:
                 return False
             if self._projection_allows(running()):
                 self.spent.rollouts += 1
+                self.in_progress += 1
                 if self.max_rollouts is not None and self.spent.rollouts >= self.max_rollouts:
                     self.reached_by = "rollouts"
                     self.reason = f"budget reached: {self.spent.rollouts} rollouts started of a {self.max_rollouts} cap"
@@ -152,6 +157,7 @@ class JobBudget:
     def on_finish(self, result: dict[str, Any]) -> bool:
         """Count a finished rollout; True when this finish reached a spend cap."""
         was = self.reached
+        self.in_progress = max(self.in_progress - 1, 0)
         self.spent.add_finished(result)
         usage = result.get("agent_result") or {}
         if self.max_cost_usd is not None and usage.get("cost_usd") is None and not self._warned_usd:
@@ -163,6 +169,7 @@ class JobBudget:
 
     def on_discard(self) -> None:
         """A started rollout that ended without a result (cancelled): wake waiters."""
+        self.in_progress = max(self.in_progress - 1, 0)
         if self._changed is not None:
             self._changed.set()
 
@@ -189,3 +196,44 @@ class JobBudget:
             "cancelled": list(cancelled),
             "not_started": list(not_started),
         }
+
+
+def per_trial_card_line(run_tokens: int | None, run_turns: int | None, task_budgets: list[tuple[int | None, int | None]]) -> str | None:
+    """The run card's `Per trial:` line before the run; None when no trial has a budget."""
+    sizes = []
+    if run_tokens is not None:
+        sizes.append(f"{run_tokens:,} tokens")
+    if run_turns is not None:
+        sizes.append(f"{run_turns:,} turn{'' if run_turns == 1 else 's'}")
+    if sizes:
+        whose = "the run's"
+        task_set = [b for b in task_budgets if (run_tokens is None and b[0] is not None) or (run_turns is None and b[1] is not None)]
+        if task_set:
+            whose += f"; {len(task_set)} task(s) set the other measure"
+    else:
+        task_set = [b for b in task_budgets if b[0] is not None or b[1] is not None]
+        if not task_set:
+            return None
+        whose = f"set by {len(task_set)} of {len(task_budgets)} tasks"
+    budget = " and ".join(sizes) if sizes else "per task"
+    return (
+        f"  Per trial: budget {budget} ({whose}), a turn being one model call; the model proxy counts every call "
+        "of the trial, subagents' and side calls included, refuses the next once a budget is spent, "
+        "and the agent is stopped and graded"
+    )
+
+
+def caps_card_line(caps: dict[str, Any]) -> str | None:
+    """The run card's `Caps:` line; None without a job cap."""
+    parts = []
+    if caps.get("max_cost_usd") is not None:
+        parts.append(f"${caps['max_cost_usd']:.4f} USD")
+    if caps.get("max_tokens") is not None:
+        parts.append(f"{caps['max_tokens']:,} tokens")
+    if caps.get("max_sandbox_seconds") is not None:
+        parts.append(f"{caps['max_sandbox_seconds']:.1f} sandbox-seconds")
+    if caps.get("max_rollouts") is not None:
+        parts.append(f"{caps['max_rollouts']} rollouts")
+    if not parts:
+        return None
+    return f"  Caps:      {', '.join(parts)} for the whole job, across resumes (summary.json budget has the spend)"

@@ -18,6 +18,7 @@ from runs.attempt import AttemptPlan, AttemptRunner, Prepared
 from runs.budgets import JobBudget
 from runs.sandboxes.docker import Sandbox
 from runs.summary import trial_line
+from runs.utilization import Sample, Utilization
 
 HEARTBEAT_S = 45.0
 
@@ -64,13 +65,23 @@ class Coordinator:
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
     _breaker: errors.CircuitBreaker = field(default_factory=errors.CircuitBreaker)
     _announced: bool = False
+    progress: bool = True  # heartbeat and utilization lines (off with --quiet)
+    in_flight: Callable[[str], int] = lambda _rollout: 0  # model requests in flight, from the proxy
+    uses_model: bool = False
+    waiting: int = 0
 
-    async def run(self, waves: list[list[TrialPlan]]) -> list[dict[str, Any]]:
-        """Run each wave (one per --trials repeat) in turn, -j at a time."""
+    async def run(
+        self, waves: list[list[TrialPlan]], budget_for: Callable[[int], JobBudget] | None = None
+    ) -> list[dict[str, Any]]:
+        """Run each wave (one per --trials repeat) in turn, -j at a time; each repeat has its own cap."""
         beat = asyncio.create_task(self._heartbeat())
         try:
             for wave in waves:
-                if self.stopping:
+                if budget_for is not None:
+                    self.budget, self._announced = budget_for(wave[0].trial_index), False
+                if self.budget.reached:  # spent before this run (a resume): stops at once
+                    self._announce_budget()
+                if self.stopping or self.budget.reached:
                     self.not_started.extend(t.trial_name for t in wave)
                     continue
                 await self._run_wave(wave)
@@ -79,6 +90,7 @@ class Coordinator:
         return self.results
 
     async def _run_wave(self, wave: list[TrialPlan]) -> None:
+        self.waiting += len(wave)
         run_slots = asyncio.Semaphore(self.concurrency)
         sandbox_slots = asyncio.Semaphore(self.concurrency + effective_warm_pool(self.warm_pool, self.concurrency))
         for trial in wave:
@@ -94,9 +106,16 @@ class Coordinator:
     async def _trial(self, trial: TrialPlan, run_slots: asyncio.Semaphore, sandbox_slots: asyncio.Semaphore) -> None:
         attempt = trial.previous_attempts + 1
         retries_left = self.retry_attempts
+        first = True
         while True:
             async with sandbox_slots:
-                if self.stopping or self._breaker.open or not await self.budget.admit(lambda: len(self.running)):
+                admitted = not (self.stopping or self._breaker.open) and await self.budget.admit(
+                    lambda: len(self.running)
+                )
+                if first:
+                    self.waiting -= 1
+                    first = False
+                if not admitted:
                     self._announce_budget()
                     self._kept_from_running(trial.trial_name)
                     return
@@ -135,6 +154,8 @@ class Coordinator:
         self.results.append(result)
         if self.budget.on_finish(result):
             self._announce_budget()
+        if result.get("error_category") == "trial_budget":
+            self.say(f"[{prepared.plan.trial_name}] {result['error']}")
         self.say(trial_line(result))
         return result
 
@@ -164,11 +185,19 @@ class Coordinator:
             run.phase = phase
 
     async def _heartbeat(self) -> None:
-        """A progress line per running trial about every 45 s."""
+        """Each second: a progress line per trial running 45 s since its last, and utilization samples."""
+        util = Utilization(self.concurrency, started=time.monotonic())
         while True:
             await asyncio.sleep(1.0)
+            if not self.progress:
+                continue
             now = time.monotonic()
-            for run in list(self.running.values()):
+            runs = list(self.running.items())
+            in_agent = [key for key, run in runs if run.phase == "agent"]
+            flights = [self.in_flight(key) for key in in_agent] if self.uses_model else []
+            util.add(Sample(len(runs) - len(in_agent), len(in_agent), max(self.waiting, 0),
+                            sum(flights), sum(1 for f in flights if f)))
+            for _key, run in runs:
                 if now - run.last_beat >= HEARTBEAT_S:
                     run.last_beat = now
                     last = f" (last: {run.last_tool[:60]})" if run.last_tool else ""
@@ -176,6 +205,9 @@ class Coordinator:
                         f"[{run.plan.trial_name}]   … {(now - run.started) / 60:.1f}min, "
                         f"{run.tool_calls} tool calls{last}"
                     )
+            if util.due(now):
+                for line in util.report(now, self.uses_model):
+                    self.say(line)
 
     async def _watch_budget(self) -> None:
         """The sandbox-seconds cap counts running trials: checked every 0.2 s, it cancels them."""

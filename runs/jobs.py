@@ -16,7 +16,7 @@ from runs import summary as job_summary
 from runs.agents.base import Agent
 from runs.agent_run import uses_proxy
 from runs.attempt import AttemptRunner
-from runs.budgets import JobBudget
+from runs.budgets import JobBudget, caps_card_line, per_trial_card_line
 from runs.console import Reporter
 from runs.coordinator import Coordinator, TrialPlan, effective_warm_pool, job_line, remove_all
 from runs.index import Index, outcome_of
@@ -84,6 +84,32 @@ def choose_job(spec: RunSpec) -> JobChoice:
     )
 
 
+def budget_block(budgets: dict[int, JobBudget], c: Coordinator) -> dict[str, Any]:
+    """summary.json's budget: the job's, or with --trials the repeats' together (each had its own cap)."""
+    if len(budgets) == 1:
+        return next(iter(budgets.values())).summary_block(c.cancelled, c.not_started)
+    blocks = {i: b.summary_block([], []) for i, b in sorted(budgets.items())}
+    first = next(iter(blocks.values()))
+    spent = {k: sum(b["spent"][k] for b in blocks.values()) for k in first["spent"]}
+    reasons = [f"repeat {i}: {b['reason']}" for i, b in blocks.items() if b["reason"]]
+    return {
+        "caps": first["caps"],
+        "spent": spent,
+        "stopped": any(b["stopped"] for b in blocks.values()),
+        "reason": "; ".join(reasons) or None,
+        "cancelled": list(c.cancelled),
+        "not_started": list(c.not_started),
+        "per_repeat": {str(i): {"spent": b["spent"], "stopped": b["stopped"], "reason": b["reason"]} for i, b in blocks.items()},
+    }
+
+
+def _in_flight(proxy: Any, attempt_id: str) -> int:
+    try:
+        return proxy.registry.usage(attempt_id).in_flight
+    except KeyError:
+        return 0
+
+
 def trial_names(task: Task, trials: int) -> list[tuple[int, str]]:
     return [(i, task.name if i == 0 else f"{task.name}#{i}") for i in range(trials)]
 
@@ -93,7 +119,7 @@ class Plan:
     total: int  # trials planned (tasks x repeats)
     done: dict[str, dict[str, Any]]  # trial_name -> best (scored) earlier result
     waves: list[list[TrialPlan]]
-    earlier: list[dict[str, Any] | None]  # every earlier attempt's result (None: no result.json)
+    earlier: list[tuple[int, dict[str, Any] | None]]  # (repeat, result) of every earlier attempt; None: no result.json
 
     @property
     def to_run(self) -> int:
@@ -105,7 +131,7 @@ def plan_job(job_dir: Path, tasks: list[Task], trials: int) -> Plan:
     by_trial: dict[str, list[job_results.Attempt]] = {}
     for attempt in job_results.read_attempts(job_dir) if job_dir.is_dir() else []:
         by_trial.setdefault(attempt.trial_name, []).append(attempt)
-    earlier = [a.result for attempts in by_trial.values() for a in attempts]
+    earlier = [(a.trial_index, a.result) for attempts in by_trial.values() for a in attempts]
     done: dict[str, dict[str, Any]] = {}
     waves: list[list[TrialPlan]] = [[] for _ in range(trials)]
     for task in tasks:
@@ -171,26 +197,47 @@ class JobRun:
             write_json(job_dir / "evaluation.json", settings)
         self.index.open_job(job_dir, settings)
 
-        budget = JobBudget(**{k: v for k, v in spec.budget_caps().items()}, warn=reporter.warn)
-        budget.seed(plan.earlier)
+        budgets: dict[int, JobBudget] = {}
+
+        def budget_for(repeat: int) -> JobBudget:
+            """With --trials each repeat is a job with its own cap; everything it spent before counts."""
+            if repeat not in budgets:
+                budgets[repeat] = JobBudget(**spec.budget_caps(), warn=reporter.warn)
+                budgets[repeat].seed(r for i, r in plan.earlier if i == repeat or spec.trials == 1)
+            return budgets[repeat]
+
+        budget = budget_for(0)
         factory = SandboxFactory(self.client, job_dir.name)
         proxy = await self._start_proxy()
         runner = AttemptRunner(spec, self.agent, factory, job_dir, self._on_event, self.live, proxy)
         coordinator = Coordinator(
-            runner, spec.concurrency, spec.warm_pool, spec.retry_attempts, budget, reporter.line
+            runner, spec.concurrency, spec.warm_pool, spec.retry_attempts, budget, reporter.line,
+            progress=not spec.quiet, uses_model=proxy is not None,
+            in_flight=(lambda key: _in_flight(proxy, key)) if proxy is not None else (lambda _key: 0),
         )
         self.coordinator = coordinator
         reporter.line(job_line(plan.total, len(plan.done), plan.to_run, spec.concurrency, spec.warm_pool))
+        card = [
+            line
+            for line in (
+                caps_card_line(spec.budget_caps()),
+                per_trial_card_line(
+                    spec.token_budget, spec.turn_budget,
+                    [(t.agent.token_budget, t.agent.turn_budget) for t in self.tasks],
+                ),
+            )
+            if line
+        ]
+        if card:
+            reporter.line(f"Run card: {spec.agent}" + (f", model {spec.model}" if spec.model else ""))
+            for line in card:
+                reporter.line(line)
         for name in ("SIGINT", "SIGTERM"):
             loop.add_signal_handler(getattr(signal, name), self._on_signal, name)
         reporter.start_live(self._live_rows, lambda: self._counts(plan))
         t0 = time.monotonic()
         try:
-            if budget.reached:
-                coordinator._announce_budget()
-                coordinator.not_started.extend(t.trial_name for w in plan.waves for t in w)
-            else:
-                await coordinator.run(plan.waves)
+            await coordinator.run(plan.waves, budget_for)
         finally:
             reporter.stop_live()
             await runner.drain()
@@ -199,7 +246,7 @@ class JobRun:
                 await proxy.stop()
         stopped = len(coordinator.cancelled)
         elapsed = time.monotonic() - t0
-        return self._finish(job_dir, plan, budget, coordinator, elapsed, stopped, resumed=choice.resumed)
+        return self._finish(job_dir, plan, budgets, coordinator, elapsed, stopped, resumed=choice.resumed)
 
     async def _start_proxy(self) -> Any:
         """The model proxy, in this loop, when the agent calls a model; sandboxes reach it by name."""
@@ -255,7 +302,8 @@ class JobRun:
         return f"{len(plan.done) + passed + failed}/{plan.total} scored · {passed} passed · {failed} failed · {errored} errored · {running} running"
 
     def _finish(
-        self, job_dir: Path, plan: Plan, budget: JobBudget, c: Coordinator, elapsed: float, stopped: int, *, resumed: bool
+        self, job_dir: Path, plan: Plan, budgets: dict[int, JobBudget], c: Coordinator, elapsed: float, stopped: int,
+        *, resumed: bool
     ) -> int:
         spec, reporter = self.spec, self.reporter
         best = best_results(job_dir)
@@ -266,7 +314,7 @@ class JobRun:
             settings=spec.recorded(),
             plan_total=plan.total,
             not_run=kept_out,
-            budget=budget.summary_block(c.cancelled, c.not_started) if budget.active else None,
+            budget=budget_block(budgets, c) if spec.has_job_cap() else None,
             elapsed_sec=elapsed,
             n_attempts=len(plan.earlier) + len(c.results),
             job_dir=str(job_dir),
@@ -289,6 +337,9 @@ class JobRun:
             reporter.line(f"Resume with: bench eval resume {shown(job_dir)}")
             return SIGNAL_EXIT[name]
         reporter.line(job_summary.job_complete_line(summary, plan.total, elapsed))
+        if after := job_summary.trial_budget_card_line(summary):
+            reporter.line("Run card, after the run:")
+            reporter.line(after)
         reporter.line("")
         for line in job_summary.render_final_block(
             summary, job_dir, reused=len(plan.done), elapsed_s=elapsed, color=reporter.tty

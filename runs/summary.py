@@ -360,7 +360,7 @@ def trial_budget_card_line(summary: Mapping[str, Any]) -> str | None:
     if not check:
         return None
     budget = check.get("budget") or {}
-    sizes = [f"{budget[m]:,} {m}" for m in ("tokens", "turns") if budget.get(m) is not None]
+    sizes = [f"{budget[m]:,} {m[:-1] if budget[m] == 1 else m}" for m in ("tokens", "turns") if budget.get(m) is not None]
     parts = [f"{check[f'by_{m}']} by {m}" for m in ("tokens", "turns") if check.get(f"by_{m}")]
     line = (f"  Per trial: budget {' and '.join(sizes) or 'none'}; {check['stopped']} of "
             f"{check['trials']} trials stopped at it")

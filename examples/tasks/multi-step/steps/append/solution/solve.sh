@@ -1,0 +1,2 @@
+#!/bin/bash
+echo second >> /app/notes.txt

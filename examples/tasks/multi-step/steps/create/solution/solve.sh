@@ -1,0 +1,2 @@
+#!/bin/bash
+echo first > /app/notes.txt
