@@ -126,6 +126,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     regrade_cli.add_parser(sub)
 
+    px = sub.add_parser("proxy", help="run the model proxy on its own (prints its URL and a key)",
+                        description="Serve the model proxy: OpenAI Chat Completions, OpenAI Responses and "
+                        "Anthropic Messages, routed by model prefix (anthropic/, openai/, deepseek/, xiaomi/, "
+                        "openrouter/, openai-compatible/, mock/oracle, mock/script:FILE) with keys from this "
+                        "machine's environment.")
+    px.add_argument("--host", default="127.0.0.1")
+    px.add_argument("--port", type=int, default=8642)
+    px.add_argument("--key", action="append", default=[], help="accept this client key (repeat); default: a new one")
+    px.add_argument("--log", type=Path, help="append every exchange to this JSONL file")
+
     results = sub.add_parser("results", help="denominators and one row per trial of a job")
     results.add_argument("job", type=Path)
     results.add_argument("--attempts", choices=["best", "all"], default="best")
@@ -210,6 +220,13 @@ def cmd_results(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_proxy(args: argparse.Namespace) -> int:
+    from proxy.server import run_standalone
+
+    run_standalone(args.host, args.port, args.key or None, str(args.log) if args.log else None)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -221,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         "explain": cmd_explain,
         "results": cmd_results,
         "regrade": regrade_cli.run,
+        "proxy": cmd_proxy,
     }
     try:
         if args.command == "eval":

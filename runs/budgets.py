@@ -111,9 +111,10 @@ class JobBudget:
         return self.reached_by != "rollouts"
 
     def reached_line(self, running: int) -> str:
-        # A started rollout still setting up its sandbox is running too: the rollout cap is met at
-        # a start, before the trials it admitted have left set-up.
-        running = max(running, self.in_progress)
+        if not self.cancels_running():
+            # The rollout cap is met at a start, before the trials it admitted leave sandbox set-up;
+            # they run on and finish, so they count as running.
+            running = max(running, self.in_progress)
         verb = "finish" if not self.cancels_running() else "cancelled"
         return f"{self.reason}; stopping: no new rollouts, {running} running trial(s) {verb}"
 

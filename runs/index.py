@@ -120,4 +120,7 @@ class Index:
         )
 
     def close(self) -> None:
+        from django.db import connections
+
+        self._pool.submit(connections.close_all)  # the writer thread's own connection
         self._pool.shutdown(wait=True)

@@ -17,6 +17,7 @@ fi
 packages=()
 command -v dockerd >/dev/null 2>&1 || packages+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || packages+=(debootstrap)
+command -v npm >/dev/null 2>&1 || packages+=(npm)  # fetches the agent CLIs (claude, opencode, codex)
 python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || packages+=(python3-venv)
 apt_log=/var/log/benchflow-setup-apt.log
 if [ "${#packages[@]}" -gt 0 ]; then

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 from dataclasses import dataclass, field
@@ -143,7 +144,9 @@ class FakeUpstream:
     async def stop(self) -> None:
         if self._server is not None and self._task is not None:
             self._server.should_exit = True
-            await self._task
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
             await self._server.shutdown(sockets=[self._sock])
             self._sock.close()
 

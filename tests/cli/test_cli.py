@@ -1,0 +1,67 @@
+"""The `bench` command's surface: help, usage errors (exit 2, no traceback), explain, refusals."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchflow_site.cli import build_parser, main
+
+
+def test_run_help_names_every_flag_of_the_seed_pages(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["run", "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    for flag in ("--concurrency", "--warm-pool", "--trials", "--include", "--exclude", "--jobs-dir", "--job",
+                 "--fresh", "--agent-env", "--retry-attempts", "--save-outputs", "--freeze-workspace", "--quiet",
+                 "--max-cost-usd", "--max-tokens", "--max-sandbox-seconds", "--max-rollouts", "--token-budget",
+                 "--turn-budget"):
+        assert flag in out
+
+
+def test_defaults_match_benchflow():
+    args = build_parser().parse_args(["run", "tasks"])
+    assert (args.concurrency, args.warm_pool, args.trials, args.retry_attempts) == (4, 1, 1, 2)
+    assert str(args.jobs_dir) == "jobs" and args.agent == "claude"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["run", "tasks", "-j", "0"], ["run", "tasks", "--agent-env", "NOEQUALS"], ["run", "tasks", "--max-cost-usd", "-1"],
+     ["run", "tasks", "--trials", "two"], ["run"], ["results", "x", "--json", "--csv"]],
+)
+def test_usage_errors_exit_2_without_a_traceback(argv, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_missing_tasks_folder_is_refused_with_the_path(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", str(tmp_path / "nowhere"), "-a", "oracle"]) == 2
+    err = capsys.readouterr().err
+    assert "nowhere" in err and "nothing was created" in err
+    assert not (tmp_path / "jobs").exists()
+
+
+def test_explain_lists_classes_and_explains_one(capsys):
+    assert main(["explain"]) == 0
+    assert "trial_budget" in capsys.readouterr().out
+    assert main(["explain", "provider_rate_limit"]) == 0
+    out = capsys.readouterr().out
+    assert "Retried:       no" in out and "lower" in out.lower()
+
+
+def test_explain_unknown_class_suggests_the_nearest(capsys):
+    assert main(["explain", "trial_budgte"]) == 2
+    assert "did you mean 'trial_budget'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["idle_timeout", "install_failure", "pipe_closed", "api_error", "provider_auth",
+                                  "provider_rate_limit", "infra_failure", "sandbox_setup", "timeout", "usage_limit",
+                                  "verifier_timeout", "verifier_infra", "trial_budget", "image_build"])
+def test_every_error_class_of_the_table_can_be_explained(name, capsys):
+    assert main(["explain", name]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(name) and "Whose problem:" in out and "Retried:" in out

@@ -1,0 +1,312 @@
+"""Job caps end to end in real Docker sandboxes: each cap's example from the seed page, as a user sees it.
+
+Script agents spend through the model proxy's offline `mock` provider, so cost and tokens are real
+proxy accounting, deterministic and priced from proxy/prices.json.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from runs.budgets import USD_UNKNOWN_WARNING
+from tests.conftest import job_dirs, results_of, run_bench, write_task
+
+pytestmark = pytest.mark.docker
+
+PYTHON_IMAGE = "FROM python:3.12-slim\nWORKDIR /app\n"
+PASSES = "echo 1 > /logs/verifier/reward.txt\n"
+NOT_FAILURES = "(not counted as failures; resume the job to run them)"
+
+# One chat completion through the proxy with a long prompt: about 2,000 tokens, about $0.002 at mock prices.
+SPEND = """#!/bin/bash
+python3 -c '
+import json, os, urllib.request
+body = json.dumps({"model": os.environ["BENCHFLOW_MODEL"],
+                   "messages": [{"role": "user", "content": "x" * 8000}]}).encode()
+req = urllib.request.Request(os.environ["OPENAI_BASE_URL"] + "/chat/completions", data=body,
+                             headers={"Authorization": "Bearer " + os.environ["OPENAI_API_KEY"],
+                                      "Content-Type": "application/json"})
+print(urllib.request.urlopen(req, timeout=60).read().decode())
+'
+"""
+
+
+def owned_containers(client, job_name: str) -> list:
+    return client.containers.list(all=True, filters={"label": f"benchflow.job={job_name}"})
+
+
+def make_agent(tmp_path: Path, name: str, text: str) -> Path:
+    agent = tmp_path / name
+    agent.write_text(text)
+    agent.chmod(0o755)
+    return agent
+
+
+def make_tasks(tmp_path: Path, names: list[str], dockerfile: str = PYTHON_IMAGE) -> None:
+    for name in names:
+        write_task(tmp_path / "tasks", name, dockerfile=dockerfile, test_sh=PASSES)
+
+
+def summary_of(job: Path) -> dict:
+    return json.loads((job / "summary.json").read_text())
+
+
+def attempt_folders(job: Path, task: str) -> list[Path]:
+    return sorted(job.glob(f"{task}__*"))
+
+
+def index_of(lines: list[str], prefix: str) -> int:
+    found = [i for i, line in enumerate(lines) if line.startswith(prefix)]
+    assert found, f"no line starts with {prefix!r}:\n" + "\n".join(lines)
+    return found[0]
+
+
+def spend_run(tmp_path: Path, bench_env: dict, *caps: str, fresh: bool = False):
+    agent = tmp_path / "spend.sh"
+    args = ["run", "tasks", "-a", f"script:{agent}", "-m", "mock/oracle", "-j", "1", *caps, "--jobs-dir", "jobs"]
+    return run_bench(args + (["--fresh"] if fresh else []), env=bench_env, cwd=tmp_path)
+
+
+def assert_one_of_two_ran(proc, job: Path, reached: str, cap_key: str, cap: float) -> tuple[dict, str]:
+    """The seed's first example: the cap stops the job after one trial of two; returns (result, other task)."""
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout.splitlines()
+    [result] = results_of(job)
+    ran = result["task_name"]
+    [other] = {"alpha", "beta"} - {ran}
+    assert attempt_folders(job, other) == []
+    # the cap line comes before the trial's own line, as in the seed's output
+    line = f"{reached}; stopping: no new rollouts, 0 running trial(s) cancelled"
+    assert out.count(line) == 1, proc.stdout
+    assert out.index(line) < index_of(out, f"[PASS] {ran} (reward=1.00, tools=0)")
+    assert index_of(out, "Job complete: 1/1 (100.0%) run, 1/2 (50.0%) of the plan, mean_reward=1.00, errors=0, ")
+    assert ("• Score: 1/1 run (100.0%), mean reward 1.00, errors=0; 1 of 2 planned tasks not run (budget), "
+            "so 1/2 (50.0%) of the plan") in out
+    assert f"Budget: {reached}; 0 running trial(s) cancelled, 1 not started {NOT_FAILURES}" in out
+    assert "Outcomes: 1 scored (1 passed, 0 failed), 0 unscored, 0 errored" in out
+    # summary.json: the budget block, and the trial kept from running is no failure
+    summary = summary_of(job)
+    budget = summary["budget"]
+    assert budget["caps"] == {"max_cost_usd": None, "max_sandbox_seconds": None, "max_tokens": None,
+                              "max_rollouts": None, cap_key: cap}
+    usage = result["agent_result"]
+    assert budget["spent"]["cost_usd"] == round(usage["cost_usd"], 6)
+    assert budget["spent"]["tokens"] == usage["total_tokens"]
+    assert budget["spent"]["rollouts"] == 1
+    assert budget["stopped"] is True and budget["reason"] == reached
+    assert budget["cancelled"] == [] and budget["not_started"] == [other]
+    assert (summary["total"], summary["passed"], summary["failed"], summary["errored"]) == (1, 1, 0, 0)
+    assert summary["planned"] == 2 and summary["not_run"] == [other]
+    return result, other
+
+
+def assert_rerun_stops_at_once(proc, job: Path, reached: str, other: str) -> None:
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout.splitlines()
+    assert out[0] == (f"Resuming into existing job directory: {job.name} (finished tasks are reused; pass a new "
+                      "job_name, or --fresh on the CLI, for a new run)")
+    assert "Job: 2 tasks, 1 done, 1 to run (concurrency=1, warm pool: up to 0 prepared sandboxes)" in out
+    assert f"{reached}; stopping: no new rollouts, 0 running trial(s) cancelled" in out
+    assert not any(line.startswith(("[PASS]", "[FAIL]", "[ERR]")) for line in out), proc.stdout
+    assert any(line.endswith("1 of 2 planned tasks not run (budget), so 1/2 (50.0%) of the plan") for line in out)
+    assert attempt_folders(job, other) == []
+    assert len(results_of(job)) == 1
+    assert summary_of(job)["budget"]["not_started"] == [other]
+
+
+def assert_fresh_runs_both(proc, jobs: Path, first: Path) -> None:
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "budget reached" not in proc.stdout
+    [new] = [j for j in job_dirs(jobs) if j != first]
+    assert sorted(r["task_name"] for r in results_of(new)) == ["alpha", "beta"]
+    summary = summary_of(new)
+    assert summary["total"] == 2 and summary["not_run"] == []
+    assert summary["budget"]["stopped"] is False and summary["budget"]["not_started"] == []
+
+
+def test_cost_cap_far_below_one_trial_stops_after_it_and_a_rerun_stops_at_once(docker_client, bench_env, tmp_path):
+    # given two tasks and an agent that spends about $0.002 each, under a $0.0001 cap at -j 1
+    make_tasks(tmp_path, ["alpha", "beta"])
+    make_agent(tmp_path, "spend.sh", SPEND)
+    # when
+    proc = spend_run(tmp_path, bench_env, "--max-cost-usd", "0.0001")
+    # then exactly one trial ran: a job passes a cost cap by about one trial's cost at -j 1
+    [job] = job_dirs(tmp_path / "jobs")
+    cost = results_of(job)[0]["agent_result"]["cost_usd"]
+    assert cost > 10 * 0.0001
+    reached = f"budget reached: ${cost:.4f} USD spent of a $0.0001 cap"
+    _, other = assert_one_of_two_ran(proc, job, reached, "max_cost_usd", 0.0001)
+    assert USD_UNKNOWN_WARNING not in proc.stderr
+
+    # when the same command runs again: it resumes, and the same cap stops it at once
+    rerun = spend_run(tmp_path, bench_env, "--max-cost-usd", "0.0001")
+    assert_rerun_stops_at_once(rerun, job, reached, other)
+
+    # when a new job gets a cap that fits: it runs every task
+    fresh = spend_run(tmp_path, bench_env, "--max-cost-usd", "1", fresh=True)
+    assert_fresh_runs_both(fresh, tmp_path / "jobs", job)
+
+
+def test_token_cap_stops_after_one_trial_with_thousands_separators(docker_client, bench_env, tmp_path):
+    # given two tasks and an agent that spends about 2,000 tokens each, under a 1,000-token cap
+    make_tasks(tmp_path, ["alpha", "beta"])
+    make_agent(tmp_path, "spend.sh", SPEND)
+    # when
+    proc = spend_run(tmp_path, bench_env, "--max-tokens", "1000")
+    # then
+    [job] = job_dirs(tmp_path / "jobs")
+    tokens = results_of(job)[0]["agent_result"]["total_tokens"]
+    assert tokens > 1000
+    reached = f"budget reached: {tokens:,} tokens spent of a 1,000 cap"
+    assert re.fullmatch(r"budget reached: \d,\d{3} tokens spent of a 1,000 cap", reached)
+    _, other = assert_one_of_two_ran(proc, job, reached, "max_tokens", 1000)
+
+    rerun = spend_run(tmp_path, bench_env, "--max-tokens", "1000")
+    assert_rerun_stops_at_once(rerun, job, reached, other)
+
+    fresh = spend_run(tmp_path, bench_env, "--max-tokens", "1000000", fresh=True)
+    assert_fresh_runs_both(fresh, tmp_path / "jobs", job)
+
+
+SECONDS_LINE = re.compile(
+    r"budget reached: (\d+\.\d) sandbox-seconds spent of a 10\.0 cap; "
+    r"stopping: no new rollouts, (\d+) running trial\(s\) cancelled"
+)
+
+
+def test_sandbox_seconds_cap_cancels_running_trials_and_leaves_no_container(docker_client, bench_env, tmp_path):
+    # given two agents that would sleep five minutes, side by side, under a 10 s cap
+    write_task(tmp_path / "tasks", "alpha", test_sh=PASSES)
+    write_task(tmp_path / "tasks", "beta", test_sh=PASSES)
+    agent = make_agent(tmp_path, "sleepy.sh", "#!/bin/bash\nsleep 300\n")
+    command = ["run", "tasks", "-a", f"script:{agent}", "-j", "2", "--max-sandbox-seconds", "10", "--jobs-dir", "jobs"]
+    # when
+    proc = run_bench(command, env=bench_env, cwd=tmp_path)
+    # then the running trials are cancelled at the cap, checked as they run (long before 5 minutes)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout.splitlines()
+    [job] = job_dirs(tmp_path / "jobs")
+    matches = [m for line in out if (m := SECONDS_LINE.fullmatch(line))]
+    assert len(matches) == 1, proc.stdout
+    spent, running = float(matches[0][1]), int(matches[0][2])
+    assert 10.0 <= spent < 60.0 and running == 2
+    reason = matches[0][0].split("; stopping:")[0]
+    assert not any(line.startswith(("[PASS]", "[FAIL]", "[ERR]")) for line in out), proc.stdout
+    assert index_of(out, "Job complete: 0/0 (0.0%) run, 0/2 (0.0%) of the plan, mean_reward=n/a, errors=0, ")
+    assert ("✗ Score: 0/0 run (0.0%), errors=0; 2 of 2 planned tasks not run (budget), so 0/2 (0.0%) of the plan"
+            in out)
+    assert f"Budget: {reason}; 2 running trial(s) cancelled, 0 not started {NOT_FAILURES}" in out
+    # cancelled trials leave no result.json, are listed apart, and are no failures
+    for task in ("alpha", "beta"):
+        [folder] = attempt_folders(job, task)
+        assert not (folder / "result.json").exists()
+    summary = summary_of(job)
+    budget = summary["budget"]
+    assert budget["caps"]["max_sandbox_seconds"] == 10.0
+    assert budget["spent"]["sandbox_seconds"] == spent and budget["spent"]["rollouts"] == 2
+    assert budget["stopped"] is True and budget["reason"] == reason
+    assert sorted(budget["cancelled"]) == ["alpha", "beta"] and budget["not_started"] == []
+    assert (summary["total"], summary["failed"], summary["errored"]) == (0, 0, 0)
+    assert sorted(summary["not_run"]) == ["alpha", "beta"]
+    assert owned_containers(docker_client, job.name) == []
+
+    # when the same command runs again: it resumes, and with the same cap stops at once
+    rerun = run_bench(command, env=bench_env, cwd=tmp_path)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    again = rerun.stdout.splitlines()
+    assert again[0].startswith(f"Resuming into existing job directory: {job.name} ")
+    assert [len(attempt_folders(job, t)) for t in ("alpha", "beta")] == [1, 1], "the rerun started trials again"
+    [m] = [m for line in again if (m := SECONDS_LINE.fullmatch(line))]
+    assert float(m[1]) >= 10.0 and m[2] == "0"
+    assert summary_of(job)["budget"]["not_started"] == ["alpha", "beta"]
+    assert owned_containers(docker_client, job.name) == []
+
+
+def test_rollout_cap_lets_running_trials_finish_and_starts_no_more(docker_client, bench_env, tmp_path):
+    # given three tasks at -j 2 and a cap of two rollouts
+    make_tasks(tmp_path, ["alpha", "beta", "gamma"], dockerfile="FROM debian:bookworm-slim\nWORKDIR /app\n")
+    agent = make_agent(tmp_path, "brief.sh", "#!/bin/bash\nsleep 2\n")
+    # when
+    proc = run_bench(["run", "tasks", "-a", f"script:{agent}", "-j", "2", "--max-rollouts", "2", "--jobs-dir", "jobs"],
+                     env=bench_env, cwd=tmp_path)
+    # then the cap is met at the second start; both started trials finish and are scored
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout.splitlines()
+    [job] = job_dirs(tmp_path / "jobs")
+    results = results_of(job)
+    ran = sorted(r["task_name"] for r in results)
+    assert len(ran) == 2 and all(r["rewards"] == {"reward": 1.0} for r in results)
+    [other] = {"alpha", "beta", "gamma"} - set(ran)
+    assert attempt_folders(job, other) == []
+    reached = "budget reached: 2 rollouts started of a 2 cap"
+    line = f"{reached}; stopping: no new rollouts, 2 running trial(s) finish"
+    assert out.count(line) == 1, proc.stdout
+    for task in ran:
+        assert out.index(line) < index_of(out, f"[PASS] {task} (reward=1.00, tools=0)")
+    assert index_of(out, "Job complete: 2/2 (100.0%) run, 2/3 (66.7%) of the plan, mean_reward=1.00, errors=0, ")
+    assert ("• Score: 2/2 run (100.0%), mean reward 1.00, errors=0; 1 of 3 planned tasks not run (budget), "
+            "so 2/3 (66.7%) of the plan") in out
+    assert f"Budget: {reached}; 0 running trial(s) cancelled, 1 not started {NOT_FAILURES}" in out
+    assert "Outcomes: 2 scored (2 passed, 0 failed), 0 unscored, 0 errored" in out
+    summary = summary_of(job)
+    budget = summary["budget"]
+    assert budget["caps"]["max_rollouts"] == 2 and budget["spent"]["rollouts"] == 2
+    assert budget["stopped"] is True and budget["reason"] == reached
+    assert budget["cancelled"] == [] and budget["not_started"] == [other]
+    assert (summary["total"], summary["passed"], summary["errored"]) == (2, 2, 0)
+    assert owned_containers(docker_client, job.name) == []
+
+
+def test_a_rollout_without_a_usd_cost_warns_once_under_a_cost_cap(docker_client, bench_env, tmp_path):
+    # given one task that spends through the proxy and two whose image cannot build (no registry here),
+    # so their rollouts end before the agent and report no cost
+    make_tasks(tmp_path, ["good"])
+    make_tasks(tmp_path, ["unbuildable-1", "unbuildable-2"], dockerfile="FROM ubuntu:24.04\n")
+    agent = make_agent(tmp_path, "spend.sh", SPEND)
+    # when
+    proc = run_bench(["run", "tasks", "-a", f"script:{agent}", "-m", "mock/oracle", "-j", "1", "--retry-attempts", "0",
+                      "--max-cost-usd", "1", "--jobs-dir", "jobs"], env=bench_env, cwd=tmp_path)
+    # then
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # the build errors are errors
+    assert proc.stderr.count(USD_UNKNOWN_WARNING) == 1, proc.stderr
+    [job] = job_dirs(tmp_path / "jobs")
+    by_task = {r["task_name"]: r for r in results_of(job)}
+    assert by_task["unbuildable-1"]["agent_result"]["cost_usd"] is None
+    assert by_task["unbuildable-2"]["agent_result"]["cost_usd"] is None
+    budget = summary_of(job)["budget"]
+    assert budget["spent"]["usd_unknown_trials"] == 2
+    assert budget["spent"]["cost_usd"] == round(by_task["good"]["agent_result"]["cost_usd"], 6)
+    assert budget["stopped"] is False and budget["not_started"] == []
+
+
+def test_with_trials_each_repeat_is_a_job_with_its_own_cap(docker_client, bench_env, tmp_path):
+    # given two tasks, two repeats, and a cost cap far below one trial's cost
+    make_tasks(tmp_path, ["alpha", "beta"])
+    agent = make_agent(tmp_path, "spend.sh", SPEND)
+    # when
+    proc = run_bench(["run", "tasks", "-a", f"script:{agent}", "-m", "mock/oracle", "-j", "1", "--trials", "2",
+                      "--max-cost-usd", "0.0001", "--jobs-dir", "jobs"], env=bench_env, cwd=tmp_path)
+    # then each repeat reaches its own cap after one trial, rather than the first repeat's spend stopping the second
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout.splitlines()
+    [job] = job_dirs(tmp_path / "jobs")
+    results = results_of(job)
+    assert sorted(r["trial_index"] for r in results) == [0, 1], proc.stdout
+    reached = [line for line in out if line.startswith("budget reached: $")]
+    assert len(reached) == 2, proc.stdout
+    for line, result in zip(reached, sorted(results, key=lambda r: r["trial_index"]), strict=True):
+        cost = result["agent_result"]["cost_usd"]
+        assert line == (f"budget reached: ${cost:.4f} USD spent of a $0.0001 cap; "
+                        "stopping: no new rollouts, 0 running trial(s) cancelled")
+        assert out.index(line) < index_of(out, f"[PASS] {result['trial_name']} (reward=1.00, tools=0)")
+    ran = {r["trial_name"] for r in results}
+    kept_out = sorted({"alpha", "beta", "alpha#1", "beta#1"} - ran)
+    summary = summary_of(job)
+    assert summary["total"] == 2 and summary["planned"] == 4
+    assert sorted(summary["not_run"]) == kept_out
+    assert sorted(summary["budget"]["not_started"]) == kept_out
+    assert any(line.endswith("2 of 4 planned tasks not run (budget), so 2/4 (50.0%) of the plan") for line in out)

@@ -1,0 +1,171 @@
+"""The coordinator against a fake attempt runner (our own seam): retries, slots, warm pool, caps."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from runs.attempt import Prepared
+from runs.budgets import JobBudget
+from runs.coordinator import Coordinator, TrialPlan, effective_warm_pool, job_line
+
+
+@dataclass
+class FakeRunner:
+    """Scripted outcomes per task name: a list of results consumed attempt by attempt."""
+
+    outcomes: dict[str, list[dict[str, Any]]]
+    run_seconds: float = 0.0
+    prepared: list[str] = field(default_factory=list)
+    events: list[tuple[str, str, float]] = field(default_factory=list)
+    n: int = 0
+
+    async def prepare(self, plan: Any) -> Prepared:
+        self.n += 1
+        self.prepared.append(plan.task.name)
+        self.events.append(("prepare", plan.task.name, time.monotonic()))
+        return Prepared(plan, Path(f"/tmp/{plan.task.name}__{self.n:08x}"), "now", time.monotonic())
+
+    async def run(self, prepared: Prepared) -> dict[str, Any]:
+        self.events.append(("run", prepared.plan.task.name, time.monotonic()))
+        await asyncio.sleep(self.run_seconds)
+        outcome = dict(self.outcomes[prepared.plan.task.name].pop(0))
+        outcome.setdefault("rewards", None)
+        outcome.update(task_name=prepared.plan.task.name, trial_name=prepared.plan.trial_name,
+                       attempt=prepared.plan.attempt, rollout_name=prepared.attempt_dir.name)
+        outcome.setdefault("timing", {"total": self.run_seconds})
+        outcome.setdefault("agent_result", {"cost_usd": None, "total_tokens": None})
+        return outcome
+
+    def discard(self, prepared: Prepared) -> None:
+        pass
+
+
+def trial(name: str) -> TrialPlan:
+    return TrialPlan(SimpleNamespace(name=name), 0, name, "sha256:x")
+
+
+def coordinator(runner: FakeRunner, *, j: int = 1, warm: int = 0, retries: int = 2, budget=None, lines=None):
+    c = Coordinator(runner, j, warm, retries, budget or JobBudget(), (lines if lines is not None else []).append)
+    return c
+
+
+PASS = {"rewards": {"reward": 1.0}}
+SANDBOX_FAILED = {"error": "sandbox startup failed: cannot start container", "error_category": "sandbox_setup"}
+TIMED_OUT = {"error": "agent timed out after 3s (prompt exceeded wall-clock budget)", "error_category": "timeout",
+             "rewards": {"reward": 0.0}}
+
+
+def test_a_sandbox_start_that_fails_once_is_retried_and_passes(monkeypatch):
+    monkeypatch.setattr("runs.errors.backoff_seconds", lambda attempt: 0.0)
+    lines: list[str] = []
+    runner = FakeRunner({"t": [SANDBOX_FAILED, PASS]})
+    results = asyncio.run(coordinator(runner, lines=lines).run([[trial("t")]]))
+    assert [r["attempt"] for r in results] == [1, 2]
+    assert results[-1]["rewards"] == {"reward": 1.0}
+    assert "Retrying t (attempt 2): sandbox startup failed: cannot start container" in lines
+    assert "Retry backoff: 0.0s before attempt 2" in lines
+
+
+def test_a_timeout_is_not_retried():
+    runner = FakeRunner({"t": [TIMED_OUT, PASS]})
+    results = asyncio.run(coordinator(runner).run([[trial("t")]]))
+    assert len(results) == 1 and results[0]["error_category"] == "timeout"
+
+
+def test_retry_attempts_zero_turns_retries_off():
+    runner = FakeRunner({"t": [SANDBOX_FAILED, PASS]})
+    results = asyncio.run(coordinator(runner, retries=0).run([[trial("t")]]))
+    assert len(results) == 1
+
+
+def test_retries_stop_after_retry_attempts(monkeypatch):
+    monkeypatch.setattr("runs.errors.backoff_seconds", lambda attempt: 0.0)
+    runner = FakeRunner({"t": [SANDBOX_FAILED] * 5})
+    results = asyncio.run(coordinator(runner, retries=2).run([[trial("t")]]))
+    assert len(results) == 3  # the first attempt and two more
+
+
+def test_a_wrong_answer_is_not_retried():
+    runner = FakeRunner({"t": [{"rewards": {"reward": 0.0}}, PASS]})
+    assert len(asyncio.run(coordinator(runner).run([[trial("t")]]))) == 1
+
+
+def test_concurrency_caps_running_trials():
+    runner = FakeRunner({f"t{i}": [PASS] for i in range(6)}, run_seconds=0.05)
+    c = coordinator(runner, j=2)
+    peak = 0
+
+    async def scenario():
+        nonlocal peak
+        task = asyncio.create_task(c.run([[trial(f"t{i}") for i in range(6)]]))
+        while not task.done():
+            peak = max(peak, len(c.running))
+            await asyncio.sleep(0.005)
+        return await task
+
+    results = asyncio.run(scenario())
+    assert len(results) == 6 and peak == 2
+
+
+def test_warm_pool_prepares_ahead_of_the_turn():
+    runner = FakeRunner({f"t{i}": [PASS] for i in range(3)}, run_seconds=0.1)
+    asyncio.run(coordinator(runner, j=2, warm=1).run([[trial(f"t{i}") for i in range(3)]]))
+    # the third sandbox was prepared while the first two still ran
+    third_prepared = next(t for kind, name, t in runner.events if kind == "prepare" and name == "t2")
+    first_ran = next(t for kind, name, t in runner.events if kind == "run" and name == "t0")
+    assert third_prepared < first_ran + 0.1
+
+
+def test_the_warm_pool_shown_on_the_job_line():
+    assert effective_warm_pool(1, 1) == 0
+    assert effective_warm_pool(1, 4) == 1
+    assert effective_warm_pool(3, 2) == 1
+    assert job_line(5, 2, 3, 1, 1) == "Job: 5 tasks, 2 done, 3 to run (concurrency=1, warm pool: up to 0 prepared sandboxes)"
+    assert job_line(1, 1, 0, 4, 1) == "Job: 1 task, 1 done, 0 to run (concurrency=4, warm pool: up to 1 prepared sandboxes)"
+
+
+def test_trials_repeats_run_one_after_another():
+    runner = FakeRunner({"t": [PASS, PASS]}, run_seconds=0.02)
+    waves = [[TrialPlan(SimpleNamespace(name="t"), i, "t" if i == 0 else f"t#{i}", "x")] for i in range(2)]
+    results = asyncio.run(coordinator(runner, j=4).run(waves))
+    assert [r["trial_name"] for r in results] == ["t", "t#1"]
+
+
+def test_rollout_cap_lets_running_trials_finish_and_lists_the_rest_apart():
+    lines: list[str] = []
+    runner = FakeRunner({f"t{i}": [PASS] for i in range(3)}, run_seconds=0.05)
+    c = coordinator(runner, j=2, budget=JobBudget(max_rollouts=2), lines=lines)
+    results = asyncio.run(c.run([[trial(f"t{i}") for i in range(3)]]))
+    assert len(results) == 2
+    assert c.not_started == ["t2"] and c.cancelled == []
+    assert any(line.startswith("budget reached: 2 rollouts started of a 2 cap; stopping: no new rollouts") for line in lines)
+
+
+def test_cost_cap_cancels_running_trials():
+    lines: list[str] = []
+    outcomes = {"cheap": [{"rewards": {"reward": 1.0}, "agent_result": {"cost_usd": 1.0, "total_tokens": 10}}],
+                "slow": [PASS]}
+    runner = FakeRunner(outcomes)
+
+    async def scenario():
+        c = coordinator(runner, j=2, budget=JobBudget(max_cost_usd=0.5), lines=lines)
+        original_run = runner.run
+
+        async def run(prepared):
+            if prepared.plan.task.name == "slow":
+                await asyncio.sleep(5)
+            return await original_run(prepared)
+
+        runner.run = run  # type: ignore[method-assign]
+        results = await c.run([[trial("cheap"), trial("slow")]])
+        return c, results
+
+    c, results = asyncio.run(scenario())
+    assert [r["task_name"] for r in results] == ["cheap"]
+    assert c.cancelled == ["slow"]
+    assert "budget reached: $1.0000 USD spent of a $0.5000 cap; stopping: no new rollouts, 1 running trial(s) cancelled" in lines

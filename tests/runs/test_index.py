@@ -1,0 +1,82 @@
+"""The database index (Job, Trial, Attempt) is written as the job runs and matches the job folder."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from runs.console import Reporter
+from runs.index import Index, outcome_of
+from runs.models import Attempt, AttemptState, Job, JobState, Trial
+from runs.spec import RunSpec
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "tasks"
+
+
+def result(task: str, rollout: str, reward: float | None, attempt: int = 1, error: str | None = None) -> dict:
+    return {
+        "task_name": task, "trial_name": task, "trial_index": 0, "rollout_name": rollout, "attempt": attempt,
+        "rewards": None if reward is None else {"reward": reward}, "error": error,
+        "error_category": "sandbox_setup" if error else None, "n_tool_calls": 2,
+        "agent_result": {"total_tokens": 100, "cost_usd": 0.01}, "timing": {"total": 1.5},
+    }
+
+
+@pytest.mark.django_db(transaction=True)
+def test_index_records_attempts_and_the_best_outcome_per_trial(tmp_path):
+    # given
+    index = Index()
+    index.open_job(tmp_path / "2026-01-01__00-00-00", {"tasks_dir": "tasks", "agent": "oracle", "plan": ["a", "b"]})
+    index.attempt_created("a", "a", 0, "a__00000001", 1)
+    index.attempt_finished(result("a", "a__00000001", None, error="sandbox startup failed: boom"), None)
+    index.attempt_created("a", "a", 0, "a__00000002", 2)
+    index.attempt_finished(result("a", "a__00000002", 1.0, attempt=2), None)
+    index.attempt_created("b", "b", 0, "b__00000003", 1)
+    index.attempt_finished(result("b", "b__00000003", 0.0), None)
+    index.finish_job({"passed": 1, "failed": 1, "errored": 0, "verifier_errored": 0}, JobState.FINISHED)
+    index.close()
+    # then
+    job = Job.objects.get()
+    assert (job.agent, job.state, job.passed, job.failed, job.n_trials) == ("oracle", "finished", 1, 1, 2)
+    a = Trial.objects.get(job=job, name="a")
+    assert (a.outcome, a.reward, a.n_attempts) == ("passed", 1.0, 2)
+    assert Trial.objects.get(job=job, name="b").outcome == "failed"
+    first = Attempt.objects.get(rollout_name="a__00000001")
+    assert first.state == AttemptState.FINISHED and first.error_category == "sandbox_setup"
+    assert first.cost_usd == 0.01 and first.total_tokens == 100 and first.duration_s == 1.5
+
+
+@pytest.mark.parametrize(
+    ("res", "outcome"),
+    [(None, "interrupted"), ({"rewards": {"reward": 1.0}}, "passed"), ({"rewards": {"reward": 0.5}}, "failed"),
+     ({"rewards": {"reward": 0.0}, "error": "x"}, "failed"), ({"rewards": None, "error": "x"}, "errored"),
+     ({"rewards": None, "verifier_error": "x"}, "verifier_errored")],
+)
+def test_outcome_of(res, outcome):
+    assert outcome_of(res) == outcome
+
+
+@pytest.mark.docker
+@pytest.mark.django_db(transaction=True)
+def test_a_real_job_leaves_an_index_matching_its_folder(docker_client, tmp_path, monkeypatch):
+    # when a real job runs in this process (Docker sandboxes, the oracle)
+    from runs.preflight import prepare_run
+
+    monkeypatch.chdir(tmp_path)
+    spec = RunSpec(tasks_dir=EXAMPLES, agent="oracle", include=["hello-world", "partial-credit"],
+                   jobs_dir=tmp_path / "jobs", concurrency=2, quiet=True)
+    code = prepare_run(spec, setup_django=lambda: None, reporter=Reporter(quiet=True, stream=io.StringIO()))
+    # then the index matches the folder
+    assert code == 0
+    [job_dir] = [p for p in (tmp_path / "jobs").iterdir() if p.is_dir()]
+    job = Job.objects.get(path=str(job_dir.resolve()))
+    assert job.state == JobState.FINISHED and job.passed == 2
+    assert job.summary == json.loads((job_dir / "summary.json").read_text())
+    folders = {p.parent.name for p in job_dir.glob("*/result.json")}
+    assert set(Attempt.objects.filter(trial__job=job).values_list("rollout_name", flat=True)) == folders
+    for trial in Trial.objects.filter(job=job):
+        [res] = [json.loads(p.read_text()) for p in job_dir.glob(f"{trial.name}__*/result.json")]
+        assert trial.reward == res["rewards"]["reward"] and trial.outcome == "passed"
