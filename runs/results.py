@@ -121,12 +121,25 @@ class Attempt:
         return self.mtime
 
 
+try:
+    from orjson import loads as _loads  # 2-3x faster on thousands of result.json files
+except ImportError:  # pragma: no cover
+    _loads = json.loads
+
+
 def _read_json(path: str) -> Any:
     try:
         with open(path, "rb") as handle:
-            return json.loads(handle.read().decode())
-    except (OSError, ValueError):
+            raw = handle.read()
+    except OSError:
         return None
+    try:
+        return _loads(raw)
+    except ValueError:
+        try:  # NaN or Infinity from an older writer: the standard library reads them
+            return json.loads(raw)
+        except ValueError:
+            return None
 
 
 def _split_folder(name: str) -> str:
