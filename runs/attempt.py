@@ -154,6 +154,8 @@ class AttemptRunner:
             if prepared.sandbox is not None and prepared.error is None:
                 await self._agent_and_verifier(prepared, result)
         except asyncio.CancelledError:
+            # no result.json, but the seconds it ran count toward --max-sandbox-seconds on a resume
+            write_json(attempt_dir / "timing.json", {"total": round(time.monotonic() - prepared.t0, 1), "cancelled": True})
             self.discard(prepared)
             raise
         except Exception as exc:  # noqa: BLE001

@@ -75,8 +75,10 @@ class JobBudget:
         """Count what earlier runs of this job spent; None stands for an attempt with no result.json."""
         for result in earlier_results:
             self.spent.rollouts += 1
-            if result is not None:
+            if isinstance(result, dict):
                 self.spent.add_finished(result)
+            elif result is not None:  # seconds of an attempt cancelled while it ran
+                self.spent.sandbox_seconds += float(result)
         self._check_reached()
 
     # -- checks ---------------------------------------------------------------------------------

@@ -104,6 +104,14 @@ class Coordinator:
             watcher.cancel()
 
     async def _trial(self, trial: TrialPlan, run_slots: asyncio.Semaphore, sandbox_slots: asyncio.Semaphore) -> None:
+        try:
+            await self._attempts(trial, run_slots, sandbox_slots)
+        except asyncio.CancelledError:
+            # cancelled before its agent ran (waiting for admission, a slot or its sandbox): kept from running
+            self._kept_from_running(trial.trial_name)
+            raise
+
+    async def _attempts(self, trial: TrialPlan, run_slots: asyncio.Semaphore, sandbox_slots: asyncio.Semaphore) -> None:
         attempt = trial.previous_attempts + 1
         retries_left = self.retry_attempts
         first = True

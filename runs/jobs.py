@@ -126,12 +126,21 @@ class Plan:
         return sum(len(w) for w in self.waves)
 
 
+def _seconds_without_result(path: str) -> float | None:
+    """An attempt cancelled while it ran wrote its seconds to timing.json, not result.json."""
+    try:
+        return float(read_json(Path(path) / "timing.json")["total"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def plan_job(job_dir: Path, tasks: list[Task], trials: int) -> Plan:
     """Tasks x repeats, minus the trials whose best attempt has a reward (even 0)."""
     by_trial: dict[str, list[job_results.Attempt]] = {}
     for attempt in job_results.read_attempts(job_dir) if job_dir.is_dir() else []:
         by_trial.setdefault(attempt.trial_name, []).append(attempt)
-    earlier = [(a.trial_index, a.result) for attempts in by_trial.values() for a in attempts]
+    earlier = [(a.trial_index, a.result if a.result is not None else _seconds_without_result(a.path))
+               for attempts in by_trial.values() for a in attempts]
     done: dict[str, dict[str, Any]] = {}
     waves: list[list[TrialPlan]] = [[] for _ in range(trials)]
     for task in tasks:
@@ -347,7 +356,13 @@ class JobRun:
             reporter.line(line)
         if resumed:
             ran = len({r["trial_name"] for r in c.results})
-            if ran == 0:
+            if kept_out:
+                why = "budget" if spec.has_job_cap() else "stopped"
+                reporter.warn(
+                    f"Resumed job {job_dir}: {len(plan.done)} finished task(s) reused, {ran} ran now, "
+                    f"{len(kept_out)} kept from running ({why}). Pass --fresh (or a new --job) for a new run."
+                )
+            elif ran == 0:
                 reporter.warn(
                     f"Resumed job {job_dir}: all {len(plan.done)} task(s) were already finished, so nothing ran "
                     "and these are the earlier results. Pass --fresh (or a new --job) for a new run."

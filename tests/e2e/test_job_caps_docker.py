@@ -262,10 +262,10 @@ def test_rollout_cap_lets_running_trials_finish_and_starts_no_more(docker_client
 
 
 def test_a_rollout_without_a_usd_cost_warns_once_under_a_cost_cap(docker_client, bench_env, tmp_path):
-    # given one task that spends through the proxy and two whose image cannot build (no registry here),
-    # so their rollouts end before the agent and report no cost
+    # given one task that spends through the proxy and two whose image build fails, so their rollouts
+    # end before the agent starts and report no cost
     make_tasks(tmp_path, ["good"])
-    make_tasks(tmp_path, ["unbuildable-1", "unbuildable-2"], dockerfile="FROM ubuntu:24.04\n")
+    make_tasks(tmp_path, ["unbuildable-1", "unbuildable-2"], dockerfile="FROM debian:bookworm-slim\nRUN exit 3\n")
     agent = make_agent(tmp_path, "spend.sh", SPEND)
     # when
     proc = run_bench(["run", "tasks", "-a", f"script:{agent}", "-m", "mock/oracle", "-j", "1", "--retry-attempts", "0",
@@ -275,6 +275,7 @@ def test_a_rollout_without_a_usd_cost_warns_once_under_a_cost_cap(docker_client,
     assert proc.stderr.count(USD_UNKNOWN_WARNING) == 1, proc.stderr
     [job] = job_dirs(tmp_path / "jobs")
     by_task = {r["task_name"]: r for r in results_of(job)}
+    assert by_task["unbuildable-1"]["error_category"] == "image_build"
     assert by_task["unbuildable-1"]["agent_result"]["cost_usd"] is None
     assert by_task["unbuildable-2"]["agent_result"]["cost_usd"] is None
     budget = summary_of(job)["budget"]
