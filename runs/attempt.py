@@ -19,6 +19,7 @@ from runs.agents.base import Agent
 from runs.jobfolder import new_attempt_dir, write_json
 from runs.sandboxes.docker import ImageBuildError, Sandbox, SandboxError, SandboxFactory
 from runs.spec import RunSpec
+from runs.steps import run_steps
 from runs.tasks import Task
 from runs.agent_run import run_agent, trial_budget_for
 from runs.verifier import TESTS_DIR, run_verifier
@@ -241,6 +242,9 @@ class AttemptRunner:
         plan, sandbox = prepared.plan, prepared.sandbox
         assert sandbox is not None
         task = plan.task
+        if task.steps:  # one agent turn and one grading per step, all in this sandbox
+            await run_steps(self, prepared, result)
+            return
         instruction = instruction_for(task)
         prepared.timing["agent_setup"] = 0.0
         self.events("phase", plan=plan, attempt_dir=prepared.attempt_dir, phase="agent")

@@ -222,6 +222,11 @@ async def run_steps(runner: AttemptRunner, prepared: Prepared, result: dict[str,
             entries[i - 1]["stopped_early"] = True
             break
         run, outcome, agent_s, verifier_s = await _run_step(runner, prepared, result, step, budget)
+        if (
+            outcome is None
+        ):  # the agent was refused before it started: no reward, the error says why
+            result["rewards"] = None
+            return
         _trial_budget_record(result, trial_budget, before)
         prepared.timing["agent_execution"] += agent_s
         prepared.timing["verifier"] += verifier_s
@@ -266,8 +271,11 @@ async def _run_step(
     result: dict[str, Any],
     step: Step,
     budget: TrialBudget,
-) -> tuple[AgentRun, VerifierOutcome, float, float]:
-    """One step: the agent's turn, then the step's verifier; its logs kept under steps/<name>/."""
+) -> tuple[AgentRun, VerifierOutcome | None, float, float]:
+    """One step: the agent's turn, then the step's verifier; its logs kept under steps/<name>/.
+
+    No verifier outcome when the agent was refused before it started.
+    """
     from runs.attempt import instruction_for  # runs.attempt imports this module
 
     plan, sandbox, attempt_dir = prepared.plan, prepared.sandbox, prepared.attempt_dir
@@ -297,6 +305,8 @@ async def _run_step(
         on_tool=lambda title: event("tool_call", title=title),
     )
     agent_s = time.monotonic() - t
+    if getattr(run, "refused", False):  # e.g. a task budget its calls would bypass
+        return run, None, agent_s, 0.0
     await runner._call(_keep_new_bytes, attempt_dir / "agent", here / "agent", sizes)
     if spec.save_outputs and prepared.workdir:
         # each step saves over the last: the trial keeps what its last agent turn left

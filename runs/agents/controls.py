@@ -6,9 +6,10 @@ from pathlib import Path
 
 from runs.agents.base import AGENT_HOME, Agent, AgentCommand
 from runs.sandboxes.docker import FileEntry
-from runs.tasks import Task
+from runs.tasks import Step, Task
 
 SOLUTION_DIR = "/solution"
+STEP_SOLUTIONS_DIR = "/solution-steps"  # not /solution/steps: no mount can be made inside a read-only one
 
 
 class OracleAgent(Agent):
@@ -19,18 +20,39 @@ class OracleAgent(Agent):
 
     def mounts(self, task: Task) -> dict[str, tuple[Path, str]]:
         # read-only, straight from the task folder: nothing to copy
-        return {SOLUTION_DIR: (task.solution_dir, "ro")} if task.solution_dir else {}
+        found: dict[str, tuple[Path, str]] = {SOLUTION_DIR: (task.solution_dir, "ro")} if task.solution_dir else {}
+        for step in task.steps:  # each step's own solution, for command_for_step
+            if step.solution_dir is not None and _has_solve(step.solution_dir):
+                found[f"{STEP_SOLUTIONS_DIR}/{step.name}"] = (step.solution_dir, "ro")
+        return found
 
     def command(self, task: Task, instruction: str) -> AgentCommand | None:
         return AgentCommand(["bash", f"{SOLUTION_DIR}/solve.sh"], user=task.agent.user, workdir=task.sandbox.workdir)
 
+    def command_for_step(self, task: Task, step: Step, instruction: str) -> AgentCommand | None:
+        """The step's solve.sh, else the task's shared one (`task` is the step's view of the task)."""
+        if not _has_solve(step.solution_dir):
+            return self.command(task, instruction)
+        script = f"{STEP_SOLUTIONS_DIR}/{step.name}/solve.sh"
+        return AgentCommand(["bash", script], user=task.agent.user, workdir=task.sandbox.workdir)
+
     def check_task(self, task: Task) -> str | None:
         if task.steps:
+            bare = [s.name for s in task.steps if not _has_solve(s.solution_dir)]
+            if bare and task.solution_dir is None:
+                return (
+                    f"{task.path}: the oracle agent needs steps/{bare[0]}/solution/solve.sh (or a shared "
+                    f"solution/solve.sh); fix: add it, or leave this task out with --exclude {task.name}"
+                )
             return None
         if task.solution_dir is None or not (task.solution_dir / "solve.sh").is_file():
             where = "oracle/solve.sh" if task.layout == "native" else "solution/solve.sh"
             return f"{task.path}: the oracle agent needs {where}; fix: add it, or leave this task out with --exclude {task.name}"
         return None
+
+
+def _has_solve(folder: Path | None) -> bool:
+    return folder is not None and (folder / "solve.sh").is_file()
 
 
 class NopAgent(Agent):

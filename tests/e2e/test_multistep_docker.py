@@ -11,8 +11,10 @@ from tests.conftest import EXAMPLES, job_dirs, results_of, run_bench, write_task
 pytestmark = pytest.mark.docker
 
 
-def owned_containers(client, job_name: str) -> list:
-    return client.containers.list(all=True, filters={"label": f"benchflow.job={job_name}"})
+def containers_of(client, result: dict) -> list:
+    """The trial's containers still there (by attempt: job names can clash with other runs')."""
+    label = f"benchflow.attempt={result['rollout_name']}"
+    return client.containers.list(all=True, filters={"label": label})
 
 
 def test_oracle_passes_every_step_of_the_example_in_one_sandbox(docker_client, bench_env, tmp_path):
@@ -43,7 +45,7 @@ def test_oracle_passes_every_step_of_the_example_in_one_sandbox(docker_client, b
     assert (folder / "verifier" / "reward.txt").read_text().strip() == "1"  # the last step's
     assert (folder / "agent" / "oracle.txt").is_file()
     assert set(result["timing"]) >= {"environment_setup", "agent_execution", "verifier", "total"}
-    assert owned_containers(docker_client, job.name) == []
+    assert containers_of(docker_client, result) == []
 
 
 def test_nop_fails_the_first_step_and_stops_there(docker_client, bench_env, tmp_path):
@@ -62,7 +64,7 @@ def test_nop_fails_the_first_step_and_stops_there(docker_client, bench_env, tmp_
     assert not append["ran"] and append["reward"] is None
     summary = json.loads((job / "summary.json").read_text())
     assert (summary["failed"], summary["errored"], summary["verifier_errored"]) == (1, 0, 0)
-    assert owned_containers(docker_client, job.name) == []
+    assert containers_of(docker_client, result) == []
 
 
 STOPPING_TOML = """
@@ -111,7 +113,7 @@ def test_a_step_below_its_min_reward_key_stops_the_trial(docker_client, bench_en
     folder = job / result["rollout_name"]
     assert not (folder / "steps" / "second").exists()
     assert result["n_prompts"] == 1
-    assert owned_containers(docker_client, job.name) == []
+    assert containers_of(docker_client, result) == []
 
 
 def test_each_step_gives_the_agent_its_own_instruction(docker_client, bench_env, tmp_path):
@@ -146,6 +148,7 @@ def test_each_step_gives_the_agent_its_own_instruction(docker_client, bench_env,
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [result] = results_of(job_dirs(tmp_path / "jobs")[0])
     assert result["rewards"] == {"reward": 1.0, "one": 1.0, "two": 1.0}, proc.stdout
+    assert containers_of(docker_client, result) == []
 
 
 def test_a_step_verifier_error_is_the_trials_and_names_the_step(docker_client, bench_env, tmp_path):
@@ -174,4 +177,4 @@ def test_a_step_verifier_error_is_the_trials_and_names_the_step(docker_client, b
     assert result["verifier_error"].startswith("step 'two': No reward file found")
     assert result["verifier_error_category"] == "verifier_no_reward"
     assert [s["reward"] for s in result["steps"]] == [1.0, None]
-    assert owned_containers(docker_client, job.name) == []
+    assert containers_of(docker_client, result) == []

@@ -10,6 +10,7 @@ import pytest
 
 from runs.agent_run import AgentRun, TrialBudget
 from runs.agents.base import Agent, AgentCommand
+from runs.agents.controls import OracleAgent
 from runs.attempt import AttemptPlan, Prepared
 from runs.sandboxes.docker import populate
 from runs.spec import RunSpec
@@ -239,6 +240,34 @@ def test_an_agent_with_a_step_hook_gets_it_called_and_others_run_unchanged(tmp_p
     )
 
 
+def test_the_oracle_runs_each_steps_own_solve_sh_else_the_shared_one(tmp_path):
+    # given a task with a shared solution/solve.sh, and a solve.sh for step one only
+    task = multi_step_task(tmp_path)
+    (task.path / "solution").mkdir()
+    (task.path / "solution" / "solve.sh").write_text("echo shared\n")
+    task = load_task(task.path)
+    one, two, _ = task.steps
+    oracle = OracleAgent()
+    # when
+    mounts = oracle.mounts(task)
+    argv = [agent_for_step(oracle, s).command(step_view(task, s), "").argv for s in (one, two)]
+    # then: no mount inside the read-only /solution (Docker cannot make one there)
+    assert mounts == {
+        "/solution": (task.solution_dir, "ro"),
+        "/solution-steps/one": (one.solution_dir, "ro"),
+    }
+    assert argv == [["bash", "/solution-steps/one/solve.sh"], ["bash", "/solution/solve.sh"]]
+    assert oracle.check_task(task) is None
+
+
+def test_the_oracle_refuses_a_step_with_no_solution_to_run(tmp_path):
+    task = multi_step_task(tmp_path)  # only step one has a solve.sh, and there is no shared one
+
+    problem = OracleAgent().check_task(task)
+
+    assert problem is not None and "steps/two/solution/solve.sh" in problem
+
+
 # --- the step loop, against a scripted agent and verifier -------------------------------------
 
 
@@ -279,6 +308,7 @@ class Script:
         self, rewards: dict[str, dict | None], timeouts: tuple[str, ...] = (), errors=None
     ):
         self.rewards, self.timeouts, self.errors = rewards, timeouts, errors or {}
+        self.refused: tuple[str, ...] = ()
         self.agent_turns: list[dict] = []
         self.graded: list[str] = []
 
@@ -302,7 +332,9 @@ class Script:
         with log.open("a") as fh:
             fh.write(f"agent did {step}\n")
         result["n_prompts"] = result.get("n_prompts", 0) + 1
-        return AgentRun(timed_out=step in self.timeouts)
+        run = AgentRun(timed_out=step in self.timeouts)
+        run.refused = step in self.refused  # type: ignore[attr-defined]
+        return run
 
     async def run_verifier(self, sandbox, task, attempt_dir, *, tests_dirs, staged_tests):
         step = tests_dirs[-1].parent.name
@@ -458,3 +490,17 @@ async def test_an_agent_with_a_step_hook_runs_each_steps_command(tmp_path, monke
         ["solve", "two"],
         ["solve", "three"],
     ]
+
+
+async def test_an_agent_refused_before_it_started_leaves_the_trial_without_reward(
+    tmp_path, monkeypatch
+):
+    task = multi_step_task(tmp_path)
+    script = Script({"one": ONE, "two": ONE, "three": ONE})
+    script.refused = ("two",)
+
+    result, *_ = await run_script(tmp_path, monkeypatch, task, script)
+
+    assert result["rewards"] is None
+    assert script.graded == ["one"]
+    assert [s["ran"] for s in result["steps"]] == [True, False, False]

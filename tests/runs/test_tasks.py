@@ -695,7 +695,8 @@ def test_example_tasks_load_without_problems():
 
     assert len(tasks) >= 7
     for task in tasks:
-        assert task.solution_dir is not None, task.name
+        solutions = [s.solution_dir for s in task.steps] or [task.solution_dir]  # each step's own
+        assert all(d is not None for d in solutions), task.name
         assert {"difficulty", "category", "tags"} <= set(task.metadata), task.name
         assert os.access(task.tests_dir / "test.sh", os.X_OK), task.name
-        assert os.access(task.solution_dir / "solve.sh", os.X_OK), task.name
+        assert all(os.access(d / "solve.sh", os.X_OK) for d in solutions if d), task.name
