@@ -174,15 +174,20 @@ def _spec_from(args: argparse.Namespace) -> Any:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from benchflow_site.gateway import ProxyGateway
     from runs.preflight import prepare_run
 
-    return prepare_run(_spec_from(args), setup_django=_setup_django)
+    return prepare_run(_spec_from(args), setup_django=_setup_django, gateway=ProxyGateway())
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
+    from benchflow_site.gateway import ProxyGateway
     from runs.preflight import resume_job
 
-    return resume_job(args.job, dict(args.agent_env), args.concurrency, args.quiet, setup_django=_setup_django)
+    return resume_job(
+        args.job, dict(args.agent_env), args.concurrency, args.quiet, setup_django=_setup_django,
+        gateway=ProxyGateway(),
+    )
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:

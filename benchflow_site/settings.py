@@ -29,7 +29,6 @@ ALLOWED_HOSTS = ["localhost", "127.0.0.1", "[::1]"] + [
 ]
 
 INSTALLED_APPS = [
-    "daphne",
     "django.contrib.contenttypes",
     "django.contrib.staticfiles",
     "channels",

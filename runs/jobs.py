@@ -18,6 +18,7 @@ from runs.agent_run import uses_proxy
 from runs.attempt import AttemptRunner
 from runs.budgets import JobBudget, caps_card_line, per_trial_card_line
 from runs.console import Reporter
+from runs.gateway import ModelGateway
 from runs.coordinator import Coordinator, TrialPlan, effective_warm_pool, job_line, remove_all
 from runs.index import Index, outcome_of
 from runs.jobfolder import JobLock, latest_auto_job, read_json, unique_job_dir, write_json
@@ -103,13 +104,6 @@ def budget_block(budgets: dict[int, JobBudget], c: Coordinator) -> dict[str, Any
     }
 
 
-def _in_flight(proxy: Any, attempt_id: str) -> int:
-    try:
-        return proxy.registry.usage(attempt_id).in_flight
-    except KeyError:
-        return 0
-
-
 def trial_names(task: Task, trials: int) -> list[tuple[int, str]]:
     return [(i, task.name if i == 0 else f"{task.name}#{i}") for i in range(trials)]
 
@@ -171,8 +165,12 @@ def best_results(job_dir: Path) -> dict[str, dict[str, Any]]:
 class JobRun:
     """Everything one `bench run` holds while the job runs."""
 
-    def __init__(self, spec: RunSpec, tasks: list[Task], agent: Agent, reporter: Reporter, client: Any):
+    def __init__(
+        self, spec: RunSpec, tasks: list[Task], agent: Agent, reporter: Reporter, client: Any,
+        gateway: ModelGateway | None = None,
+    ):
         self.spec, self.tasks, self.agent, self.reporter, self.client = spec, tasks, agent, reporter, client
+        self.gateway = gateway
         self.live: set[Sandbox] = set()
         self.index = Index()
         self.signals: list[str] = []
@@ -222,7 +220,7 @@ class JobRun:
         coordinator = Coordinator(
             runner, spec.concurrency, spec.warm_pool, spec.retry_attempts, budget, reporter.line,
             progress=not spec.quiet, uses_model=proxy is not None,
-            in_flight=(lambda key: _in_flight(proxy, key)) if proxy is not None else (lambda _key: 0),
+            in_flight=proxy.in_flight if proxy is not None else (lambda _key: 0),
         )
         self.coordinator = coordinator
         reporter.line(job_line(plan.total, len(plan.done), plan.to_run, spec.concurrency, spec.warm_pool))
@@ -257,17 +255,14 @@ class JobRun:
         elapsed = time.monotonic() - t0
         return self._finish(job_dir, plan, budgets, coordinator, elapsed, stopped, resumed=choice.resumed)
 
-    async def _start_proxy(self) -> Any:
-        """The model proxy, in this loop, when the agent calls a model; sandboxes reach it by name."""
-        if not uses_proxy(self.agent, self.spec.model):
+    async def _start_proxy(self) -> ModelGateway | None:
+        """The model gateway, in this loop, when the agent calls a model."""
+        if not uses_proxy(self.agent, self.spec.model) or self.gateway is None:
             return None
-        from proxy.server import ProxyServer
-
-        proxy = ProxyServer()
-        port = await proxy.start("127.0.0.1", 0)  # loopback only: sandboxes reach it through a relay
+        port = await self.gateway.start()
         self.agent.proxy_url = f"http://127.0.0.1:{port}"  # type: ignore[attr-defined]
         self.agent.model = self.spec.model or ""  # type: ignore[attr-defined]
-        return proxy
+        return self.gateway
 
     def _on_signal(self, name: str) -> None:
         self.signals.append(name)

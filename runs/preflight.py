@@ -8,6 +8,7 @@ from pathlib import Path
 from runs.agents import resolve_agent
 from runs.agents.base import AgentError
 from runs.console import Reporter
+from runs.gateway import ModelGateway
 from runs.jobfolder import JobLocked, read_json
 from runs.spec import RunSpec
 from runs.tasks import TaskError, load_tasks
@@ -38,7 +39,7 @@ def _docker_client():
     return client
 
 
-def check_run(spec: RunSpec):
+def check_run(spec: RunSpec, gateway: ModelGateway | None = None):
     """Tasks, agent and settings, all validated; returns (tasks, agent). Raises RunRefused."""
     problems: list[str] = []
     tasks = []
@@ -58,7 +59,7 @@ def check_run(spec: RunSpec):
         if agent.needs_model and not spec.model:
             problems.append(f"-a {spec.agent} needs a model; fix: pass -m, e.g. -m mock/oracle or -m deepseek/deepseek-v4-flash")
     if agent is not None and not problems:
-        problems.extend(model_problems(spec, agent, tasks))
+        problems.extend(model_problems(spec, agent, tasks, gateway))
     if problems:
         head = f"{len(problems)} problem{'s' if len(problems) != 1 else ''} found; nothing was created:"
         raise RunRefused("\n".join([head, *(f"  {p}" for p in problems)]))
@@ -70,7 +71,7 @@ def check_run(spec: RunSpec):
 BASE_URL_VARS = ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "LLM_BASE_URL", "OPENAI_API_BASE")
 
 
-def model_problems(spec: RunSpec, agent, tasks) -> list[str]:
+def model_problems(spec: RunSpec, agent, tasks, gateway: ModelGateway | None = None) -> list[str]:
     """The model, its provider and price, and whether the agent's calls can be held to a budget."""
     from runs.agent_run import uses_proxy
     from runs.agents.cli_agents import ClaudeAgent, login_credentials
@@ -95,30 +96,21 @@ def model_problems(spec: RunSpec, agent, tasks) -> list[str]:
         if spec.max_cost_usd is not None and getattr(agent, "login", False):
             problems.append("--max-cost-usd: a Claude login reports no dollars; fix: cap tokens with --max-tokens")
         return problems
-    from proxy.prices import price_for
-    from proxy.providers import ProviderError, resolve_model
-
-    try:
-        route = resolve_model(spec.model or "")
-    except ProviderError as exc:
-        return [f"-m/--model: {exc}"]
+    if gateway is None:
+        return [f"-a {spec.agent} -m {spec.model}: this run has no model gateway to route the model through"]
     protocol = getattr(getattr(agent, "spec", None), "protocol", None)
-    if protocol and not route.serves(protocol):
-        api = {"messages": "Anthropic Messages", "chat": "OpenAI Chat Completions", "responses": "OpenAI Responses"}
-        problems.append(
-            f"-m {spec.model}: {agent.name} speaks the {api[protocol]} API, which {route.provider} does not serve here; "
-            f"fix: pick an agent speaking {', '.join(api[p] for p in sorted(route.protocols))}, or another model"
-        )
-    if spec.max_cost_usd is not None and price_for(spec.model or "") is None:
-        problems.append(
-            f"--max-cost-usd: {spec.model} has no price in the price table (proxy/prices.json, or your own file in "
-            "$BENCHFLOW_PRICES), so it has no dollar cap; fix: cap tokens instead with --max-tokens, or add its price"
-        )
+    problems.extend(gateway.check_model(spec.model or "", protocol, spec.max_cost_usd is not None))
     return problems
 
 
-def prepare_run(spec: RunSpec, *, setup_django: Callable[[], None], reporter: Reporter | None = None) -> int:
-    tasks, agent = check_run(spec)
+def prepare_run(
+    spec: RunSpec,
+    *,
+    setup_django: Callable[[], None],
+    reporter: Reporter | None = None,
+    gateway: ModelGateway | None = None,
+) -> int:
+    tasks, agent = check_run(spec, gateway)
     client = _docker_client()
     reporter = reporter or Reporter(quiet=spec.quiet)
     if hasattr(agent, "install"):
@@ -130,7 +122,7 @@ def prepare_run(spec: RunSpec, *, setup_django: Callable[[], None], reporter: Re
     from runs.jobs import JobRun  # the ORM models need Django set up first
 
     try:
-        return JobRun(spec, tasks, agent, reporter, client).execute()
+        return JobRun(spec, tasks, agent, reporter, client, gateway).execute()
     except JobLocked as exc:
         raise RunRefused(f"refusing to run: {exc}; wait for it to finish or stop it first", exit_code=1) from None
 
@@ -142,6 +134,7 @@ def resume_job(
     quiet: bool,
     *,
     setup_django: Callable[[], None],
+    gateway: ModelGateway | None = None,
 ) -> int:
     """`bench eval resume JOB`: the job's recorded settings; secret --agent-env values asked for by name."""
     evaluation = job_dir / "evaluation.json"
@@ -160,4 +153,4 @@ def resume_job(
     spec.jobs_dir = job_dir.parent
     spec.job = job_dir.name
     spec.quiet = quiet
-    return prepare_run(spec, setup_django=setup_django)
+    return prepare_run(spec, setup_django=setup_django, gateway=gateway)

@@ -1,0 +1,77 @@
+"""The model proxy as the runs' model gateway (runs.gateway.ModelGateway)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+API_NAMES = {"messages": "Anthropic Messages", "chat": "OpenAI Chat Completions", "responses": "OpenAI Responses"}
+
+
+class ProxyGateway:
+    """Imports the proxy only when a run calls a model: the oracle's start-up stays light."""
+
+    def __init__(self) -> None:
+        self.server: Any = None
+        self.port = 0
+
+    def check_model(self, model: str, protocol: str | None, needs_price: bool) -> list[str]:
+        from proxy.prices import price_for
+        from proxy.providers import ProviderError, resolve_model
+
+        try:
+            route = resolve_model(model)
+        except ProviderError as exc:
+            return [f"-m/--model: {exc}"]
+        problems = []
+        if protocol and not route.serves(protocol):
+            served = ", ".join(API_NAMES[p] for p in sorted(route.protocols))
+            problems.append(
+                f"-m {model}: the agent speaks the {API_NAMES[protocol]} API, which {route.provider} does not "
+                f"serve here; fix: pick an agent speaking {served}, or another model"
+            )
+        if needs_price and price_for(model) is None:
+            problems.append(
+                f"--max-cost-usd: {model} has no price in the price table (proxy/prices.json, or your own file "
+                "in $BENCHFLOW_PRICES), so it has no dollar cap; fix: cap tokens instead with --max-tokens, "
+                "or add its price"
+            )
+        return problems
+
+    async def start(self) -> int:
+        from proxy.server import ProxyServer
+
+        self.server = ProxyServer()
+        self.port = await self.server.start("127.0.0.1", 0)  # loopback only: sandboxes reach it by a relay
+        return self.port
+
+    async def stop(self) -> None:
+        await self.server.stop()
+
+    def register(
+        self,
+        *,
+        attempt_id: str,
+        model: str | None,
+        log_path: Path,
+        token_budget: int | None,
+        turn_budget: int | None,
+        solution_text: str | None,
+        on_budget_spent: Callable[[str], object],
+    ) -> str:
+        from proxy.registry import Attempt
+
+        return self.server.registry.register(
+            Attempt(attempt_id=attempt_id, model=model, log_path=log_path, token_budget=token_budget,
+                    turn_budget=turn_budget, solution_text=solution_text, on_budget_spent=on_budget_spent)
+        )
+
+    def unregister(self, key: str) -> Any:
+        return self.server.registry.unregister(key)
+
+    def in_flight(self, attempt_id: str) -> int:
+        try:
+            return self.server.registry.usage(attempt_id).in_flight
+        except KeyError:
+            return 0
