@@ -16,6 +16,7 @@ from typing import Any
 
 from runs.agents.base import Agent
 from runs.agents.controls import ScriptAgent
+from runs.gateway import ModelGateway
 from runs.sandboxes.docker import Sandbox
 from runs.sandboxes.netns import LoopbackRelay
 from runs.tasks import Task
@@ -53,6 +54,19 @@ def uses_proxy(agent: Agent, model: str | None) -> bool:
     if agent.needs_model:
         return getattr(agent, "needs_proxy", True)
     return isinstance(agent, ScriptAgent) and bool(model)
+
+
+def budget_bypass(agent: Agent, model: str | None, agent_env: dict[str, str]) -> str | None:
+    """Why the agent's model calls would go around the proxy (the same rule as bench run's check)."""
+    from runs.preflight import BASE_URL_VARS
+
+    if getattr(agent, "login", False):
+        return "a Claude login calls Anthropic directly"
+    if bypass := [k for k in agent_env if k in BASE_URL_VARS]:
+        return f"--agent-env {bypass[0]} gives the agent an endpoint of its own"
+    if not agent.needs_model and not model and agent.name.startswith("script:"):
+        return "a script agent without -m may call a model of its own"
+    return None
 
 
 def budget_stop_text(usage: Any, budget: TrialBudget) -> str:
@@ -103,6 +117,7 @@ class OutputWatcher:
 class AgentRun:
     timed_out: bool = False
     budget_stopped: bool = False
+    refused: bool = False  # not started (agent_budget): its reward is to be withheld, not graded
 
 
 async def run_agent(
@@ -114,17 +129,26 @@ async def run_agent(
     attempt_dir: Path,
     agent_env: dict[str, str],
     result: dict[str, Any],
-    proxy: Any,  # proxy.server.ProxyServer | None
+    proxy: ModelGateway | None,
     model: str | None,
     budget: TrialBudget,
     on_tool: Callable[[str], None],
 ) -> AgentRun:
     """Run the agent's command; fills result's usage, tool calls, errors and trial_budget."""
-    from proxy.registry import Attempt as ProxyAttempt
-
     outcome = AgentRun()
     command = agent.command(task, instruction)
     if command is None:
+        return outcome
+    if budget.active and (why := budget_bypass(agent, model, agent_env)):
+        # the run's own budget was refused before the job; a task's is refused here, per trial
+        result["error"] = (
+            f"agent integration failure [agent_budget]: {why}, so the model proxy cannot count its calls "
+            "and the task's per-trial budget cannot hold; fix: give the agent an API key (a "
+            "provider-prefixed -m) so its calls go through the proxy"
+        )
+        result["error_category"] = "agent_integration"
+        result["integration_failure_info"] = {"cause": "agent_budget", "message": why}
+        outcome.refused = True
         return outcome
     loop = asyncio.get_running_loop()
     result["n_prompts"] = result.get("n_prompts", 0) + 1
@@ -134,7 +158,8 @@ async def run_agent(
     budget_spent = asyncio.Event()
     key, relay = None, None
     if proxy is not None and uses_proxy(agent, model):
-        spec = ProxyAttempt(
+        (attempt_dir / "trajectory").mkdir(exist_ok=True)
+        key = proxy.register(
             attempt_id=attempt_dir.name,
             model=model,
             log_path=attempt_dir / "trajectory" / "llm_trajectory.jsonl",
@@ -143,8 +168,6 @@ async def run_agent(
             solution_text=_solution_text(task),
             on_budget_spent=lambda _id: loop.call_soon_threadsafe(budget_spent.set),
         )
-        (attempt_dir / "trajectory").mkdir(exist_ok=True)
-        key = proxy.registry.register(spec)
         env.update(agent.model_env(key))
         relay = LoopbackRelay(proxy.port)
         pid = await loop.run_in_executor(None, sandbox.pid)
@@ -183,7 +206,7 @@ async def run_agent(
         result["error_category"] = "timeout"
         result["agent_timeout_info"] = {"timeout_sec": timeout, "elapsed_sec": round(time.monotonic() - t, 1)}
     if key is not None:
-        usage = proxy.registry.unregister(key)
+        usage = proxy.unregister(key)
         _record_usage(result, usage, budget, outcome)
     elif agent.needs_model and watcher.final_usage:
         _record_native_usage(result, watcher.final_usage)
@@ -228,6 +251,15 @@ def _record_usage(result: dict[str, Any], usage: Any, budget: TrialBudget, outco
         elif "api_error" in usage.errors:
             result["error"] = f"provider api error [server/transient] {status_text}"[:500]
             result["error_category"] = "api_error"
+        elif "provider_rejected" in usage.errors:
+            # another 4xx: a 400 is most often a context too long; 404/422 an unknown model or a bad
+            # request. Permanent either way: a retry would be rejected the same way.
+            if status_text.startswith("HTTP 400"):
+                result["error"] = f"provider rejected request: {status_text}"[:500]
+                result["error_category"] = "provider_rejected"
+            else:
+                result["error"] = f"provider api error [rejected/permanent] {status_text}"[:500]
+                result["error_category"] = "api_error"
     if budget.active:
         result["trial_budget"] = {
             "budget": {"tokens": budget.tokens, "turns": budget.turns},
