@@ -264,6 +264,8 @@ class AttemptRunner:
         )
         graded_anyway = run.timed_out or run.budget_stopped
         prepared.timing["agent_execution"] = time.monotonic() - t
+        if run.refused:  # refused before it started (a budget it would go around): nothing to grade
+            return
 
         if self.spec.save_outputs and prepared.workdir:
             await self._call(save_workspace, sandbox, prepared.workdir, prepared.attempt_dir)

@@ -25,8 +25,16 @@ from tests.conftest import EXAMPLES, job_dirs, results_of, run_bench, write_task
 pytestmark = pytest.mark.docker
 
 AGENT_RUN_TIMEOUT = 1800  # the first run of each agent installs it with npm
-PROVIDER_VARS = ("XIAOMI_API_KEY", "XIAOMI_BASE_URL", "XIAOMI_ANTHROPIC_BASE_URL", "DEEPSEEK_API_KEY",
-                 "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "OPENAI_API_KEY")
+PROVIDER_VARS = (
+    "XIAOMI_API_KEY",
+    "XIAOMI_BASE_URL",
+    "XIAOMI_ANTHROPIC_BASE_URL",
+    "DEEPSEEK_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+    "OPENAI_API_KEY",
+)
 REWARD_1 = "echo 1 > /logs/verifier/reward.txt\n"
 
 
@@ -68,11 +76,31 @@ def assert_agent_ran_through_proxy(job: Path, result: dict[str, Any]) -> None:
 # -- 1 and 2: each agent passes the examples, its model calls counted and priced --------------------
 
 
-def test_claude_passes_two_examples_at_j2_with_usage_tools_and_trajectory(docker_client, clean_env, tmp_path):
+def test_claude_passes_two_examples_at_j2_with_usage_tools_and_trajectory(
+    docker_client, clean_env, tmp_path
+):
     # when
-    proc = run_bench(["run", str(EXAMPLES), "-i", "hello-world", "-i", "no-network", "-a", "claude",
-                      "-m", "mock/oracle", "-j", "2", "--jobs-dir", "jobs"],
-                     env=clean_env, cwd=tmp_path, timeout=AGENT_RUN_TIMEOUT)
+    proc = run_bench(
+        [
+            "run",
+            str(EXAMPLES),
+            "-i",
+            "hello-world",
+            "-i",
+            "no-network",
+            "-a",
+            "claude",
+            "-m",
+            "mock/oracle",
+            "-j",
+            "2",
+            "--jobs-dir",
+            "jobs",
+        ],
+        env=clean_env,
+        cwd=tmp_path,
+        timeout=AGENT_RUN_TIMEOUT,
+    )
     # then
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "[PASS] hello-world (reward=1.00, tools=1)" in proc.stdout
@@ -92,8 +120,23 @@ def test_claude_passes_two_examples_at_j2_with_usage_tools_and_trajectory(docker
 
 @pytest.mark.parametrize("agent", ["opencode", "codex"])
 def test_opencode_and_codex_pass_through_the_proxy(docker_client, clean_env, tmp_path, agent):
-    proc = run_bench(["run", str(EXAMPLES), "-i", "hello-world", "-a", agent, "-m", "mock/oracle",
-                      "--jobs-dir", "jobs"], env=clean_env, cwd=tmp_path, timeout=AGENT_RUN_TIMEOUT)
+    proc = run_bench(
+        [
+            "run",
+            str(EXAMPLES),
+            "-i",
+            "hello-world",
+            "-a",
+            agent,
+            "-m",
+            "mock/oracle",
+            "--jobs-dir",
+            "jobs",
+        ],
+        env=clean_env,
+        cwd=tmp_path,
+        timeout=AGENT_RUN_TIMEOUT,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "[PASS] hello-world (reward=1.00, tools=1)" in proc.stdout
     [job] = job_dirs(tmp_path / "jobs")
@@ -107,14 +150,35 @@ def test_opencode_and_codex_pass_through_the_proxy(docker_client, clean_env, tmp
 # -- 3: per-trial budgets ----------------------------------------------------------------------------
 
 
-def test_turn_budget_of_one_stops_claude_after_one_forwarded_call(docker_client, clean_env, tmp_path):
+def test_turn_budget_of_one_stops_claude_after_one_forwarded_call(
+    docker_client, clean_env, tmp_path
+):
     # given a task whose solution runs in the agent's one tool call
-    write_task(tmp_path / "tasks", "hello", solve_sh="echo hello > /app/hello.txt\n",
-               test_sh='[ "$(cat /app/hello.txt)" = hello ] && echo 1 > /logs/verifier/reward.txt '
-                       '|| echo 0 > /logs/verifier/reward.txt\n')
+    write_task(
+        tmp_path / "tasks",
+        "hello",
+        solve_sh="echo hello > /app/hello.txt\n",
+        test_sh='[ "$(cat /app/hello.txt)" = hello ] && echo 1 > /logs/verifier/reward.txt '
+        "|| echo 0 > /logs/verifier/reward.txt\n",
+    )
     # when
-    proc = run_bench(["run", "tasks", "-a", "claude", "-m", "mock/oracle", "--turn-budget", "1",
-                      "--jobs-dir", "jobs"], env=clean_env, cwd=tmp_path, timeout=AGENT_RUN_TIMEOUT)
+    proc = run_bench(
+        [
+            "run",
+            "tasks",
+            "-a",
+            "claude",
+            "-m",
+            "mock/oracle",
+            "--turn-budget",
+            "1",
+            "--jobs-dir",
+            "jobs",
+        ],
+        env=clean_env,
+        cwd=tmp_path,
+        timeout=AGENT_RUN_TIMEOUT,
+    )
     # then: the one forwarded call was the solution's tool call, the next was refused
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [job] = job_dirs(tmp_path / "jobs")
@@ -124,13 +188,15 @@ def test_turn_budget_of_one_stops_claude_after_one_forwarded_call(docker_client,
     assert [(c["status"], c["refused"]) for c in calls] == [(200, False), (400, True)]
     assert calls[1]["error"] == "trial_budget_spent"
     agent_log = (job / result["rollout_name"] / "agent" / "claude.txt").read_text()
-    assert "400 trial_budget_spent: the turn budget of 1 is spent" in agent_log  # what the agent was told
+    # what the agent was told
+    assert "400 trial_budget_spent: the turn budget of 1 is spent" in agent_log
     tokens = calls[0]["usage"]["total_tokens"]
-    assert result["trial_budget"] == {
+    budget = dict(result["trial_budget"])
+    budget.pop("subagents")  # from the agent's own session log; not pinned here
+    assert budget == {
         "budget": {"tokens": None, "turns": 1},
         "source": {"tokens": None, "turns": "run"},
         "used": {"tokens": tokens, "turns": 1},
-        "subagents": None,
         "stopped_by": "turns",
         "stopped_at": {"tokens": tokens, "turns": 1},
         "refused_calls": 1,
@@ -138,26 +204,53 @@ def test_turn_budget_of_one_stops_claude_after_one_forwarded_call(docker_client,
     assert result["error_category"] == "trial_budget"
     # the solution ran before the stop, so the verifier's pass counts
     assert result["rewards"] == {"reward": 1.0}
-    stop = (f"[hello] trial budget reached: the turn budget of 1 is spent ({tokens:,} tokens, 1 turn")
+    stop = f"[hello] trial budget reached: the turn budget of 1 is spent ({tokens:,} tokens, 1 turn"
     assert stop in proc.stdout, proc.stdout
-    assert ("used when the model proxy refused the next call); the agent was stopped and the verifier "
-            "graded what it left") in proc.stdout
-    assert "[PASS] hello (reward=1.00, tools=1) (trial budget reached: the turn budget of 1" in proc.stdout
+    assert (
+        "used when the model proxy refused the next call); the agent was stopped and the verifier "
+        "graded what it left"
+    ) in proc.stdout
+    assert (
+        "[PASS] hello (reward=1.00, tools=1) (trial budget reached: the turn budget of 1"
+        in proc.stdout
+    )
     summary = json.loads((job / "summary.json").read_text())
     assert summary["budget_stops"] == 1
     assert owned_containers(docker_client, job.name) == []
 
 
-def test_turn_budget_spent_before_the_work_is_done_fails_the_trial(docker_client, clean_env, tmp_path):
+def test_turn_budget_spent_before_the_work_is_done_fails_the_trial(
+    docker_client, clean_env, tmp_path
+):
     # given a task that needs two tool calls, and a scripted mock model that makes them one per turn
-    write_task(tmp_path / "tasks", "two-steps",
-               test_sh="[ -f /app/a.txt ] && [ -f /app/b.txt ] && echo 1 > /logs/verifier/reward.txt "
-                       "|| echo 0 > /logs/verifier/reward.txt\n")
+    write_task(
+        tmp_path / "tasks",
+        "two-steps",
+        test_sh="[ -f /app/a.txt ] && [ -f /app/b.txt ] && echo 1 > /logs/verifier/reward.txt "
+        "|| echo 0 > /logs/verifier/reward.txt\n",
+    )
     script = tmp_path / "replies.json"
-    script.write_text(json.dumps([{"shell": "echo a > /app/a.txt"}, {"shell": "echo b > /app/b.txt"}]))
+    script.write_text(
+        json.dumps([{"shell": "echo a > /app/a.txt"}, {"shell": "echo b > /app/b.txt"}])
+    )
     # when
-    proc = run_bench(["run", "tasks", "-a", "claude", "-m", f"mock/script:{script}", "--turn-budget", "1",
-                      "--jobs-dir", "jobs"], env=clean_env, cwd=tmp_path, timeout=AGENT_RUN_TIMEOUT)
+    proc = run_bench(
+        [
+            "run",
+            "tasks",
+            "-a",
+            "claude",
+            "-m",
+            f"mock/script:{script}",
+            "--turn-budget",
+            "1",
+            "--jobs-dir",
+            "jobs",
+        ],
+        env=clean_env,
+        cwd=tmp_path,
+        timeout=AGENT_RUN_TIMEOUT,
+    )
     # then: only the first step ran; the trial is scored 0, not errored, not retried
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [job] = job_dirs(tmp_path / "jobs")
@@ -165,9 +258,15 @@ def test_turn_budget_spent_before_the_work_is_done_fails_the_trial(docker_client
     [result] = results_of(job)
     assert result["rewards"] == {"reward": 0.0}
     assert result["error_category"] == "trial_budget"
-    assert result["trial_budget"]["stopped_by"] == "turns" and result["trial_budget"]["refused_calls"] >= 1
+    assert (
+        result["trial_budget"]["stopped_by"] == "turns"
+        and result["trial_budget"]["refused_calls"] >= 1
+    )
     assert "[two-steps] trial budget reached: the turn budget of 1 is spent" in proc.stdout
-    assert "[FAIL] two-steps (reward=0.00, tools=1) (trial budget reached: the turn budget of 1" in proc.stdout
+    assert (
+        "[FAIL] two-steps (reward=0.00, tools=1) (trial budget reached: the turn budget of 1"
+        in proc.stdout
+    )
     summary = json.loads((job / "summary.json").read_text())
     assert summary["budget_stops"] == 1 and summary["failed"] == 1 and summary["errored"] == 0
     assert owned_containers(docker_client, job.name) == []
@@ -175,11 +274,20 @@ def test_turn_budget_spent_before_the_work_is_done_fails_the_trial(docker_client
 
 def test_task_turn_budget_applies_and_the_runs_replaces_it(docker_client, clean_env, tmp_path):
     # given a task that sets its own turn budget of 1
-    write_task(tmp_path / "tasks", "budgeted", toml="[agent]\nturn_budget = 1\n",
-               solve_sh="echo hello > /app/hello.txt\n", test_sh=REWARD_1)
+    write_task(
+        tmp_path / "tasks",
+        "budgeted",
+        toml="[agent]\nturn_budget = 1\n",
+        solve_sh="echo hello > /app/hello.txt\n",
+        test_sh=REWARD_1,
+    )
     # when run without --turn-budget: the task's budget holds
-    proc = run_bench(["run", "tasks", "-a", "claude", "-m", "mock/oracle", "--jobs-dir", "task-jobs"],
-                     env=clean_env, cwd=tmp_path, timeout=AGENT_RUN_TIMEOUT)
+    proc = run_bench(
+        ["run", "tasks", "-a", "claude", "-m", "mock/oracle", "--jobs-dir", "task-jobs"],
+        env=clean_env,
+        cwd=tmp_path,
+        timeout=AGENT_RUN_TIMEOUT,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [result] = results_of(job_dirs(tmp_path / "task-jobs")[0])
     budget = result["trial_budget"]
@@ -187,17 +295,75 @@ def test_task_turn_budget_applies_and_the_runs_replaces_it(docker_client, clean_
     assert budget["source"] == {"tokens": None, "turns": "task"}
     assert budget["stopped_by"] == "turns"
     # when run with --turn-budget 5: the run's budget replaces the task's, and the agent finishes within it
-    proc = run_bench(["run", "tasks", "-a", "claude", "-m", "mock/oracle", "--turn-budget", "5",
-                      "--jobs-dir", "run-jobs"], env=clean_env, cwd=tmp_path, timeout=AGENT_RUN_TIMEOUT)
+    proc = run_bench(
+        [
+            "run",
+            "tasks",
+            "-a",
+            "claude",
+            "-m",
+            "mock/oracle",
+            "--turn-budget",
+            "5",
+            "--jobs-dir",
+            "run-jobs",
+        ],
+        env=clean_env,
+        cwd=tmp_path,
+        timeout=AGENT_RUN_TIMEOUT,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [result] = results_of(job_dirs(tmp_path / "run-jobs")[0])
     budget = result["trial_budget"]
     assert budget["budget"] == {"tokens": None, "turns": 5}
     assert budget["source"] == {"tokens": None, "turns": "run"}
-    assert budget["stopped_by"] is None and budget["stopped_at"] is None and budget["refused_calls"] == 0
+    assert (
+        budget["stopped_by"] is None
+        and budget["stopped_at"] is None
+        and budget["refused_calls"] == 0
+    )
     assert budget["used"]["turns"] == result["agent_result"]["n_calls"] == 2
     assert result["error"] is None and result["rewards"] == {"reward": 1.0}
     assert "trial budget reached" not in proc.stdout
+
+
+def test_budgeted_task_refuses_an_agent_whose_calls_bypass_the_proxy(
+    docker_client, clean_env, tmp_path
+):
+    # given a task with its own turn budget, and a script agent without -m (it may call a model of its own)
+    write_task(
+        tmp_path / "tasks",
+        "budgeted",
+        toml="[agent]\nturn_budget = 1\n",
+        solve_sh="echo hello > /app/hello.txt\n",
+        test_sh="[ -f /app/hello.txt ] && echo 1 > /logs/verifier/reward.txt "
+        "|| echo 0 > /logs/verifier/reward.txt\n",
+    )
+    agent = tmp_path / "own-model.sh"
+    agent.write_text("#!/bin/bash\ntouch /logs/agent/started\necho hello > /app/hello.txt\n")
+    agent.chmod(0o755)
+    # when
+    proc = run_bench(
+        ["run", "tasks", "-a", f"script:{agent}", "--jobs-dir", "jobs"], env=clean_env, cwd=tmp_path
+    )
+    # then the trial is refused before its agent starts, as an agent integration failure, not retried
+    [job] = job_dirs(tmp_path / "jobs")
+    assert len(attempt_folders(job)) == 1, proc.stdout + proc.stderr
+    [result] = results_of(job)
+    assert not (job / result["rollout_name"] / "agent" / "started").exists()
+    assert result["error_category"] == "agent_integration", result
+    assert result["error"].startswith("agent integration failure [agent_budget]")
+    assert result["integration_failure_info"]["cause"] == "agent_budget"
+    assert result["rewards"] is None  # not graded: it never ran
+    assert "[ERR] budgeted (agent integration failure [agent_budget]" in proc.stdout
+    assert proc.returncode == 1
+    assert "[budgeted] trial budget reached" not in proc.stdout  # no budget-stop line: the agent never ran
+    # and an agent that calls no model runs the same task as usual
+    proc = run_bench(
+        ["run", "tasks", "-a", "oracle", "--jobs-dir", "oracle-jobs"], env=clean_env, cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "[PASS] budgeted (reward=1.00, tools=0)" in proc.stdout
 
 
 # -- 4: the upstream key stays on the host ---------------------------------------------------------
@@ -229,28 +395,57 @@ class _UpstreamHandler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:  # noqa: N802 - http.server's name
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
-        self.server.requests.append({"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()},
-                                     "body": body})
+        self.server.requests.append(
+            {
+                "path": self.path,
+                "headers": {k.lower(): v for k, v in self.headers.items()},
+                "body": body,
+            }
+        )
         model = body.get("model", "m")
         path = urlsplit(self.path).path
         if model != KNOWN_MODEL:
-            return self._send(404, json.dumps({"error": {"message": f"Model Not Exist: {model}",
-                                                         "type": "invalid_request_error"}}).encode())
+            return self._send(
+                404,
+                json.dumps(
+                    {
+                        "error": {
+                            "message": f"Model Not Exist: {model}",
+                            "type": "invalid_request_error",
+                        }
+                    }
+                ).encode(),
+            )
         if path.endswith("/messages") and body.get("stream"):
             return self._messages_stream(model)
         if path.endswith("/messages"):
             reply: dict[str, Any] = {
-                "id": "msg_up", "type": "message", "role": "assistant", "model": model,
-                "content": [{"type": "text", "text": "Hi from upstream."}], "stop_reason": "end_turn",
-                "stop_sequence": None, "usage": {"input_tokens": 11, "output_tokens": 7},
+                "id": "msg_up",
+                "type": "message",
+                "role": "assistant",
+                "model": model,
+                "content": [{"type": "text", "text": "Hi from upstream."}],
+                "stop_reason": "end_turn",
+                "stop_sequence": None,
+                "usage": {"input_tokens": 11, "output_tokens": 7},
             }
         elif path.endswith("/chat/completions"):
             if body.get("stream"):
                 return self._chat_stream(model)
-            reply = {"id": "chatcmpl-up", "object": "chat.completion", "created": 1, "model": model,
-                     "choices": [{"index": 0, "finish_reason": "stop",
-                                  "message": {"role": "assistant", "content": "Hi from upstream."}}],
-                     "usage": CHAT_USAGE}
+            reply = {
+                "id": "chatcmpl-up",
+                "object": "chat.completion",
+                "created": 1,
+                "model": model,
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {"role": "assistant", "content": "Hi from upstream."},
+                    }
+                ],
+                "usage": CHAT_USAGE,
+            }
         else:
             self.send_error(404)
             return
@@ -265,32 +460,81 @@ class _UpstreamHandler(BaseHTTPRequestHandler):
 
     def _messages_stream(self, model: str) -> None:
         events = [
-            ("message_start", {"type": "message_start", "message": {
-                "id": "msg_up", "type": "message", "role": "assistant", "model": model, "content": [],
-                "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 11, "output_tokens": 1}}}),
-            ("content_block_start", {"type": "content_block_start", "index": 0,
-                                     "content_block": {"type": "text", "text": ""}}),
-            ("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                     "delta": {"type": "text_delta", "text": "Hi from upstream."}}),
+            (
+                "message_start",
+                {
+                    "type": "message_start",
+                    "message": {
+                        "id": "msg_up",
+                        "type": "message",
+                        "role": "assistant",
+                        "model": model,
+                        "content": [],
+                        "stop_reason": None,
+                        "stop_sequence": None,
+                        "usage": {"input_tokens": 11, "output_tokens": 1},
+                    },
+                },
+            ),
+            (
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": 0,
+                    "content_block": {"type": "text", "text": ""},
+                },
+            ),
+            (
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "text_delta", "text": "Hi from upstream."},
+                },
+            ),
             ("content_block_stop", {"type": "content_block_stop", "index": 0}),
-            ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                               "usage": {"output_tokens": 7}}),
+            (
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                    "usage": {"output_tokens": 7},
+                },
+            ),
             ("message_stop", {"type": "message_stop"}),
         ]
-        self._send_sse(b"".join(f"event: {name}\ndata: {json.dumps(e)}\n\n".encode() for name, e in events))
+        self._send_sse(
+            b"".join(f"event: {name}\ndata: {json.dumps(e)}\n\n".encode() for name, e in events)
+        )
 
     def _send_sse(self, data: bytes) -> None:
         self._send(200, data, "text/event-stream")
 
     def _chat_stream(self, model: str) -> None:
-        base = {"id": "chatcmpl-up", "object": "chat.completion.chunk", "created": 1, "model": model}
+        base = {
+            "id": "chatcmpl-up",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": model,
+        }
         chunks = [
-            {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Hi."},
-                                  "finish_reason": None}]},
+            {
+                **base,
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": {"role": "assistant", "content": "Hi."},
+                        "finish_reason": None,
+                    }
+                ],
+            },
             {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
             {**base, "choices": [], "usage": CHAT_USAGE},
         ]
-        self._send_sse(b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks) + b"data: [DONE]\n\n")
+        self._send_sse(
+            b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks)
+            + b"data: [DONE]\n\n"
+        )
 
 
 @pytest.fixture
@@ -320,21 +564,44 @@ def random_text(n: int) -> str:
     return "".join(secrets.choice(string.ascii_letters + string.digits) for _ in range(n))
 
 
-def test_upstream_key_reaches_the_upstream_and_nothing_else(docker_client, clean_env, tmp_path, fake_upstream):
+def test_upstream_key_reaches_the_upstream_and_nothing_else(
+    docker_client, clean_env, tmp_path, fake_upstream
+):
     # given a provider key the host exports, and the provider pointed at a local upstream
     upstream_key = f"sk-bench-secret-{random_text(32)}"
     agent_token = f"tok-{random_text(24)}"
     clean_env["DEEPSEEK_API_KEY"] = upstream_key
     clean_env[override_var("deepseek")] = fake_upstream.url
     clean_env[override_var("deepseek", anthropic=True)] = fake_upstream.url
-    write_task(tmp_path / "tasks", "py", dockerfile="FROM python:3.12-slim\nWORKDIR /app\n", test_sh=REWARD_1)
+    write_task(
+        tmp_path / "tasks",
+        "py",
+        dockerfile="FROM python:3.12-slim\nWORKDIR /app\n",
+        test_sh=REWARD_1,
+    )
     agent = tmp_path / "agent.sh"
     agent.write_text(CALL_THE_PROXY)
     agent.chmod(0o755)
     # when an agent in the sandbox calls the model through the proxy
-    proc = run_bench(["run", "tasks", "-a", f"script:{agent}", "-m", "deepseek/deepseek-v4-flash",
-                      "--agent-env", "OPENAI_ORG=visible", "--agent-env", f"MY_TOKEN={agent_token}",
-                      "--jobs-dir", "jobs"], env=clean_env, cwd=tmp_path, timeout=AGENT_RUN_TIMEOUT)
+    proc = run_bench(
+        [
+            "run",
+            "tasks",
+            "-a",
+            f"script:{agent}",
+            "-m",
+            "deepseek/deepseek-v4-flash",
+            "--agent-env",
+            "OPENAI_ORG=visible",
+            "--agent-env",
+            f"MY_TOKEN={agent_token}",
+            "--jobs-dir",
+            "jobs",
+        ],
+        env=clean_env,
+        cwd=tmp_path,
+        timeout=AGENT_RUN_TIMEOUT,
+    )
     # then the call was made, counted, and sent upstream with the host's key
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [job] = job_dirs(tmp_path / "jobs")
@@ -371,8 +638,9 @@ def test_upstream_key_reaches_the_upstream_and_nothing_else(docker_client, clean
     assert owned_containers(docker_client, job.name) == []
 
 
-def test_claude_on_a_paid_provider_sends_the_host_key_upstream_only(docker_client, clean_env, tmp_path,
-                                                                   fake_upstream):
+def test_claude_on_a_paid_provider_sends_the_host_key_upstream_only(
+    docker_client, clean_env, tmp_path, fake_upstream
+):
     # given Claude Code on DeepSeek's Anthropic endpoint, pointed at a local upstream
     upstream_key = f"sk-bench-secret-{random_text(32)}"
     clean_env["DEEPSEEK_API_KEY"] = upstream_key
@@ -380,8 +648,12 @@ def test_claude_on_a_paid_provider_sends_the_host_key_upstream_only(docker_clien
     clean_env[override_var("deepseek", anthropic=True)] = fake_upstream.url
     write_task(tmp_path / "tasks", "chat", test_sh=REWARD_1)
     # when
-    proc = run_bench(["run", "tasks", "-a", "claude", "-m", "deepseek/deepseek-v4-flash", "--jobs-dir", "jobs"],
-                     env=clean_env, cwd=tmp_path, timeout=AGENT_RUN_TIMEOUT)
+    proc = run_bench(
+        ["run", "tasks", "-a", "claude", "-m", "deepseek/deepseek-v4-flash", "--jobs-dir", "jobs"],
+        env=clean_env,
+        cwd=tmp_path,
+        timeout=AGENT_RUN_TIMEOUT,
+    )
     # then Claude Code's streamed calls went upstream with the host's key, and were counted
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [job] = job_dirs(tmp_path / "jobs")
@@ -404,27 +676,43 @@ def test_claude_on_a_paid_provider_sends_the_host_key_upstream_only(docker_clien
     assert owned_containers(docker_client, job.name) == []
 
 
-def test_a_model_the_provider_rejects_is_an_error_not_a_silent_fail(docker_client, clean_env, tmp_path,
-                                                                    fake_upstream):
+def test_a_model_the_provider_rejects_is_an_error_not_a_silent_fail(
+    docker_client, clean_env, tmp_path, fake_upstream
+):
     # given a model id the provider does not know (it answers 404)
     clean_env["DEEPSEEK_API_KEY"] = f"sk-bench-secret-{random_text(32)}"
     clean_env[override_var("deepseek", anthropic=True)] = fake_upstream.url
-    write_task(tmp_path / "tasks", "hello", solve_sh="echo hello > /app/hello.txt\n",
-               test_sh="[ -f /app/hello.txt ] && echo 1 > /logs/verifier/reward.txt "
-                       "|| echo 0 > /logs/verifier/reward.txt\n")
+    write_task(
+        tmp_path / "tasks",
+        "hello",
+        solve_sh="echo hello > /app/hello.txt\n",
+        test_sh="[ -f /app/hello.txt ] && echo 1 > /logs/verifier/reward.txt "
+        "|| echo 0 > /logs/verifier/reward.txt\n",
+    )
     # when
-    proc = run_bench(["run", "tasks", "-a", "claude", "-m", "deepseek/deepseek-v9-typo", "--jobs-dir", "jobs"],
-                     env=clean_env, cwd=tmp_path, timeout=AGENT_RUN_TIMEOUT)
+    proc = run_bench(
+        ["run", "tasks", "-a", "claude", "-m", "deepseek/deepseek-v9-typo", "--jobs-dir", "jobs"],
+        env=clean_env,
+        cwd=tmp_path,
+        timeout=AGENT_RUN_TIMEOUT,
+    )
     # then the trial says why it did nothing, and is not retried: the same call would be rejected again
     [job] = job_dirs(tmp_path / "jobs")
     assert len(attempt_folders(job)) == 1, proc.stdout + proc.stderr
     [result] = results_of(job)
-    assert fake_upstream.requests and all(c["body"]["model"] == "deepseek-v9-typo" for c in fake_upstream.requests)
+    assert fake_upstream.requests and all(
+        c["body"]["model"] == "deepseek-v9-typo" for c in fake_upstream.requests
+    )
     assert result["rewards"] == {"reward": 0.0}
     assert result["error_category"] == "api_error", result
-    assert result["error"].startswith("provider api error [rejected/permanent] HTTP 404"), result["error"]
+    assert result["error"].startswith("provider api error [rejected/permanent] HTTP 404"), result[
+        "error"
+    ]
     assert "Model Not Exist" in result["error"]
-    assert "[FAIL] hello (reward=0.00, tools=0) (provider api error [rejected/permanent] HTTP 404" in proc.stdout
+    assert (
+        "[FAIL] hello (reward=0.00, tools=0) (provider api error [rejected/permanent] HTTP 404"
+        in proc.stdout
+    )
 
 
 # -- 5: refusals before a job exists ---------------------------------------------------------------
@@ -439,24 +727,41 @@ def _write_script(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("_case", "args", "env", "says"),
     [
-        ("claude_xiaomi_without_key", ["-a", "claude", "-m", "xiaomi/mimo-v2.6-flash"], {},
-         ["export XIAOMI_API_KEY"]),
-        ("unpriced_cost_cap", ["-a", "opencode", "-m", "xiaomi/mimo-v2.6-flash", "--max-cost-usd", "1"],
-         {"XIAOMI_API_KEY": "test-key", "XIAOMI_BASE_URL": "http://127.0.0.1:9/v1"},
-         ["--max-cost-usd", "no price", "--max-tokens"]),
-        ("codex_on_a_chat_only_provider", ["-a", "codex", "-m", "xiaomi/mimo-v2.6-flash"],
-         {"XIAOMI_API_KEY": "test-key", "XIAOMI_BASE_URL": "http://127.0.0.1:9/v1"},
-         ["OpenAI Responses", "fix:"]),
-        ("turn_budget_script_without_model", ["-a", "script:x.sh", "--turn-budget", "3"], {},
-         ["--turn-budget", "script agent without -m", "fix:"]),
+        (
+            "claude_xiaomi_without_key",
+            ["-a", "claude", "-m", "xiaomi/mimo-v2.6-flash"],
+            {},
+            ["export XIAOMI_API_KEY"],
+        ),
+        (
+            "unpriced_cost_cap",
+            ["-a", "opencode", "-m", "xiaomi/mimo-v2.6-flash", "--max-cost-usd", "1"],
+            {"XIAOMI_API_KEY": "test-key", "XIAOMI_BASE_URL": "http://127.0.0.1:9/v1"},
+            ["--max-cost-usd", "no price", "--max-tokens"],
+        ),
+        (
+            "codex_on_a_chat_only_provider",
+            ["-a", "codex", "-m", "xiaomi/mimo-v2.6-flash"],
+            {"XIAOMI_API_KEY": "test-key", "XIAOMI_BASE_URL": "http://127.0.0.1:9/v1"},
+            ["OpenAI Responses", "fix:"],
+        ),
+        (
+            "turn_budget_script_without_model",
+            ["-a", "script:x.sh", "--turn-budget", "3"],
+            {},
+            ["--turn-budget", "script agent without -m", "fix:"],
+        ),
         ("claude_without_model", ["-a", "claude"], {}, ["-a claude needs a model", "pass -m"]),
     ],
 )
 def test_run_is_refused_before_a_job_exists(clean_env, tmp_path, _case, args, env, says):
     _write_script(tmp_path)
     clean_env.update(env)
-    proc = run_bench(["run", str(EXAMPLES), "-i", "hello-world", *args, "--jobs-dir", "jobs"],
-                     env=clean_env, cwd=tmp_path)
+    proc = run_bench(
+        ["run", str(EXAMPLES), "-i", "hello-world", *args, "--jobs-dir", "jobs"],
+        env=clean_env,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
     for text in says:
