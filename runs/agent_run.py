@@ -90,6 +90,25 @@ class OutputWatcher:
         self.tool_calls = 0
         self.last_tool: str | None = None
         self.final_usage: dict[str, Any] | None = None
+        # Claude Code's own log of its calls: message id -> (tokens, made by a subagent?)
+        self.calls: dict[str, tuple[int, bool]] = {}
+
+    def subagents(self) -> dict[str, int] | None:
+        """What subagents used, from the agent's own log (Claude Code marks a subagent's calls)."""
+        if not self.calls:
+            return None
+        sub = [tokens for tokens, is_sub in self.calls.values() if is_sub]
+        return {"turns": len(sub), "tokens": sum(sub), "of_turns": len(self.calls),
+                "of_tokens": sum(tokens for tokens, _ in self.calls.values())}
+
+    def _note_call(self, event: dict[str, Any]) -> None:
+        message = event.get("message") or {}
+        usage = message.get("usage") if isinstance(message, dict) else None
+        if event.get("type") != "assistant" or not isinstance(usage, dict) or not message.get("id"):
+            return
+        tokens = sum(int(usage.get(k) or 0) for k in ("input_tokens", "cache_read_input_tokens",
+                                                       "cache_creation_input_tokens", "output_tokens"))
+        self.calls[message["id"]] = (tokens, event.get("parent_tool_use_id") is not None)
 
     def feed(self, chunk: bytes) -> None:
         self._buf += chunk
@@ -106,6 +125,7 @@ class OutputWatcher:
                 continue
             if event.get("type") == "result" and isinstance(event.get("usage"), dict):
                 self.final_usage = event["usage"]
+            self._note_call(event)
             titles = getattr(self.agent, "tool_title", lambda _e: [])(event)
             for title in titles:
                 self.tool_calls += 1
@@ -207,7 +227,7 @@ async def run_agent(
         result["agent_timeout_info"] = {"timeout_sec": timeout, "elapsed_sec": round(time.monotonic() - t, 1)}
     if key is not None:
         usage = proxy.unregister(key)
-        _record_usage(result, usage, budget, outcome)
+        _record_usage(result, usage, budget, outcome, watcher.subagents())
     elif agent.needs_model and watcher.final_usage:
         _record_native_usage(result, watcher.final_usage)
     if exec_result.exit_code in (126, 127) and not result.get("error"):
@@ -222,7 +242,9 @@ def _solution_text(task: Task) -> str | None:
     return (task.solution_dir / "solve.sh").read_text(errors="replace")
 
 
-def _record_usage(result: dict[str, Any], usage: Any, budget: TrialBudget, outcome: AgentRun) -> None:
+def _record_usage(
+    result: dict[str, Any], usage: Any, budget: TrialBudget, outcome: AgentRun, subagents: dict[str, int] | None = None
+) -> None:
     if usage is None:
         return
     ar = result["agent_result"]
@@ -265,7 +287,7 @@ def _record_usage(result: dict[str, Any], usage: Any, budget: TrialBudget, outco
             "budget": {"tokens": budget.tokens, "turns": budget.turns},
             "source": budget.source,
             "used": {"tokens": usage.total_tokens, "turns": usage.turns},
-            "subagents": None,
+            "subagents": subagents,
             "stopped_by": usage.stopped_by,
             "stopped_at": usage.stopped_at,
             "refused_calls": usage.refused_calls,

@@ -1,0 +1,46 @@
+"""Reading an agent's JSON event stream: tool calls for the progress line, and Claude's subagent calls."""
+
+import json
+
+from runs.agent_run import OutputWatcher
+from runs.agents.cli_agents import ClaudeAgent, CodexAgent, OpenCodeAgent
+
+
+def lines(*events) -> bytes:
+    return b"".join(json.dumps(e).encode() + b"\n" for e in events)
+
+
+def assistant(msg_id, *, parent=None, tool=None, tokens=(10, 5)):
+    content = [{"type": "tool_use", "name": "Bash", "input": {"command": tool}}] if tool else [{"type": "text"}]
+    return {"type": "assistant", "parent_tool_use_id": parent,
+            "message": {"id": msg_id, "content": content,
+                        "usage": {"input_tokens": tokens[0], "output_tokens": tokens[1]}}}
+
+
+def test_claude_tool_calls_and_subagent_usage_from_its_stream():
+    seen = []
+    watcher = OutputWatcher(ClaudeAgent(), seen.append)
+    stream = lines(assistant("m1", tool="ls -la"), assistant("m2", parent="toolu_1", tool="python3 x.py", tokens=(100, 20)),
+                   assistant("m2", parent="toolu_1", tokens=(100, 20)), assistant("m3"))
+    # fed in awkward pieces, as a pipe delivers it
+    for i in range(0, len(stream), 7):
+        watcher.feed(stream[i:i + 7])
+    assert seen == ["ls -la", "python3 x.py"]
+    assert watcher.tool_calls == 2 and watcher.last_tool == "python3 x.py"
+    assert watcher.subagents() == {"turns": 1, "tokens": 120, "of_turns": 3, "of_tokens": 150}
+
+
+def test_opencode_and_codex_tool_events():
+    oc = OutputWatcher(OpenCodeAgent(), lambda _t: None)
+    oc.feed(lines({"type": "tool_use", "part": {"tool": "bash", "state": {"input": {"command": "make test"}}}}))
+    assert oc.last_tool == "make test" and oc.subagents() is None
+    cx = OutputWatcher(CodexAgent(), lambda _t: None)
+    cx.feed(lines({"type": "item.started", "item": {"type": "command_execution", "command": "/bin/bash -lc pytest"}},
+                  {"type": "item.started", "item": {"type": "agent_message", "text": "hi"}}))
+    assert cx.tool_calls == 1 and cx.last_tool == "/bin/bash -lc pytest"
+
+
+def test_non_json_output_is_ignored():
+    watcher = OutputWatcher(ClaudeAgent(), lambda _t: None)
+    watcher.feed(b"plain text\n{not json\n")
+    assert watcher.tool_calls == 0 and watcher.subagents() is None
