@@ -126,6 +126,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     regrade_cli.add_parser(sub)
 
+    view = sub.add_parser("view", help="browse a job folder (or a jobs folder) in the browser")
+    view.add_argument("path", type=Path, nargs="?", default=Path("jobs"))
+    view.add_argument("--port", type=int, default=8888)
+    view.add_argument("--host", default="127.0.0.1")
+
     px = sub.add_parser("proxy", help="run the model proxy on its own (prints its URL and a key)",
                         description="Serve the model proxy: OpenAI Chat Completions, OpenAI Responses and "
                         "Anthropic Messages, routed by model prefix (anthropic/, openai/, deepseek/, xiaomi/, "
@@ -225,6 +230,22 @@ def cmd_results(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_view(args: argparse.Namespace) -> int:
+    if not args.path.is_dir():
+        raise UsageError(f"{args.path} is not a folder; pass a job folder or a jobs folder")
+    os.environ["BENCHFLOW_VIEW_ROOT"] = str(args.path.resolve())
+    _setup_django()
+    from django.core.servers.basehttp import run
+    from django.core.wsgi import get_wsgi_application
+
+    print(f"Viewing {args.path} at http://{args.host}:{args.port}/ (Ctrl-C stops)", flush=True)
+    try:
+        run(args.host, args.port, get_wsgi_application(), threading=True)
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
 def cmd_proxy(args: argparse.Namespace) -> int:
     from proxy.server import run_standalone
 
@@ -244,6 +265,7 @@ def main(argv: list[str] | None = None) -> int:
         "results": cmd_results,
         "regrade": regrade_cli.run,
         "proxy": cmd_proxy,
+        "view": cmd_view,
     }
     try:
         if args.command == "eval":

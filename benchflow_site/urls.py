@@ -1,4 +1,4 @@
-"""URL routes of the dashboard and its JSON API."""
+"""URL routes of the trial viewer."""
 
 from django.urls import path
 
@@ -6,4 +6,6 @@ from viewer import views
 
 urlpatterns = [
     path("", views.index, name="index"),
+    path("jobs/<str:name>/", views.job_page, name="job"),
+    path("jobs/<str:name>/<str:rollout>/", views.trial_page, name="trial"),
 ]
