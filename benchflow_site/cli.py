@@ -39,24 +39,21 @@ def _env_pair(text: str) -> tuple[str, str]:
     return key, value
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
-    return value
+def _int_at_least(minimum: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be {minimum} or more, got {value}")
+        return value
+
+    return parse
 
 
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
+positive_int = _int_at_least(1)
+_non_negative_int = _int_at_least(0)
 
 
 def _positive_float(text: str) -> float:
@@ -73,10 +70,10 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("tasks", type=Path, help="a task folder, a folder of tasks, or a folder holding tasks/")
     p.add_argument("-a", "--agent", default="claude", help="oracle, nop, script:PATH, claude, opencode, codex (default: claude)")
     p.add_argument("-m", "--model", help="model id, provider-prefixed (mock/oracle, deepseek/deepseek-v4-flash, sonnet, ...)")
-    p.add_argument("-j", "--concurrency", type=_positive_int, default=4, help="trials running at once (default 4)")
+    p.add_argument("-j", "--concurrency", type=positive_int, default=4, help="trials running at once (default 4)")
     p.add_argument("--warm-pool", type=_non_negative_int, default=1, metavar="N",
                    help="sandboxes prepared ahead of their turn (default 1; none at -j 1)")
-    p.add_argument("--trials", type=_positive_int, default=1, metavar="N",
+    p.add_argument("--trials", type=positive_int, default=1, metavar="N",
                    help="repeats of each task; repeats run one after another, each -j at a time")
     p.add_argument("-i", "--include", action="append", default=[], metavar="NAME",
                    help="only these tasks (names or globs; repeat)")
@@ -92,11 +89,11 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="keep each trial's final workspace (with a manifest) so bench regrade can rescore it")
     p.add_argument("--quiet", action="store_true", help="no live display and no progress lines")
     p.add_argument("--max-cost-usd", type=_positive_float, metavar="USD", help="job cap: dollars (needs a priced model)")
-    p.add_argument("--max-tokens", type=_positive_int, metavar="N", help="job cap: total tokens of finished trials")
+    p.add_argument("--max-tokens", type=positive_int, metavar="N", help="job cap: total tokens of finished trials")
     p.add_argument("--max-sandbox-seconds", type=_positive_float, metavar="S", help="job cap: trial wall-clock seconds")
-    p.add_argument("--max-rollouts", type=_positive_int, metavar="N", help="job cap: rollouts started, retries included")
-    p.add_argument("--token-budget", type=_positive_int, metavar="N", help="per-trial budget: tokens")
-    p.add_argument("--turn-budget", type=_positive_int, metavar="N", help="per-trial budget: turns (model calls)")
+    p.add_argument("--max-rollouts", type=positive_int, metavar="N", help="job cap: rollouts started, retries included")
+    p.add_argument("--token-budget", type=positive_int, metavar="N", help="per-trial budget: tokens")
+    p.add_argument("--turn-budget", type=positive_int, metavar="N", help="per-trial budget: turns (model calls)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -113,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     resume = ev_sub.add_parser("resume", help="finish a job with its recorded settings")
     resume.add_argument("job", type=Path)
     resume.add_argument("--agent-env", "--ae", action="append", type=_env_pair, default=[], metavar="KEY=VALUE")
-    resume.add_argument("-j", "--concurrency", type=_positive_int)
+    resume.add_argument("-j", "--concurrency", type=positive_int)
     resume.add_argument("--quiet", action="store_true")
 
     doctor = sub.add_parser("doctor", help="check the Docker engine, base images and disk space")

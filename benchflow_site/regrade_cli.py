@@ -31,23 +31,15 @@ exit codes: 0 regraded, 1 a sandbox run failed, 2 nothing could be regraded (or 
 130 interrupted"""
 
 
-def _concurrency(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
-    return value
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("job", type=Path, metavar="JOB", help="a job folder made by bench run --save-outputs")
     p.add_argument("--tasks-dir", type=Path, metavar="DIR",
                    help="where the current task folders are (default: the job's recorded tasks dir, "
                         "then each attempt's recorded task_path)")
     p.add_argument("--reason", metavar="TEXT", help="why you regrade; recorded in each regrade.json")
-    p.add_argument("-j", "--concurrency", type=_concurrency, default=4, metavar="N",
+    from benchflow_site.cli import positive_int
+
+    p.add_argument("-j", "--concurrency", type=positive_int, default=4, metavar="N",
                    help="sandboxes verifying at once (default 4)")
     p.add_argument("--json", action="store_true", help="print regrade-summary.json instead of one line per trial")
 
