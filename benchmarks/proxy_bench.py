@@ -2,6 +2,14 @@
 
 Run: .venv/bin/python benchmarks/proxy_bench.py [--runs 3] [--n 2000]
 Prints a table and writes benchmarks/results/proxy.json. Traffic stays on 127.0.0.1.
+
+Three processes: a fake provider (benchmarks/proxy_upstream.py), the proxy (a ProxyServer
+with two registered keys, logging every exchange as in a real run; BENCH_NO_LOG=1 turns
+the log off to see its cost) and, per point, a load generator. The load generator is
+the proxy's own asyncio+httptools client, the same for direct and proxied runs; httpx was
+not used because its connection pool, not the servers, becomes the bottleneck at c=32.
+Wall-clock figures depend on what else the machine runs; the proxy's CPU time per
+request (from /proc) is steadier, and is what the budget-cost column compares.
 """
 
 from __future__ import annotations
@@ -24,15 +32,25 @@ ROOT = HERE.parent
 PY = sys.executable
 KINDS = {  # kind -> (path, key name, body)
     "chat": ("/v1/chat/completions", "openai", {"stream": False}),
-    "chat_stream": ("/v1/chat/completions", "openai",
-                    {"stream": True, "stream_options": {"include_usage": True}}),
+    "chat_stream": (
+        "/v1/chat/completions",
+        "openai",
+        {"stream": True, "stream_options": {"include_usage": True}},
+    ),
     "responses_stream": ("/v1/responses", "openai", {"stream": True}),
     "messages_stream": ("/v1/messages", "anthropic", {"stream": True}),
 }
-KEYS = {"openai": "bf-bench-openai-key-0123456789abcdef",
-        "anthropic": "bf-bench-anthropic-key-0123456789abcdef"}
-TARGETS = {"added_p50_ms": 1.5, "added_p50_ms_stream": 3.0, "ratio_c32": 0.50,
-           "ratio_c32_stream": 0.35, "rss_mb": 120.0}
+KEYS = {
+    "openai": "bf-bench-openai-key-0123456789abcdef",
+    "anthropic": "bf-bench-anthropic-key-0123456789abcdef",
+}
+TARGETS = {
+    "added_p50_ms": 1.5,
+    "added_p50_ms_stream": 3.0,
+    "ratio_c32": 0.50,
+    "ratio_c32_stream": 0.35,
+    "rss_mb": 120.0,
+}
 
 
 def request_body(kind: str) -> bytes:
@@ -50,6 +68,7 @@ def request_body(kind: str) -> bytes:
 
 # -- roles run in child processes --------------------------------------------------------
 
+
 async def load(url: str, kind: str, conc: int, n: int, key: str) -> dict[str, Any]:
     """conc workers, each on its own keep-alive connection, n requests in all."""
     sys.path.insert(0, str(ROOT))
@@ -59,8 +78,11 @@ async def load(url: str, kind: str, conc: int, n: int, key: str) -> dict[str, An
     body = request_body(kind)
     headers = [(b"content-type", b"application/json"), (b"authorization", f"Bearer {key}".encode())]
     if who == "anthropic":
-        headers = [(b"content-type", b"application/json"), (b"x-api-key", key.encode()),
-                   (b"anthropic-version", b"2023-06-01")]
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"x-api-key", key.encode()),
+            (b"anthropic-version", b"2023-06-01"),
+        ]
     client = UpstreamClient(read_timeout=30.0)
     lat: list[float] = []
 
@@ -78,14 +100,20 @@ async def load(url: str, kind: str, conc: int, n: int, key: str) -> dict[str, An
         for _ in range(count):
             await one(record)
 
-    await asyncio.gather(*(worker(max(200 // conc, 5), False) for _ in range(conc)))
+    warm = max(200 // conc, 5)
+    await asyncio.gather(*(worker(warm, False) for _ in range(conc)))
     t0 = time.perf_counter()
     await asyncio.gather(*(worker(n // conc, True) for _ in range(conc)))
     wall = time.perf_counter() - t0
     await client.aclose()
     lat.sort()
-    return {"rps": len(lat) / wall, "p50_ms": lat[len(lat) // 2] * 1e3,
-            "p90_ms": lat[int(len(lat) * 0.9)] * 1e3, "n": len(lat)}
+    return {
+        "rps": len(lat) / wall,
+        "p50_ms": lat[len(lat) // 2] * 1e3,
+        "p90_ms": lat[int(len(lat) * 0.9)] * 1e3,
+        "n": len(lat),
+        "total": len(lat) + warm * conc,
+    }
 
 
 async def serve_proxy(upstream: str, port: int, budget: bool, log_dir: str) -> None:
@@ -93,23 +121,48 @@ async def serve_proxy(upstream: str, port: int, budget: bool, log_dir: str) -> N
     from proxy.registry import Attempt
     from proxy.server import ProxyServer
 
-    env = {"BENCHFLOW_PROVIDER_API_KEY": "sk-bench-upstream-0123456789",
-           "BENCHFLOW_PROVIDER_BASE_URL": upstream + "/v1",
-           "ANTHROPIC_API_KEY": "sk-ant-bench-upstream-0123456789",
-           "BENCHFLOW_UPSTREAM_ANTHROPIC_BASE_URL": upstream}
+    env = {
+        "BENCHFLOW_PROVIDER_API_KEY": "sk-bench-upstream-0123456789",
+        "BENCHFLOW_PROVIDER_BASE_URL": upstream + "/v1",
+        "ANTHROPIC_API_KEY": "sk-ant-bench-upstream-0123456789",
+        "BENCHFLOW_UPSTREAM_ANTHROPIC_BASE_URL": upstream,
+    }
     server = ProxyServer(env=env)
     await server.start("127.0.0.1", port)
     caps = {"token_budget": 10**15, "turn_budget": 10**12} if budget else {}
-    for who, model in (("openai", "openai-compatible/bench-model"),
-                       ("anthropic", "anthropic/claude-sonnet-4-5")):
-        server.registry.register(Attempt(f"bench-{who}", model,
-                                         f"{log_dir}/{who}/llm_trajectory.jsonl", **caps),
-                                 key=KEYS[who])
+    for who, model in (
+        ("openai", "openai-compatible/bench-model"),
+        ("anthropic", "anthropic/claude-sonnet-4-5"),
+    ):
+        log = None if os.environ.get("BENCH_NO_LOG") else f"{log_dir}/{who}/llm_trajectory.jsonl"
+        server.registry.register(Attempt(f"bench-{who}", model, log, **caps), key=KEYS[who])
     print("ready", flush=True)
     await asyncio.Event().wait()
 
 
+def budget_check_us(calls: int = 200_000) -> dict[str, float]:
+    """CPU of the registry's per-call bookkeeping (begin_call + end_call), with and without
+    budgets: what a budget adds to every call, measured where it happens."""
+    sys.path.insert(0, str(ROOT))
+    from proxy.registry import Attempt, Registry
+    from proxy.usage import Usage
+
+    out = {}
+    for name, caps in (("none", {}), ("budget", {"token_budget": 10**15, "turn_budget": 10**12})):
+        reg = Registry({})
+        state = reg.lookup(reg.register(Attempt(f"a-{name}", "mock/echo", **caps)))
+        assert state is not None
+        usage = Usage(120, 12, 100, 0, 132)
+        t0 = time.process_time()
+        for _ in range(calls):
+            reg.begin_call(state)
+            reg.end_call(state, usage, state.price, 0.001, 200, None, None)
+        out[name] = (time.process_time() - t0) / calls * 1e6
+    return out
+
+
 # -- the orchestrator --------------------------------------------------------------------
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -135,10 +188,24 @@ def vm_hwm_mb(pid: int) -> float:
     return float("nan")
 
 
-def run_load(url: str, kind: str, conc: int, n: int, key: str) -> dict[str, Any]:
-    out = subprocess.run([PY, __file__, "load", url, kind, str(conc), str(n), key],
-                         capture_output=True, text=True, timeout=300, check=True)
-    return json.loads(out.stdout)
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_load(url: str, kind: str, conc: int, n: int, key: str, server_pid: int) -> dict[str, Any]:
+    """One point; also the server process's CPU per request (robust to a busy machine)."""
+    cpu0 = cpu_seconds(server_pid)
+    out = subprocess.run(
+        [PY, __file__, "load", url, kind, str(conc), str(n), key],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    result: dict[str, Any] = json.loads(out.stdout)
+    result["server_cpu_us"] = (cpu_seconds(server_pid) - cpu0) / result["total"] * 1e6
+    return result
 
 
 def main() -> None:
@@ -156,18 +223,27 @@ def main() -> None:
             procs.append(subprocess.Popen([PY, str(HERE / "proxy_upstream.py"), str(up_port)]))
             wait_port(up_port)
             for port, budget in ((p_budget, "1"), (p_plain, "0")):
-                procs.append(subprocess.Popen([PY, __file__, "proxy", upstream, str(port),
-                                               budget, f"{logs}/{port}"]))
+                procs.append(
+                    subprocess.Popen(
+                        [PY, __file__, "proxy", upstream, str(port), budget, f"{logs}/{port}"]
+                    )
+                )
                 wait_port(port)
-            targets = {"direct": upstream, "proxy": f"http://127.0.0.1:{p_budget}",
-                       "proxy_no_budget": f"http://127.0.0.1:{p_plain}"}
+            targets = {
+                "direct": (upstream, procs[0].pid),
+                "proxy": (f"http://127.0.0.1:{p_budget}", procs[1].pid),
+                "proxy_no_budget": (f"http://127.0.0.1:{p_plain}", procs[2].pid),
+            }
             raw: dict[str, list[dict[str, Any]]] = {}
             for run in range(args.runs):
                 for kind in kinds:
                     key = KEYS[KINDS[kind][1]]
                     for conc in (1, 32):
-                        for name, url in targets.items():
-                            r = run_load(url, kind, conc, args.n, key)
+                        order = list(targets.items())
+                        if run % 2:  # alternate so that no target always runs first
+                            order.reverse()
+                        for name, (url, pid) in order:
+                            r = run_load(url, kind, conc, args.n, key, pid)
                             raw.setdefault(f"{kind}|c{conc}|{name}", []).append(r)
                 print(f"run {run + 1}/{args.runs} done", file=sys.stderr, flush=True)
             rss = {"proxy": vm_hwm_mb(procs[1].pid), "proxy_no_budget": vm_hwm_mb(procs[2].pid)}
@@ -177,58 +253,112 @@ def main() -> None:
                 p.terminate()
             for p in procs:
                 p.wait(10)
-    report(raw, kinds, rss, lines, args)
+    report(raw, kinds, rss, lines, args, budget_check_us())
 
 
 def med(raw: dict[str, list[dict[str, Any]]], key: str, field: str) -> float:
     return statistics.median(r[field] for r in raw[key])
 
 
-def report(raw: dict[str, list[dict[str, Any]]], kinds: list[str], rss: dict[str, float],
-           lines: int, args: argparse.Namespace) -> None:
+def _paired(raw: dict[str, list[dict[str, Any]]], a: str, b: str, fn: Any) -> float:
+    return statistics.median(fn(x, y) for x, y in zip(raw[a], raw[b], strict=True))
+
+
+def report(
+    raw: dict[str, list[dict[str, Any]]],
+    kinds: list[str],
+    rss: dict[str, float],
+    lines: int,
+    args: argparse.Namespace,
+    checks: dict[str, float],
+) -> None:
     rows = []
     for kind in kinds:
         k1, k32 = f"{kind}|c1|", f"{kind}|c32|"
-        added = [p["p50_ms"] - d["p50_ms"] for p, d in zip(raw[k1 + "proxy"], raw[k1 + "direct"],
-                                                            strict=True)]
-        added90 = [p["p90_ms"] - d["p90_ms"] for p, d in zip(raw[k1 + "proxy"],
-                                                             raw[k1 + "direct"], strict=True)]
-        ratio = [p["rps"] / d["rps"] for p, d in zip(raw[k32 + "proxy"], raw[k32 + "direct"],
-                                                     strict=True)]
-        budget = [p["rps"] / q["rps"] for p, q in zip(raw[k32 + "proxy"],
-                                                      raw[k32 + "proxy_no_budget"], strict=True)]
         stream = kind.endswith("stream")
         row = {
             "kind": kind,
             "direct_p50_ms_c1": med(raw, k1 + "direct", "p50_ms"),
             "proxy_p50_ms_c1": med(raw, k1 + "proxy", "p50_ms"),
-            "added_p50_ms_c1": statistics.median(added),
-            "added_p90_ms_c1": statistics.median(added90),
+            "added_p50_ms_c1": _paired(
+                raw, k1 + "proxy", k1 + "direct", lambda p, d: p["p50_ms"] - d["p50_ms"]
+            ),
+            "added_p90_ms_c1": _paired(
+                raw, k1 + "proxy", k1 + "direct", lambda p, d: p["p90_ms"] - d["p90_ms"]
+            ),
             "direct_rps_c32": med(raw, k32 + "direct", "rps"),
             "proxy_rps_c32": med(raw, k32 + "proxy", "rps"),
-            "throughput_ratio_c32": statistics.median(ratio),
-            "budget_vs_none_rps_ratio_c32": statistics.median(budget),
+            "throughput_ratio_c32": _paired(
+                raw, k32 + "proxy", k32 + "direct", lambda p, d: p["rps"] / d["rps"]
+            ),
+            "upstream_cpu_us_per_req_c32": med(raw, k32 + "direct", "server_cpu_us"),
+            "proxy_cpu_us_per_req_c32": med(raw, k32 + "proxy", "server_cpu_us"),
+            "proxy_no_budget_cpu_us_per_req_c32": med(
+                raw, k32 + "proxy_no_budget", "server_cpu_us"
+            ),
+            "budget_bookkeeping_pct_of_call": 100
+            * (checks["budget"] - checks["none"])
+            / med(raw, k32 + "proxy", "server_cpu_us"),
+            "budget_cpu_overhead_pct": 100
+            * _paired(
+                raw,
+                k32 + "proxy",
+                k32 + "proxy_no_budget",
+                lambda p, q: p["server_cpu_us"] / q["server_cpu_us"] - 1,
+            ),
+            "budget_vs_none_rps_ratio_c32": _paired(
+                raw, k32 + "proxy", k32 + "proxy_no_budget", lambda p, q: p["rps"] / q["rps"]
+            ),
         }
-        row["ok"] = (row["added_p50_ms_c1"] <= TARGETS["added_p50_ms_stream" if stream
-                                                       else "added_p50_ms"]
-                     and row["throughput_ratio_c32"] >= TARGETS["ratio_c32_stream" if stream
-                                                                else "ratio_c32"])
+        row["ok"] = (
+            row["added_p50_ms_c1"] <= TARGETS["added_p50_ms_stream" if stream else "added_p50_ms"]
+            and row["throughput_ratio_c32"]
+            >= TARGETS["ratio_c32_stream" if stream else "ratio_c32"]
+        )
         rows.append(row)
-    head = (f"{'kind':<17}{'p50 direct':>11}{'p50 proxy':>10}{'+p50 ms':>9}{'+p90 ms':>9}"
-            f"{'rps direct':>11}{'rps proxy':>10}{'ratio':>7}{'budget':>8}  ok")
-    print(head)
+    print(
+        f"{'kind':<17}{'p50 dir':>8}{'p50 prx':>8}{'+p50':>7}{'+p90':>7}{'rps dir':>8}"
+        f"{'rps prx':>8}{'ratio':>6}{'cpu/req':>8}{'budget':>7}  ok"
+    )
+    print(
+        f"{'':<17}{'ms c1':>8}{'ms c1':>8}{'ms':>7}{'ms':>7}{'c32':>8}{'c32':>8}{'c32':>6}"
+        f"{'us prx':>8}{'cpu %':>7}"
+    )
     for r in rows:
-        print(f"{r['kind']:<17}{r['direct_p50_ms_c1']:>11.3f}{r['proxy_p50_ms_c1']:>10.3f}"
-              f"{r['added_p50_ms_c1']:>9.3f}{r['added_p90_ms_c1']:>9.3f}"
-              f"{r['direct_rps_c32']:>11.0f}{r['proxy_rps_c32']:>10.0f}"
-              f"{r['throughput_ratio_c32']:>7.2f}{r['budget_vs_none_rps_ratio_c32']:>8.3f}"
-              f"  {'yes' if r['ok'] else 'NO'}")
-    print(f"proxy RSS peak (VmHWM): {rss['proxy']:.1f} MB (target < {TARGETS['rss_mb']:.0f}); "
-          f"trajectory lines written: {lines}")
-    out = {"when": time.strftime("%Y-%m-%dT%H:%M:%S"), "runs": args.runs, "n_per_point": args.n,
-           "client": "asyncio+httptools keep-alive client (proxy/upstream.py) in its own process, same for direct and proxy",
-           "cpus": os.cpu_count(), "targets": TARGETS, "rows": rows, "rss_mb": rss,
-           "trajectory_lines": lines, "raw": raw}
+        print(
+            f"{r['kind']:<17}{r['direct_p50_ms_c1']:>8.3f}{r['proxy_p50_ms_c1']:>8.3f}"
+            f"{r['added_p50_ms_c1']:>7.3f}{r['added_p90_ms_c1']:>7.3f}"
+            f"{r['direct_rps_c32']:>8.0f}{r['proxy_rps_c32']:>8.0f}"
+            f"{r['throughput_ratio_c32']:>6.2f}{r['proxy_cpu_us_per_req_c32']:>8.0f}"
+            f"{r['budget_cpu_overhead_pct']:>+7.1f}  {'yes' if r['ok'] else 'NO'}"
+        )
+    print(
+        f"budget bookkeeping per call: {checks['budget']:.2f} us with budgets, "
+        f"{checks['none']:.2f} us without (+{checks['budget'] - checks['none']:.2f} us, "
+        f"{max(r['budget_bookkeeping_pct_of_call'] for r in rows):.2f}% of a proxied call "
+        "at most); the 'budget cpu %' column is the same A/B seen from outside, with "
+        "its noise"
+    )
+    print(
+        f"proxy RSS peak (VmHWM): {rss['proxy']:.1f} MB (target < {TARGETS['rss_mb']:.0f}); "
+        f"trajectory lines written: {lines}; load average at the end: "
+        f"{os.getloadavg()[0]:.2f}"
+    )
+    out = {
+        "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "runs": args.runs,
+        "n_per_point": args.n,
+        "client": "asyncio+httptools keep-alive client (proxy/upstream.py) in its own "
+        "process, same for direct and proxy",
+        "cpus": os.cpu_count(),
+        "loadavg_end": os.getloadavg(),
+        "targets": TARGETS,
+        "rows": rows,
+        "rss_mb": rss,
+        "trajectory_lines": lines,
+        "budget_bookkeeping_us": checks,
+        "raw": raw,
+    }
     (HERE / "results").mkdir(exist_ok=True)
     (HERE / "results" / "proxy.json").write_text(json.dumps(out, indent=1))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,23 +18,33 @@ from proxy.upstream import UpstreamClient
 
 Scope = dict[str, Any]
 API_PATHS = {
-    "/v1/chat/completions": "chat", "/chat/completions": "chat",
-    "/v1/responses": "responses", "/responses": "responses",
-    "/v1/messages": "messages", "/messages": "messages",
+    "/v1/chat/completions": "chat",
+    "/chat/completions": "chat",
+    "/v1/responses": "responses",
+    "/responses": "responses",
+    "/v1/messages": "messages",
+    "/messages": "messages",
 }
 MODELS_PATHS = ("/v1/models", "/models")
+COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
 
 
-async def _respond(send: Any, status: int, body: bytes,
-                   ctype: tuple[bytes, bytes] = JSON_CT) -> None:
-    await send({"type": "http.response.start", "status": status,
-                "headers": [ctype, (b"content-length", str(len(body)).encode())]})
+async def _respond(
+    send: Any, status: int, body: bytes, ctype: tuple[bytes, bytes] = JSON_CT
+) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [ctype, (b"content-length", str(len(body)).encode())],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
 async def _read_body(receive: Any) -> bytes:
     msg = await receive()
-    body = msg.get("body", b"")
+    body: bytes = msg.get("body", b"")
     if not msg.get("more_body"):
         return body
     parts = [body]
@@ -43,8 +54,9 @@ async def _read_body(receive: Any) -> bytes:
     return b"".join(parts)
 
 
-def parse_headers(raw: list[tuple[bytes, bytes]]
-                  ) -> tuple[str | None, bool, list[tuple[bytes, bytes]]]:
+def parse_headers(
+    raw: list[tuple[bytes, bytes]],
+) -> tuple[str | None, bool, list[tuple[bytes, bytes]]]:
     """(proxy key, looks like an Anthropic client, headers to pass upstream)."""
     key: str | None = None
     anthropic = False
@@ -74,17 +86,40 @@ def prepare_body(protocol: str, obj: dict[str, Any], raw: bytes, route: Route) -
             # Without this a Chat stream reports no usage. The tradeoff: the client now also
             # gets the final usage chunk (choices: []) it did not ask for. Clients of the
             # OpenAI format accept it, and stripping it would mean rewriting the stream.
-            obj["stream_options"] = {**(opts if isinstance(opts, dict) else {}),
-                                     "include_usage": True}
+            obj["stream_options"] = {
+                **(opts if isinstance(opts, dict) else {}),
+                "include_usage": True,
+            }
             dirty = True
     return jsonio.dumps(obj) if dirty else raw
+
+
+@dataclass(slots=True)
+class Call:
+    """One model call in progress: who, where to, and what was asked."""
+
+    protocol: str
+    state: AttemptState
+    route: Route
+    price: Price | None
+    obj: dict[str, Any]
+    raw: bytes
+    requested: str
+    passed: list[tuple[bytes, bytes]]
+    started_at: float = field(default_factory=time.time)
+    t0: float = field(default_factory=time.perf_counter)
+    sent: bytes = b""
+
+    def __post_init__(self) -> None:
+        self.sent = self.raw
 
 
 class ProxyApp:
     """ASGI callable. One instance per ProxyServer; state lives in the registry."""
 
-    def __init__(self, registry: Registry, client: UpstreamClient,
-                 writer: TrajectoryWriter) -> None:
+    def __init__(
+        self, registry: Registry, client: UpstreamClient, writer: TrajectoryWriter
+    ) -> None:
         self.registry = registry
         self.client = client
         self.writer = writer
@@ -96,14 +131,22 @@ class ProxyApp:
             protocol = API_PATHS.get(path)
             if protocol is not None and method == "POST":
                 await self._api(protocol, scope, receive, send)
+            elif path == COUNT_TOKENS_PATH and method == "POST":
+                await self._count_tokens(scope, receive, send)
             elif path in MODELS_PATHS and method == "GET":
                 await self._models(scope, send)
             elif path == "/" and method in ("GET", "HEAD"):
-                await _respond(send, 200, b"BenchFlow model proxy\n",
-                               (b"content-type", b"text/plain"))
+                await _respond(
+                    send, 200, b"BenchFlow model proxy\n", (b"content-type", b"text/plain")
+                )
             else:
-                await _respond(send, 404, jsonio.dumps(error_body(
-                    "chat", 404, f"no route for {method} {path}", code="not_found")))
+                await _respond(
+                    send,
+                    404,
+                    jsonio.dumps(
+                        error_body("chat", 404, f"no route for {method} {path}", code="not_found")
+                    ),
+                )
         elif kind == "lifespan":
             while True:
                 msg = await receive()
@@ -122,126 +165,226 @@ class ProxyApp:
             return
         ids = [state.route.model] if state.route else ["mock/oracle", "mock/echo"]
         # One shape both SDKs accept: OpenAI's fields and Anthropic's side by side.
-        data = [{"id": m, "object": "model", "created": 0, "owned_by": "benchflow",
-                 "type": "model", "display_name": m, "created_at": "1970-01-01T00:00:00Z"}
-                for m in ids]
-        await _respond(send, 200, jsonio.dumps({"object": "list", "data": data,
-                                                "has_more": False, "first_id": ids[0],
-                                                "last_id": ids[-1]}))
+        data = [
+            {
+                "id": m,
+                "object": "model",
+                "created": 0,
+                "owned_by": "benchflow",
+                "type": "model",
+                "display_name": m,
+                "created_at": "1970-01-01T00:00:00Z",
+            }
+            for m in ids
+        ]
+        await _respond(
+            send,
+            200,
+            jsonio.dumps(
+                {
+                    "object": "list",
+                    "data": data,
+                    "has_more": False,
+                    "first_id": ids[0],
+                    "last_id": ids[-1],
+                }
+            ),
+        )
 
-    async def _api(self, protocol: str, scope: Scope, receive: Any, send: Any) -> None:
+    async def _count_tokens(self, scope: Scope, receive: Any, send: Any) -> None:
+        """Anthropic's token counting: not a model call, so neither a turn nor refused."""
+        key, _, passed = parse_headers(scope["headers"])
+        state = self.registry.lookup(key) if key else None
+        raw = await _read_body(receive)
+        if state is None:
+            await _respond(send, 401, jsonio.dumps(_auth_error("messages")))
+            return
+        try:
+            obj = jsonio.loads(raw)
+            route, _ = self.registry.route_for(state, str(obj.get("model") or ""))
+        except (ValueError, AttributeError, ProviderError) as exc:
+            await _respond(send, 400, jsonio.dumps(error_body("messages", 400, str(exc))))
+            return
+        if route.is_mock or not route.serves("messages"):
+            await _respond(send, 200, jsonio.dumps({"input_tokens": len(raw) // 4}))
+            return
+        url = route.endpoints["messages"] + "/count_tokens"
+        out = await forward(
+            self.client,
+            route,
+            "messages",
+            url,
+            prepare_body("messages", obj, raw, route),
+            passed,
+            send,
+            receive,
+        )
+        if not out.headers_sent:
+            await _respond(
+                send, out.status, jsonio.dumps(error_body("messages", out.status, out.error or ""))
+            )
+
+    async def _admit(self, protocol: str, scope: Scope, receive: Any, send: Any) -> Call | None:
+        """Authorise, parse and route a call; None when it was answered with an error."""
         key, _, passed = parse_headers(scope["headers"])
         state = self.registry.lookup(key) if key else None
         raw = await _read_body(receive)
         if state is None:
             await _respond(send, 401, jsonio.dumps(_auth_error(protocol)))
-            return
+            return None
         try:
             obj = jsonio.loads(raw)
             if not isinstance(obj, dict):
                 raise ValueError("not an object")
         except ValueError:
-            await _respond(send, 400, jsonio.dumps(error_body(
-                protocol, 400, "the request body is not a JSON object")))
-            return
+            await _respond(
+                send,
+                400,
+                jsonio.dumps(error_body(protocol, 400, "the request body is not a JSON object")),
+            )
+            return None
         requested = str(obj.get("model") or "")
         try:
             route, price = self.registry.route_for(state, requested)
         except ProviderError as exc:
-            await _respond(send, 400, jsonio.dumps(error_body(
-                protocol, 400, f"model_not_served: {exc}", code="model_not_served")))
-            return
+            await _respond(
+                send,
+                400,
+                jsonio.dumps(
+                    error_body(protocol, 400, f"model_not_served: {exc}", code="model_not_served")
+                ),
+            )
+            return None
         if not route.serves(protocol):
             served = ", ".join(sorted(route.protocols)) or "nothing"
-            await _respond(send, 400, jsonio.dumps(error_body(
-                protocol, 400, f"protocol_not_served: {route.requested} serves {served}, "
-                f"not {protocol}", code="protocol_not_served")))
+            await _respond(
+                send,
+                400,
+                jsonio.dumps(
+                    error_body(
+                        protocol,
+                        400,
+                        f"protocol_not_served: {route.requested} serves {served}, not {protocol}",
+                        code="protocol_not_served",
+                    )
+                ),
+            )
+            return None
+        return Call(protocol, state, route, price, obj, raw, requested, passed)
+
+    async def _api(self, protocol: str, scope: Scope, receive: Any, send: Any) -> None:
+        call = await self._admit(protocol, scope, receive, send)
+        if call is None:
             return
-        started_at = time.time()
-        t0 = time.perf_counter()
-        refusal = self.registry.begin_call(state)
+        refusal = self.registry.begin_call(call.state)
         if refusal is not None:
-            body = jsonio.dumps(error_body(protocol, 400, refusal.message,
-                                           code="trial_budget_spent"))
+            body = jsonio.dumps(
+                error_body(protocol, 400, refusal.message, code="trial_budget_spent")
+            )
             await _respond(send, 400, body)
-            self._log(state, protocol, route, requested, obj, started_at, t0,
-                      Outcome(400, raw=body, error="trial_budget_spent"), None, None,
-                      refused=True)
+            self._log(call, Outcome(400, raw=body, error="trial_budget_spent"), None, refused=True)
             return
         out: Outcome | None = None
         try:
-            stream = bool(obj.get("stream"))
-            if route.is_mock:
-                out = await self._mock(protocol, obj, raw, state, route, stream, send)
+            if call.route.is_mock:
+                out = await self._mock(call, send)
             else:
-                body = prepare_body(protocol, obj, raw, route)
-                url = route.endpoints[protocol]
-                if scope.get("query_string"):
-                    url += "?" + scope["query_string"].decode("latin-1")
-                out = await forward(self.client, route, protocol, url, body, passed, send,
-                                    receive)
-                if not out.headers_sent:
-                    msg = jsonio.dumps(error_body(protocol, out.status, out.error or ""))
-                    await _respond(send, out.status, msg)
-                    out.raw = msg
+                out = await self._forward(call, scope, receive, send)
         finally:
             if out is None:
                 out = Outcome(500, error_class="proxy_error", error="the proxy failed this call")
-            cost = self.registry.end_call(state, out.usage, price, time.perf_counter() - t0,
-                                          out.status, out.error_class, out.error)
-            self._log(state, protocol, route, requested, obj, started_at, t0, out, cost, price)
+            cost = self.registry.end_call(
+                call.state,
+                out.usage,
+                call.price,
+                time.perf_counter() - call.t0,
+                out.status,
+                out.error_class,
+                out.error,
+            )
+            self._log(call, out, cost)
 
-    async def _mock(self, protocol: str, obj: dict[str, Any], raw: bytes, state: AttemptState,
-                    route: Route, stream: bool, send: Any) -> Outcome:
-        kind = route.model.split(":", 1)[0]
-        rendered, usage = mock.respond(protocol, obj, len(raw), state, kind, stream)
+    async def _forward(self, call: Call, scope: Scope, receive: Any, send: Any) -> Outcome:
+        call.sent = prepare_body(call.protocol, call.obj, call.raw, call.route)
+        url = call.route.endpoints[call.protocol]
+        if scope.get("query_string"):
+            url += "?" + scope["query_string"].decode("latin-1")
+        out = await forward(
+            self.client, call.route, call.protocol, url, call.sent, call.passed, send, receive
+        )
+        if not out.headers_sent:
+            out.raw = jsonio.dumps(error_body(call.protocol, out.status, out.error or ""))
+            await _respond(send, out.status, out.raw)
+        return out
+
+    async def _mock(self, call: Call, send: Any) -> Outcome:
+        kind = call.route.model.split(":", 1)[0]
+        stream = bool(call.obj.get("stream"))
+        rendered, usage = mock.respond(
+            call.protocol, call.obj, len(call.raw), call.state, kind, stream
+        )
         status = rendered.status
-        out = Outcome(status, usage=usage, raw=b"".join(rendered.frames),
-                      stream=stream and status < 300, headers_sent=True)
+        out = Outcome(
+            status,
+            usage=usage,
+            raw=b"".join(rendered.frames),
+            stream=stream and status < 300,
+            headers_sent=True,
+        )
         if status >= 300:
             out.error_class = error_class_for(status)
             out.error = f"HTTP {status}: mock provider error"
         if not out.stream:
             await _respond(send, status, out.raw, (b"content-type", rendered.content_type))
             return out
-        await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-type", rendered.content_type),
-                                (b"cache-control", b"no-cache")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [
+                    (b"content-type", rendered.content_type),
+                    (b"cache-control", b"no-cache"),
+                ],
+            }
+        )
         for frame in rendered.frames:
             await send({"type": "http.response.body", "body": frame, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
         return out
 
-    def _log(self, state: AttemptState, protocol: str, route: Route, requested: str,
-             request: dict[str, Any], started_at: float, t0: float, out: Outcome,
-             cost: float | None, price: Price | None, refused: bool = False) -> None:
-        path: Path | None = state.log_path
+    def _log(self, call: Call, out: Outcome, cost: float | None, refused: bool = False) -> None:
+        path: Path | None = call.state.log_path
         if path is None:
             return
-        duration = time.perf_counter() - t0
-        self.writer.submit(path, {
-            "attempt_id": state.spec.attempt_id,
-            "protocol": protocol,
-            "provider": route.provider,
-            "model": route.model,
-            "requested_model": requested,
-            "stream": out.stream,
-            "started_at": started_at,
-            "ended_at": started_at + duration,
-            "duration_s": round(duration, 6),
-            "status": out.status,
-            "usage": out.usage.as_dict() if out.usage else None,
-            "cost_usd": cost,
-            "price_source": price.source if cost is not None and price else None,
-            "error_class": out.error_class,
-            "error": out.error,
-            "refused": refused,
-            "client_disconnected": out.client_disconnected,
-            "request": request,
-            "response_raw": out.raw,
-        })
+        duration = time.perf_counter() - call.t0
+        self.writer.submit(
+            path,
+            {
+                "attempt_id": call.state.spec.attempt_id,
+                "protocol": call.protocol,
+                "provider": call.route.provider,
+                "model": call.route.model,
+                "requested_model": call.requested,
+                "stream": out.stream,
+                "started_at": call.started_at,
+                "ended_at": call.started_at + duration,
+                "duration_s": round(duration, 6),
+                "status": out.status,
+                "usage": out.usage.as_dict() if out.usage else None,
+                "cost_usd": cost,
+                "price_source": call.price.source if cost is not None and call.price else None,
+                "error_class": out.error_class,
+                "error": out.error,
+                "refused": refused,
+                "client_disconnected": out.client_disconnected,
+                "request_raw": call.sent,  # the body as sent upstream
+                "response_raw": out.raw,
+                "response_json": out.parsed is not None,
+            },
+        )
 
 
 def _auth_error(protocol: str) -> dict[str, Any]:
-    return error_body(protocol, 401, "invalid proxy key: use the key this trial was given",
-                      code="invalid_api_key")
+    return error_body(
+        protocol, 401, "invalid proxy key: use the key this trial was given", code="invalid_api_key"
+    )

@@ -16,12 +16,30 @@ Send = Any
 Receive = Any
 
 # Request headers worth passing on (API versions and betas); auth is never passed on.
-PASS_REQUEST = frozenset({b"anthropic-version", b"anthropic-beta", b"openai-beta",
-                          b"openai-organization", b"http-referer", b"x-title"})
+PASS_REQUEST = frozenset(
+    {
+        b"anthropic-version",
+        b"anthropic-beta",
+        b"openai-beta",
+        b"openai-organization",
+        b"http-referer",
+        b"x-title",
+    }
+)
 # Response headers the proxy must not copy: hop-by-hop, framing, and ours to set.
-DROP_RESPONSE = frozenset({b"connection", b"keep-alive", b"transfer-encoding",
-                           b"content-length", b"content-encoding", b"server", b"date",
-                           b"set-cookie", b"alt-svc"})
+DROP_RESPONSE = frozenset(
+    {
+        b"connection",
+        b"keep-alive",
+        b"transfer-encoding",
+        b"content-length",
+        b"content-encoding",
+        b"server",
+        b"date",
+        b"set-cookie",
+        b"alt-svc",
+    }
+)
 JSON_CT = (b"content-type", b"application/json")
 
 
@@ -36,11 +54,13 @@ class Outcome:
     raw: bytes = b""
     stream: bool = False
     client_disconnected: bool = False
+    parsed: Any = None  # the JSON body when it parsed: the log may splice the raw bytes in
     headers_sent: bool = field(default=False, repr=False)
 
 
-def upstream_headers(route: Route, protocol: str, passed: list[tuple[bytes, bytes]]
-                     ) -> list[tuple[bytes, bytes]]:
+def upstream_headers(
+    route: Route, protocol: str, passed: list[tuple[bytes, bytes]]
+) -> list[tuple[bytes, bytes]]:
     key = route.api_key.encode()
     if route.auth.get(protocol) == "x-api-key":
         auth = (b"x-api-key", key)
@@ -53,16 +73,23 @@ def upstream_headers(route: Route, protocol: str, passed: list[tuple[bytes, byte
 
 
 async def _watch_disconnect(receive: Receive, flag: list[bool]) -> None:
-    # uvicorn also answers "http.disconnect" once the response is complete; the caller
-    # reads the flag before sending the final frame, so only a real disconnect counts.
+    # uvicorn also answers "http.disconnect" once the response is complete; the relay
+    # reads the flag only before its sends, so only a real disconnect counts.
     msg = await receive()
     if msg["type"] == "http.disconnect":
         flag.append(True)
 
 
-async def forward(client: UpstreamClient, route: Route, protocol: str, url: str,
-                  body: bytes, passed: list[tuple[bytes, bytes]], send: Send,
-                  receive: Receive) -> Outcome:
+async def forward(
+    client: UpstreamClient,
+    route: Route,
+    protocol: str,
+    url: str,
+    body: bytes,
+    passed: list[tuple[bytes, bytes]],
+    send: Send,
+    receive: Receive,
+) -> Outcome:
     """POST upstream and relay the answer; a client gone mid-stream does not stop the read,
     so the call is still counted in full (the provider bills it in full)."""
     try:
@@ -85,7 +112,7 @@ async def forward(client: UpstreamClient, route: Route, protocol: str, url: str,
     parsed: Any = None
     if data[:1] == b"{":
         try:
-            parsed = jsonio.loads(data)
+            parsed = out.parsed = jsonio.loads(data)
         except ValueError:
             parsed = None
     if status < 300:
@@ -96,17 +123,23 @@ async def forward(client: UpstreamClient, route: Route, protocol: str, url: str,
     return out
 
 
-async def _relay_stream(resp: Any, protocol: str, status: int,
-                        headers: list[tuple[bytes, bytes]], send: Send,
-                        receive: Receive) -> Outcome:
+async def _relay_stream(
+    resp: Any,
+    protocol: str,
+    status: int,
+    headers: list[tuple[bytes, bytes]],
+    send: Send,
+    receive: Receive,
+) -> Outcome:
     gone: list[bool] = []
     watcher = asyncio.ensure_future(_watch_disconnect(receive, gone))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     tap = StreamTap(protocol)
     out = Outcome(status, stream=True, headers_sent=True)
     last = False
+    batches = resp.batches()
     try:
-        async for data, last in resp.batches():
+        async for data, last in batches:
             if gone:
                 out.client_disconnected = True
             else:
@@ -115,6 +148,8 @@ async def _relay_stream(resp: Any, protocol: str, status: int,
     except UpstreamError as exc:
         out.error_class = "api_error"
         out.error = f"upstream stream broke: {exc}"
+    finally:
+        await batches.aclose()  # releases (or closes) the upstream connection at once
     if not last:
         out.client_disconnected = bool(gone)
         await send({"type": "http.response.body", "body": b"", "more_body": False})

@@ -10,12 +10,21 @@ import json
 from pathlib import Path
 from typing import Any
 
-from proxy.mock_wire import Reply, Rendered, render
+from proxy.mock_wire import Rendered, Reply, render
 from proxy.registry import AttemptState
 from proxy.usage import Usage
 
-SHELL_TOOL_NAMES = ("Bash", "bash", "exec_command", "shell", "run_shell_command",
-                    "execute_bash", "run_command", "terminal", "local_shell")
+SHELL_TOOL_NAMES = (
+    "Bash",
+    "bash",
+    "exec_command",
+    "shell",
+    "run_shell_command",
+    "execute_bash",
+    "run_command",
+    "terminal",
+    "local_shell",
+)
 COMMAND_KEYS = ("command", "cmd", "script", "commands", "code", "input")
 FINAL_TEXT = "Done."
 SIDE_TEXT = "Solving the task"
@@ -74,8 +83,7 @@ def shell_args(schema: dict[str, Any], command: str) -> dict[str, Any]:
     required = [r for r in schema.get("required") or [] if isinstance(r, str)]
     key = next((k for k in COMMAND_KEYS if k in props), None)
     if key is None:
-        key = next((r for r in required if (props.get(r) or {}).get("type") == "string"),
-                   "command")
+        key = next((r for r in required if (props.get(r) or {}).get("type") == "string"), "command")
     is_argv = (props.get(key) or {}).get("type") == "array"
     args: dict[str, Any] = {key: ["bash", "-lc", command] if is_argv else command}
     for name in required:
@@ -85,11 +93,19 @@ def shell_args(schema: dict[str, Any], command: str) -> dict[str, Any]:
         if "default" in prop:
             args[name] = prop["default"]
         else:
-            args[name] = {"string": "", "integer": 0, "number": 0, "boolean": False,
-                          "array": [], "object": {}}.get(prop.get("type"), "")
+            args[name] = {
+                "string": "",
+                "integer": 0,
+                "number": 0,
+                "boolean": False,
+                "array": [],
+                "object": {},
+            }.get(str(prop.get("type")), "")
     # Long solutions: ask for the longest wait the tool allows, where it has such a knob.
     if "timeout" in props and (props["timeout"] or {}).get("type") in ("integer", "number"):
-        args["timeout"] = 600000
+        args["timeout"] = 600000  # Claude Code's Bash: milliseconds, 10 min at most
+    if "yield_time_ms" in props:
+        args["yield_time_ms"] = 600000  # Codex's exec_command: wait for the command to end
     if "description" in props and "description" not in args:
         args["description"] = "Run the task's solution script"
     return args
@@ -108,8 +124,11 @@ def has_tool_result(protocol: str, body: dict[str, Any], mark: str) -> bool:
     if protocol == "responses":
         items = body.get("input")
         for item in items if isinstance(items, list) else ():
-            if isinstance(item, dict) and item.get("type", "").endswith("call_output") \
-                    and mark in str(item.get("call_id", "")):
+            if (
+                isinstance(item, dict)
+                and item.get("type", "").endswith("call_output")
+                and mark in str(item.get("call_id", ""))
+            ):
                 return True
         return False
     for msg in body.get("messages") or ():
@@ -120,8 +139,11 @@ def has_tool_result(protocol: str, body: dict[str, Any], mark: str) -> bool:
                 return True
         elif isinstance(msg.get("content"), list):
             for block in msg["content"]:
-                if isinstance(block, dict) and block.get("type") == "tool_result" \
-                        and mark in str(block.get("tool_use_id", "")):
+                if (
+                    isinstance(block, dict)
+                    and block.get("type") == "tool_result"
+                    and mark in str(block.get("tool_use_id", ""))
+                ):
                     return True
     return False
 
@@ -149,7 +171,7 @@ def _last_user_text(protocol: str, body: dict[str, Any]) -> str:
                 return content
             for part in content if isinstance(content, list) else ():
                 if isinstance(part, dict) and isinstance(part.get("text"), str):
-                    return part["text"]
+                    return str(part["text"])
     return ""
 
 
@@ -170,8 +192,9 @@ def decide(protocol: str, body: dict[str, Any], state: AttemptState, kind: str) 
             err = entry["error"] or {}
             return Reply(error_status=int(err.get("status", 500)), error_body=err.get("body"))
         if "shell" in entry:
-            return _shell_reply(protocol, body, str(entry["shell"]),
-                                _call_id(protocol, "bfscript", n))
+            return _shell_reply(
+                protocol, body, str(entry["shell"]), _call_id(protocol, "bfscript", n)
+            )
         return Reply(text=str(entry.get("text", "")))
     # oracle
     if has_tool_result(protocol, body, ORACLE_MARK):
@@ -182,8 +205,9 @@ def decide(protocol: str, body: dict[str, Any], state: AttemptState, kind: str) 
     return _shell_reply(protocol, body, heredoc(solution), _call_id(protocol, ORACLE_MARK, 0))
 
 
-def respond(protocol: str, body: dict[str, Any], raw_len: int, state: AttemptState,
-            kind: str, stream: bool) -> tuple[Rendered, Usage | None]:
+def respond(
+    protocol: str, body: dict[str, Any], raw_len: int, state: AttemptState, kind: str, stream: bool
+) -> tuple[Rendered, Usage | None]:
     """The rendered reply and its deterministic usage: input len(body)//4, output len(reply)//4."""
     reply = decide(protocol, body, state, kind)
     model = str(body.get("model") or "mock")

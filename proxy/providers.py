@@ -56,16 +56,23 @@ class _Provider:
 
 
 PROVIDERS: dict[str, _Provider] = {
-    "anthropic": _Provider("ANTHROPIC_API_KEY", None, (), "https://api.anthropic.com",
-                           messages_auth="x-api-key"),
+    "anthropic": _Provider(
+        "ANTHROPIC_API_KEY", None, (), "https://api.anthropic.com", messages_auth="x-api-key"
+    ),
     "openai": _Provider("OPENAI_API_KEY", "https://api.openai.com/v1", (CHAT, RESPONSES)),
-    "deepseek": _Provider("DEEPSEEK_API_KEY", "https://api.deepseek.com", (CHAT,),
-                          "https://api.deepseek.com/anthropic"),
-    "xiaomi": _Provider("XIAOMI_API_KEY", None, (CHAT,), None, "XIAOMI_BASE_URL",
-                        "XIAOMI_ANTHROPIC_BASE_URL"),
+    "deepseek": _Provider(
+        "DEEPSEEK_API_KEY",
+        "https://api.deepseek.com",
+        (CHAT,),
+        "https://api.deepseek.com/anthropic",
+    ),
+    "xiaomi": _Provider(
+        "XIAOMI_API_KEY", None, (CHAT,), None, "XIAOMI_BASE_URL", "XIAOMI_ANTHROPIC_BASE_URL"
+    ),
     "openrouter": _Provider("OPENROUTER_API_KEY", "https://openrouter.ai/api/v1", (CHAT,)),
-    "openai-compatible": _Provider("BENCHFLOW_PROVIDER_API_KEY", None, (CHAT, RESPONSES), None,
-                                   "BENCHFLOW_PROVIDER_BASE_URL"),
+    "openai-compatible": _Provider(
+        "BENCHFLOW_PROVIDER_API_KEY", None, (CHAT, RESPONSES), None, "BENCHFLOW_PROVIDER_BASE_URL"
+    ),
 }
 PROVIDERS["mimo"] = PROVIDERS["xiaomi"]
 KNOWN_PREFIXES = sorted([*PROVIDERS, "mock"])
@@ -105,25 +112,33 @@ def resolve_model(model: str, env: Mapping[str, str] = os.environ) -> Route:
     if prefix == "mock":
         kind = upstream.split(":", 1)[0]
         if kind not in ("oracle", "script", "echo"):
-            raise ProviderError(f"unknown mock model {model!r}: use mock/oracle, "
-                                "mock/script:FILE or mock/echo")
+            raise ProviderError(
+                f"unknown mock model {model!r}: use mock/oracle, mock/script:FILE or mock/echo"
+            )
         urls = {p: f"mock:{p}" for p in (CHAT, RESPONSES, MESSAGES)}
         return Route("mock", upstream, model, urls)
     spec = PROVIDERS.get(prefix)
     if spec is None:
         close = difflib.get_close_matches(prefix, KNOWN_PREFIXES, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ProviderError(f"unknown provider prefix {prefix!r} in {model!r}{hint}; "
-                            f"known prefixes: {', '.join(KNOWN_PREFIXES)}")
+        raise ProviderError(
+            f"unknown provider prefix {prefix!r} in {model!r}{hint}; "
+            f"known prefixes: {', '.join(KNOWN_PREFIXES)}"
+        )
     key = env.get(spec.key_var, "") if spec.key_var else ""
     if not key:
         raise ProviderError(f"model {model!r} needs an API key: export {spec.key_var}")
     name = "xiaomi" if prefix == "mimo" else prefix
-    openai_base = env.get(override_var(name)) or (
-        env.get(spec.openai_base_var) if spec.openai_base_var else None) or spec.openai_base
-    anthropic_base = env.get(override_var(name, anthropic=True)) or (
-        env.get(spec.anthropic_base_var) if spec.anthropic_base_var else None
-    ) or spec.anthropic_base
+    openai_base = (
+        env.get(override_var(name))
+        or (env.get(spec.openai_base_var) if spec.openai_base_var else None)
+        or spec.openai_base
+    )
+    anthropic_base = (
+        env.get(override_var(name, anthropic=True))
+        or (env.get(spec.anthropic_base_var) if spec.anthropic_base_var else None)
+        or spec.anthropic_base
+    )
     if name == "anthropic":
         anthropic_base = env.get(override_var(name)) or anthropic_base
     if spec.openai_protocols and not openai_base and not anthropic_base:

@@ -85,18 +85,24 @@ class AttemptState:
         self.price = price
         self.log_path = Path(spec.log_path) if spec.log_path else None
         self.script_index = 0
-        self.u = AttemptUsage(spec.attempt_id, spec.model, token_budget=spec.token_budget,
-                              turn_budget=spec.turn_budget,
-                              price_source=price.source if price else None,
-                              cost_usd=0.0 if price else None)
+        self.u = AttemptUsage(
+            spec.attempt_id,
+            spec.model,
+            token_budget=spec.token_budget,
+            turn_budget=spec.turn_budget,
+            price_source=price.source if price else None,
+            cost_usd=0.0 if price else None,
+        )
         self._busy_since = 0.0
         self.notified = False
 
 
 def budget_message(measure: str, budget: int, tokens: int, turns: int) -> str:
     unit = "token" if measure == "tokens" else "turn"
-    return (f"trial_budget_spent: the {unit} budget of {budget:,} is spent "
-            f"({tokens:,} tokens, {turns:,} turns used)")
+    return (
+        f"trial_budget_spent: the {unit} budget of {budget:,} is spent "
+        f"({tokens:,} tokens, {turns:,} turns used)"
+    )
 
 
 def check_budget(u: AttemptUsage) -> Refusal | None:
@@ -163,8 +169,13 @@ class Registry:
     def _snapshot(self, state: AttemptState) -> AttemptUsage:
         with self._lock:
             u = state.u
-            snap = AttemptUsage(**{**u.__dict__, "errors": dict(u.errors),
-                                   "stopped_at": dict(u.stopped_at) if u.stopped_at else None})
+            snap = AttemptUsage(
+                **{
+                    **u.__dict__,
+                    "errors": dict(u.errors),
+                    "stopped_at": dict(u.stopped_at) if u.stopped_at else None,
+                }
+            )
             if u.in_flight:
                 snap.busy_seconds += time.monotonic() - state._busy_since
         return snap
@@ -210,9 +221,16 @@ class Registry:
                 log.exception("on_budget_spent callback failed for %s", state.spec.attempt_id)
         return refusal
 
-    def end_call(self, state: AttemptState, usage: Usage | None, price: Price | None,
-                 duration_s: float, status: int, error_class: str | None,
-                 error_text: str | None) -> float | None:
+    def end_call(
+        self,
+        state: AttemptState,
+        usage: Usage | None,
+        price: Price | None,
+        duration_s: float,
+        status: int,
+        error_class: str | None,
+        error_text: str | None,
+    ) -> float | None:
         """Add a finished call's usage, cost and error; returns the call's cost in USD."""
         cost = cost_usd(usage, price) if usage is not None else None
         with self._lock:

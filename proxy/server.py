@@ -10,14 +10,58 @@ import socket
 from collections.abc import Mapping
 
 import uvicorn
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from proxy.app import ProxyApp
 from proxy.providers import upstream_key_vars
-from proxy.registry import Attempt, Registry
+from proxy.registry import KEY_PREFIX, Attempt, Registry
 from proxy.trajectory import TrajectoryWriter
 from proxy.upstream import UpstreamClient
 
 log = logging.getLogger(__name__)
+
+
+class _HeadCoalescingTransport:
+    """Holds a response's status-and-headers write until the next write (or the end of
+    this loop tick), so headers and body leave in one send(): syscalls are the largest
+    cost per call here. Every other write and call goes straight to the real transport."""
+
+    __slots__ = ("_t", "_held", "_loop")
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self._t = transport
+        self._held: bytes | None = None
+        self._loop = asyncio.get_running_loop()
+
+    def write(self, data: bytes) -> None:
+        held = self._held
+        if held is not None:
+            self._held = None
+            self._t.write(held + data)
+        elif data[:9] == b"HTTP/1.1 ":
+            self._held = data
+            self._loop.call_soon(self._flush)
+        else:
+            self._t.write(data)
+
+    def _flush(self) -> None:
+        held, self._held = self._held, None
+        if held is not None and not self._t.is_closing():
+            self._t.write(held)
+
+    def close(self) -> None:
+        self._flush()
+        self._t.close()
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._t, name)
+
+
+class _ProxyHttpProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol over the coalescing transport."""
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(_HeadCoalescingTransport(transport))  # type: ignore[arg-type]
 
 
 class ProxyServer:
@@ -36,8 +80,12 @@ class ProxyServer:
         self._client: UpstreamClient | None = None
 
     def _secrets(self) -> list[str]:
+        """Exact values to redact: upstream keys, and proxy keys not shaped like ours
+        (those, bf-..., are caught by the log's key pattern without a search each)."""
         values = [self.env.get(var, "") for var in upstream_key_vars()]
-        return [v for v in values if v] + self.registry.keys()
+        return [v for v in values if v] + [
+            k for k in self.registry.keys() if not k.startswith(KEY_PREFIX)
+        ]
 
     @property
     def url(self) -> str:
@@ -48,10 +96,22 @@ class ProxyServer:
         """Listen and serve as a task of the current loop; returns the bound port."""
         self._client = UpstreamClient()
         app = ProxyApp(self.registry, self._client, self.writer)
-        config = uvicorn.Config(app, host=host, port=port, http="httptools", loop="none",
-                                lifespan="off", access_log=False, log_level="warning",
-                                server_header=False, date_header=False,
-                                timeout_keep_alive=75, backlog=2048, proxy_headers=False)
+        config = uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            http=_ProxyHttpProtocol,
+            loop="none",
+            lifespan="off",
+            ws="none",
+            access_log=False,
+            log_level="warning",
+            server_header=False,
+            date_header=False,
+            timeout_keep_alive=75,
+            backlog=2048,
+            proxy_headers=False,
+        )
         config.load()
         server = uvicorn.Server(config)
         server.lifespan = config.lifespan_class(config)
@@ -72,6 +132,7 @@ class ProxyServer:
         server, task = self._server, self._task
         if server is not None and task is not None:
             server.should_exit = True
+            task.cancel()  # main_loop only polls should_exit every 0.1 s
             with contextlib.suppress(asyncio.CancelledError):
                 await task
             await server.shutdown(sockets=[self._sock] if self._sock else None)
@@ -87,8 +148,12 @@ class ProxyServer:
         self.writer.flush(timeout)
 
 
-def run_standalone(host: str = "127.0.0.1", port: int = 8642, keys: list[str] | None = None,
-                   log_path: str | None = None) -> None:
+def run_standalone(
+    host: str = "127.0.0.1",
+    port: int = 8642,
+    keys: list[str] | None = None,
+    log_path: str | None = None,
+) -> None:
     """`bench proxy`: serve until interrupted; any model is routed by its prefix."""
 
     async def main() -> None:
@@ -96,21 +161,24 @@ def run_standalone(host: str = "127.0.0.1", port: int = 8642, keys: list[str] | 
         await server.start(host, port)
         given = keys or [""]
         for n, wanted in enumerate(given):
-            key = server.registry.register(Attempt(f"standalone-{n}", None, log_path),
-                                           key=wanted or None)
+            key = server.registry.register(
+                Attempt(f"standalone-{n}", None, log_path), key=wanted or None
+            )
             print(f"BenchFlow model proxy on {server.url}  key: {key}", flush=True)
-        print("Models are routed by prefix (anthropic/, openai/, deepseek/, mock/oracle, ...); "
-              "Ctrl-C stops.", flush=True)
+        print(
+            "Models are routed by prefix (anthropic/, openai/, deepseek/, mock/oracle, ...); "
+            "Ctrl-C stops.",
+            flush=True,
+        )
         try:
             await asyncio.Event().wait()
         finally:
             await server.stop()
 
-    try:
-        import uvloop
-
-        runner = uvloop.run
-    except ImportError:  # pragma: no cover
-        runner = asyncio.run
     with contextlib.suppress(KeyboardInterrupt):
-        runner(main())
+        try:
+            import uvloop
+        except ImportError:  # pragma: no cover
+            asyncio.run(main())
+        else:
+            uvloop.run(main())

@@ -13,7 +13,7 @@ import asyncio
 import ssl
 import urllib.request
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -27,10 +27,16 @@ class UpstreamError(Exception):
     """The upstream could not be reached, or the connection broke or timed out."""
 
 
+class UpstreamTimeout(UpstreamError):
+    """The upstream went silent for longer than the read timeout."""
+
+
 class _Conn(asyncio.Protocol):
     """One keep-alive connection; parses responses with httptools as bytes arrive."""
 
     def __init__(self, origin: tuple[str, str, int]) -> None:
+        # Kept: get_running_loop() costs a getpid() syscall on Python 3.11.
+        self.loop = asyncio.get_running_loop()
         self.origin = origin
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpResponseParser(self)
@@ -48,6 +54,7 @@ class _Conn(asyncio.Protocol):
         self.error: BaseException | None = None
         self.got_bytes = False
         self.keep_alive = False
+        self.last_active = self.loop.time()
 
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -55,6 +62,7 @@ class _Conn(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.got_bytes = True
+        self.last_active = self.loop.time()
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError as exc:
@@ -95,8 +103,9 @@ class _Conn(asyncio.Protocol):
     def _framed(self) -> bool:
         for name, value in self.headers:
             low = name.lower()
-            if low == b"content-length" or (low == b"transfer-encoding"
-                                            and b"chunked" in value.lower()):
+            if low == b"content-length" or (
+                low == b"transfer-encoding" and b"chunked" in value.lower()
+            ):
                 return True
         return False
 
@@ -115,28 +124,21 @@ class _Conn(asyncio.Protocol):
             if not waiter.done():
                 waiter.set_exception(exc)
 
-    async def wait(self, timeout: float) -> None:
+    async def wait(self) -> None:
+        """Until the parser has news; a stalled read is failed by UpstreamClient._sweep."""
         if self.error is not None:
             raise self.error
-        loop = asyncio.get_running_loop()
-        fut = loop.create_future()
+        fut = self.loop.create_future()
         self.waiter = fut
-        timer = loop.call_later(timeout, _expire, fut, timeout)
         try:
             await fut
         finally:
-            timer.cancel()
             self.waiter = None
 
     def close(self) -> None:
         self.closed = True
         if self.transport is not None:
             self.transport.close()
-
-
-def _expire(fut: asyncio.Future[None], timeout: float) -> None:
-    if not fut.done():
-        fut.set_exception(UpstreamError(f"upstream sent nothing for {timeout:.0f} s"))
 
 
 class UpstreamResponse:
@@ -154,7 +156,7 @@ class UpstreamResponse:
                 return value
         return None
 
-    async def batches(self) -> AsyncIterator[tuple[bytes, bool]]:
+    async def batches(self) -> AsyncGenerator[tuple[bytes, bool], None]:
         """(everything received so far, whether that is the end), until the end.
 
         Joining what arrived together means one send to the client per network read,
@@ -163,7 +165,6 @@ class UpstreamResponse:
         conn = self._conn
         if conn is None:
             return
-        read_timeout = self._client.read_timeout
         try:
             while True:
                 chunks = conn.chunks
@@ -181,11 +182,17 @@ class UpstreamResponse:
                     yield b"", True
                     return
                 else:
-                    await conn.wait(read_timeout)
+                    await conn.wait()
         finally:
             self.release()
 
     async def read(self) -> bytes:
+        conn = self._conn
+        if conn is not None and conn.done:  # the usual case for a small JSON answer
+            data = b"".join(conn.chunks)
+            conn.chunks.clear()
+            self.release()
+            return data
         return b"".join([data async for data, _ in self.batches()])
 
     def release(self) -> None:
@@ -197,8 +204,12 @@ class UpstreamResponse:
 class UpstreamClient:
     """Pools keep-alive connections per origin; one instance serves every upstream."""
 
-    def __init__(self, connect_timeout: float = 30.0, read_timeout: float = 900.0,
-                 max_idle_per_origin: int = 256) -> None:
+    def __init__(
+        self,
+        connect_timeout: float = 30.0,
+        read_timeout: float = 900.0,
+        max_idle_per_origin: int = 256,
+    ) -> None:
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
         self.max_idle = max_idle_per_origin
@@ -206,6 +217,8 @@ class UpstreamClient:
         self._urls: dict[str, tuple[tuple[str, str, int], bytes, bytes, bool]] = {}
         self._ssl: ssl.SSLContext | None = None
         self._httpx: Any = None
+        self._busy: set[_Conn] = set()
+        self._sweeper: asyncio.TimerHandle | None = None
 
     def _parse(self, url: str) -> tuple[tuple[str, str, int], bytes, bytes, bool]:
         hit = self._urls.get(url)
@@ -216,8 +229,9 @@ class UpstreamClient:
             target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
             default = port == (443 if scheme == "https" else 80)
             hostport = host if default else f"{host}:{port}"
-            proxied = bool(urllib.request.getproxies().get(scheme)) and \
-                not urllib.request.proxy_bypass(host)
+            proxied = bool(
+                urllib.request.getproxies().get(scheme)
+            ) and not urllib.request.proxy_bypass(host)
             hit = ((scheme, host, port), target.encode(), hostport.encode(), proxied)
             if len(self._urls) < 4096:
                 self._urls[url] = hit
@@ -228,27 +242,46 @@ class UpstreamClient:
         origin, target, hostport, proxied = self._parse(url)
         if proxied:
             return await self._post_httpx(url, headers, body)
-        head = [b"POST ", target, b" HTTP/1.1\r\nhost: ", hostport,
-                b"\r\ncontent-length: ", str(len(body)).encode(), b"\r\n"]
+        head = [
+            b"POST ",
+            target,
+            b" HTTP/1.1\r\nhost: ",
+            hostport,
+            b"\r\ncontent-length: ",
+            str(len(body)).encode(),
+            b"\r\n",
+        ]
         for name, value in headers:
             head += (name, b": ", value, b"\r\n")
         head.append(b"\r\n")
+        if len(body) < 65536:
+            head.append(body)  # one write, one syscall
+            body = b""
         request = b"".join(head)
         for _ in range(2):
             conn, reused = await self._acquire(origin)
             conn.reset()
             assert conn.transport is not None
             conn.transport.write(request)
-            conn.transport.write(body)
+            if body:
+                conn.transport.write(body)
+            self._busy.add(conn)
+            if self._sweeper is None:
+                self._sweeper = conn.loop.call_later(1.0, self._sweep)
             try:
                 while not conn.headers_done:
-                    await conn.wait(self.read_timeout)
-            except UpstreamError:
+                    await conn.wait()
+            except UpstreamError as exc:
+                self._busy.discard(conn)
                 conn.close()
                 # A pooled connection the server had already closed: safe to send again,
                 # since the server never answered on it.
-                if reused and not conn.got_bytes:
+                if reused and not conn.got_bytes and not isinstance(exc, UpstreamTimeout):
                     continue
+                raise
+            except BaseException:  # cancelled: the connection's state is unknown, drop it
+                self._busy.discard(conn)
+                conn.close()
                 raise
             return UpstreamResponse(conn, self)
         raise UpstreamError("upstream closed two connections in a row")
@@ -269,13 +302,27 @@ class UpstreamClient:
         try:
             _, conn = await asyncio.wait_for(
                 loop.create_connection(lambda: _Conn(origin), host, port, ssl=ssl_ctx),
-                self.connect_timeout)
-        except (OSError, asyncio.TimeoutError, ssl.SSLError) as exc:
-            raise UpstreamError(f"cannot connect to {host}:{port}: "
-                                f"{type(exc).__name__}: {exc}") from exc
+                self.connect_timeout,
+            )
+        except (TimeoutError, OSError, ssl.SSLError) as exc:
+            raise UpstreamError(
+                f"cannot connect to {host}:{port}: {type(exc).__name__}: {exc}"
+            ) from exc
         return conn, False
 
+    def _sweep(self) -> None:
+        """Fail calls whose upstream has been silent for read_timeout (checked each second)."""
+        self._sweeper = None
+        now = asyncio.get_running_loop().time()
+        for conn in [c for c in self._busy if now - c.last_active > self.read_timeout]:
+            self._busy.discard(conn)
+            conn._fail(UpstreamTimeout(f"upstream sent nothing for {self.read_timeout:.0f} s"))
+            conn.close()
+        if self._busy:
+            self._sweeper = asyncio.get_running_loop().call_later(1.0, self._sweep)
+
     def _release(self, conn: _Conn) -> None:
+        self._busy.discard(conn)
         keep = conn.done and conn.keep_alive and not conn.closed and conn.error is None
         if not keep:
             conn.close()
@@ -290,8 +337,9 @@ class UpstreamClient:
         import httpx
 
         if self._httpx is None:
-            self._httpx = httpx.AsyncClient(timeout=httpx.Timeout(
-                self.read_timeout, connect=self.connect_timeout))
+            self._httpx = httpx.AsyncClient(
+                timeout=httpx.Timeout(self.read_timeout, connect=self.connect_timeout)
+            )
         try:
             req = self._httpx.build_request("POST", url, content=body, headers=headers)
             resp = await self._httpx.send(req, stream=True)
@@ -300,6 +348,9 @@ class UpstreamClient:
         return _HttpxResponse(resp)
 
     async def aclose(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
         for idle in self._idle.values():
             for conn in idle:
                 conn.close()
@@ -320,7 +371,7 @@ class _HttpxResponse:
         value = self._resp.headers.get(name.decode())
         return value.encode() if value is not None else None
 
-    async def batches(self) -> AsyncIterator[tuple[bytes, bool]]:
+    async def batches(self) -> AsyncGenerator[tuple[bytes, bool], None]:
         import httpx
 
         try:

@@ -87,8 +87,7 @@ _RESPONSES_DONE = frozenset({"response.completed", "response.incomplete", "respo
 _MARKERS = {
     "chat": (b'"usage"', b'"error"'),
     "messages": (b"message_start", b"message_delta", b"error"),
-    "responses": (b"response.completed", b"response.incomplete", b"response.failed",
-                  b"error"),
+    "responses": (b"response.completed", b"response.incomplete", b"response.failed", b"error"),
 }
 
 

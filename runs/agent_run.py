@@ -273,6 +273,9 @@ def _record_usage(
         elif "api_error" in usage.errors:
             result["error"] = f"provider api error [server/transient] {status_text}"[:500]
             result["error_category"] = "api_error"
+        elif "infra_failure" in usage.errors:
+            result["error"] = f"connection lost to the model provider (upstream unreachable): {status_text}"[:500]
+            result["error_category"] = "infra_failure"
         elif "provider_rejected" in usage.errors:
             # another 4xx: a 400 is most often a context too long; 404/422 an unknown model or a bad
             # request. Permanent either way: a retry would be rejected the same way.

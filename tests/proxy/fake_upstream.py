@@ -11,13 +11,25 @@ from typing import Any
 
 import uvicorn
 
-CHAT_USAGE = {"prompt_tokens": 1000, "completion_tokens": 50, "total_tokens": 1050,
-              "prompt_tokens_details": {"cached_tokens": 800}}
-RESPONSES_USAGE = {"input_tokens": 900, "input_tokens_details": {"cached_tokens": 600},
-                   "output_tokens": 40, "output_tokens_details": {"reasoning_tokens": 0},
-                   "total_tokens": 940}
-MESSAGES_USAGE = {"input_tokens": 100, "cache_read_input_tokens": 700,
-                  "cache_creation_input_tokens": 200, "output_tokens": 30}
+CHAT_USAGE = {
+    "prompt_tokens": 1000,
+    "completion_tokens": 50,
+    "total_tokens": 1050,
+    "prompt_tokens_details": {"cached_tokens": 800},
+}
+RESPONSES_USAGE = {
+    "input_tokens": 900,
+    "input_tokens_details": {"cached_tokens": 600},
+    "output_tokens": 40,
+    "output_tokens_details": {"reasoning_tokens": 0},
+    "total_tokens": 940,
+}
+MESSAGES_USAGE = {
+    "input_tokens": 100,
+    "cache_read_input_tokens": 700,
+    "cache_creation_input_tokens": 200,
+    "output_tokens": 30,
+}
 
 
 def sse(obj: Any, event: str | None = None) -> bytes:
@@ -26,22 +38,42 @@ def sse(obj: Any, event: str | None = None) -> bytes:
 
 
 def chat_body(model: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"id": "chatcmpl-up", "object": "chat.completion", "created": 1, "model": model,
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": "Hi from upstream."}}],
-            "usage": CHAT_USAGE, **(extra or {})}
+    return {
+        "id": "chatcmpl-up",
+        "object": "chat.completion",
+        "created": 1,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": "Hi from upstream."},
+            }
+        ],
+        "usage": CHAT_USAGE,
+        **(extra or {}),
+    }
 
 
 def chat_frames(model: str, include_usage: bool) -> list[bytes]:
-    base = {"id": "chatcmpl-up", "object": "chat.completion.chunk", "created": 1,
-            "model": model}
-    frames = [sse({**base, "choices": [{"index": 0, "delta": {"role": "assistant",
-                                                              "content": p},
-                                        "finish_reason": None}]})
-              for p in ("Hi ", "from ", "upstream.")]
+    base = {"id": "chatcmpl-up", "object": "chat.completion.chunk", "created": 1, "model": model}
+    frames = [
+        sse(
+            {
+                **base,
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": {"role": "assistant", "content": p},
+                        "finish_reason": None,
+                    }
+                ],
+            }
+        )
+        for p in ("Hi ", "from ", "upstream.")
+    ]
     frames.append(b": keep-alive comment\r\n\r\n")
-    frames.append(sse({**base, "choices": [{"index": 0, "delta": {},
-                                            "finish_reason": "stop"}]}))
+    frames.append(sse({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}))
     if include_usage:
         frames.append(sse({**base, "choices": [], "usage": CHAT_USAGE}))
     frames.append(b"data: [DONE]\r\n\r\n")
@@ -49,23 +81,43 @@ def chat_frames(model: str, include_usage: bool) -> list[bytes]:
 
 
 def response_body(model: str, status: str = "completed") -> dict[str, Any]:
-    item = {"type": "message", "id": "msg_up", "status": "completed", "role": "assistant",
-            "content": [{"type": "output_text", "text": "Hi from upstream.",
-                         "annotations": []}]}
-    return {"id": "resp_up", "object": "response", "created_at": 1, "model": model,
-            "status": status, "output": [item] if status == "completed" else [],
-            "usage": RESPONSES_USAGE if status == "completed" else None,
-            "parallel_tool_calls": True, "tool_choice": "auto", "tools": []}
+    item = {
+        "type": "message",
+        "id": "msg_up",
+        "status": "completed",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": "Hi from upstream.", "annotations": []}],
+    }
+    return {
+        "id": "resp_up",
+        "object": "response",
+        "created_at": 1,
+        "model": model,
+        "status": status,
+        "output": [item] if status == "completed" else [],
+        "usage": RESPONSES_USAGE if status == "completed" else None,
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+    }
 
 
 def responses_frames(model: str) -> list[bytes]:
     done = response_body(model)
     events = [
         {"type": "response.created", "response": response_body(model, "in_progress")},
-        {"type": "response.output_item.added", "output_index": 0,
-         "item": {**done["output"][0], "status": "in_progress", "content": []}},
-        {"type": "response.output_text.delta", "item_id": "msg_up", "output_index": 0,
-         "content_index": 0, "delta": "Hi from upstream."},
+        {
+            "type": "response.output_item.added",
+            "output_index": 0,
+            "item": {**done["output"][0], "status": "in_progress", "content": []},
+        },
+        {
+            "type": "response.output_text.delta",
+            "item_id": "msg_up",
+            "output_index": 0,
+            "content_index": 0,
+            "delta": "Hi from upstream.",
+        },
         {"type": "response.output_item.done", "output_index": 0, "item": done["output"][0]},
         {"type": "response.completed", "response": done},
     ]
@@ -73,24 +125,40 @@ def responses_frames(model: str) -> list[bytes]:
 
 
 def message_body(model: str) -> dict[str, Any]:
-    return {"id": "msg_up", "type": "message", "role": "assistant", "model": model,
-            "content": [{"type": "text", "text": "Hi from upstream."}],
-            "stop_reason": "end_turn", "stop_sequence": None, "usage": MESSAGES_USAGE}
+    return {
+        "id": "msg_up",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [{"type": "text", "text": "Hi from upstream."}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": MESSAGES_USAGE,
+    }
 
 
 def messages_frames(model: str) -> list[bytes]:
-    start = {**message_body(model), "content": [], "stop_reason": None,
-             "usage": {**MESSAGES_USAGE, "output_tokens": 1}}
+    start = {
+        **message_body(model),
+        "content": [],
+        "stop_reason": None,
+        "usage": {**MESSAGES_USAGE, "output_tokens": 1},
+    }
     events = [
         {"type": "message_start", "message": start},
-        {"type": "content_block_start", "index": 0, "content_block": {"type": "text",
-                                                                      "text": ""}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
         {"type": "ping"},
-        {"type": "content_block_delta", "index": 0,
-         "delta": {"type": "text_delta", "text": "Hi from upstream."}},
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "text_delta", "text": "Hi from upstream."},
+        },
         {"type": "content_block_stop", "index": 0},
-        {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-         "usage": {"output_tokens": 30}},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+            "usage": {"output_tokens": 30},
+        },
         {"type": "message_stop"},
     ]
     return [sse(e, e["type"]) for e in events]
@@ -127,8 +195,9 @@ class FakeUpstream:
         return f"http://127.0.0.1:{self.port}"
 
     async def start(self) -> FakeUpstream:
-        config = uvicorn.Config(self, host="127.0.0.1", port=0, lifespan="off",
-                                log_level="warning", access_log=False)
+        config = uvicorn.Config(
+            self, host="127.0.0.1", port=0, lifespan="off", log_level="warning", access_log=False
+        )
         config.load()
         server = uvicorn.Server(config)
         server.lifespan = config.lifespan_class(config)
@@ -170,8 +239,9 @@ class FakeUpstream:
             self.in_flight -= 1
             self.finished += 1
 
-    async def _answer(self, path: str, headers: dict[str, str], req: dict[str, Any],
-                      send: Any) -> None:
+    async def _answer(
+        self, path: str, headers: dict[str, str], req: dict[str, Any], send: Any
+    ) -> None:
         if self.fail_next:
             status, err = self.fail_next.pop(0)
             data = json.dumps(err).encode()
@@ -182,14 +252,19 @@ class FakeUpstream:
         if path.endswith("/chat/completions"):
             extra = {"x_seen_auth": headers.get("authorization")} if self.echo_auth else None
             include = bool((req.get("stream_options") or {}).get("include_usage"))
-            frames = chat_frames(model, include) if stream else [
-                json.dumps(chat_body(model, extra)).encode()]
+            frames = (
+                chat_frames(model, include)
+                if stream
+                else [json.dumps(chat_body(model, extra)).encode()]
+            )
         elif path.endswith("/responses"):
-            frames = responses_frames(model) if stream else [
-                json.dumps(response_body(model)).encode()]
+            frames = (
+                responses_frames(model) if stream else [json.dumps(response_body(model)).encode()]
+            )
         elif path.endswith("/v1/messages"):
-            frames = messages_frames(model) if stream else [
-                json.dumps(message_body(model)).encode()]
+            frames = (
+                messages_frames(model) if stream else [json.dumps(message_body(model)).encode()]
+            )
         else:
             await self._send(send, 404, b"application/json", [b'{"error": "no such path"}'])
             return

@@ -24,13 +24,16 @@ async def until(cond: Callable[[], bool], timeout: float = 10.0) -> None:
 
 
 async def test_a_turn_budget_of_5_forwards_exactly_5_of_20_concurrent_calls(
-        proxy: ProxyServer, register, upstream: FakeUpstream) -> None:
+    proxy: ProxyServer, register, upstream: FakeUpstream
+) -> None:
     spent: list[str] = []
     key, _ = register("openai/gpt-4o", turn_budget=5, on_budget_spent=spent.append)
     client = openai_client(proxy, key)
     upstream.gate = asyncio.Event()  # hold every forwarded call until all 20 have started
-    calls = [asyncio.create_task(client.chat.completions.create(model="gpt-4o", messages=MSGS))
-             for _ in range(20)]
+    calls = [
+        asyncio.create_task(client.chat.completions.create(model="gpt-4o", messages=MSGS))
+        for _ in range(20)
+    ]
     await until(lambda: proxy.registry.usage(key).refused_calls == 15 and upstream.in_flight == 5)
     upstream.gate.set()
     results = await asyncio.gather(*calls, return_exceptions=True)
@@ -44,12 +47,15 @@ async def test_a_turn_budget_of_5_forwards_exactly_5_of_20_concurrent_calls(
 
 
 async def test_a_token_budget_is_passed_only_by_calls_already_in_flight(
-        proxy: ProxyServer, register, upstream: FakeUpstream) -> None:
+    proxy: ProxyServer, register, upstream: FakeUpstream
+) -> None:
     key, _ = register("openai/gpt-4o", token_budget=1500)
     client = openai_client(proxy, key)
     upstream.gate = asyncio.Event()
-    first = [asyncio.create_task(client.chat.completions.create(model="gpt-4o", messages=MSGS))
-             for _ in range(3)]
+    first = [
+        asyncio.create_task(client.chat.completions.create(model="gpt-4o", messages=MSGS))
+        for _ in range(3)
+    ]
     await until(lambda: upstream.in_flight == 3)
     upstream.gate.set()
     await asyncio.gather(*first)
@@ -59,12 +65,16 @@ async def test_a_token_budget_is_passed_only_by_calls_already_in_flight(
     assert len(upstream.seen) == 3
     u = proxy.registry.usage(key)
     assert (u.stopped_by, u.stopped_at, u.refused_calls) == (
-        "tokens", {"tokens": 3150, "turns": 3}, 1)
+        "tokens",
+        {"tokens": 3150, "turns": 3},
+        1,
+    )
     assert "the token budget of 1,500 is spent (3,150 tokens, 3 turns used)" in str(err.value)
 
 
-async def test_sequential_calls_stop_once_the_token_budget_is_spent(proxy, register,
-                                                                   upstream) -> None:
+async def test_sequential_calls_stop_once_the_token_budget_is_spent(
+    proxy, register, upstream
+) -> None:
     key, _ = register("openai/gpt-4o", token_budget=2000)
     client = openai_client(proxy, key)
     await client.chat.completions.create(model="gpt-4o", messages=MSGS)  # 1,050
@@ -77,8 +87,10 @@ async def test_sequential_calls_stop_once_the_token_budget_is_spent(proxy, regis
 async def test_refusal_in_openai_format(proxy, register) -> None:
     key, log = register("openai/gpt-5", turn_budget=0)
     client = openai_client(proxy, key)
-    for call in (client.chat.completions.create(model="gpt-5", messages=MSGS),
-                 client.responses.create(model="gpt-5", input="hi", stream=True)):
+    for call in (
+        client.chat.completions.create(model="gpt-5", messages=MSGS),
+        client.responses.create(model="gpt-5", input="hi", stream=True),
+    ):
         with pytest.raises(openai.BadRequestError) as err:
             await call
         assert err.value.status_code == 400
@@ -86,8 +98,9 @@ async def test_refusal_in_openai_format(proxy, register) -> None:
         body = err.value.body
         assert isinstance(body, dict)
         assert body["type"] == "invalid_request_error"
-        assert body["message"] == ("trial_budget_spent: the turn budget of 0 is spent "
-                                   "(0 tokens, 0 turns used)")
+        assert body["message"] == (
+            "trial_budget_spent: the turn budget of 0 is spent (0 tokens, 0 turns used)"
+        )
     lines = read_log(proxy, log)
     assert [(line["status"], line["refused"]) for line in lines] == [(400, True), (400, True)]
 
@@ -98,14 +111,17 @@ async def test_refusal_in_anthropic_format(proxy, register) -> None:
     with pytest.raises(anthropic.BadRequestError) as err:
         await client.messages.create(model="claude-sonnet-4-6", max_tokens=5, messages=MSGS)
     assert err.value.status_code == 400
-    assert err.value.body == {"type": "error", "error": {
-        "type": "invalid_request_error",
-        "message": "trial_budget_spent: the turn budget of 0 is spent (0 tokens, 0 turns used)"}}
+    assert err.value.body == {
+        "type": "error",
+        "error": {
+            "type": "invalid_request_error",
+            "message": "trial_budget_spent: the turn budget of 0 is spent (0 tokens, 0 turns used)",
+        },
+    }
     assert "trial_budget_spent" in str(err.value)
 
 
-async def test_one_attempts_key_never_spends_anothers_budget(proxy, register,
-                                                             upstream) -> None:
+async def test_one_attempts_key_never_spends_anothers_budget(proxy, register, upstream) -> None:
     key_a, _ = register("openai/gpt-4o", turn_budget=2)
     key_b, _ = register("openai/gpt-4o", turn_budget=2)
     a, b = openai_client(proxy, key_a), openai_client(proxy, key_b)
@@ -124,12 +140,14 @@ async def test_one_attempts_key_never_spends_anothers_budget(proxy, register,
 @pytest.mark.parametrize("key", ["bf-not-a-registered-key-000000000000000", ""])
 async def test_an_unknown_key_gets_401_in_each_apis_format(proxy, upstream, key: str) -> None:
     with pytest.raises(openai.AuthenticationError) as oerr:
-        await openai_client(proxy, key or "x").chat.completions.create(model="gpt-4o",
-                                                                      messages=MSGS)
+        await openai_client(proxy, key or "x").chat.completions.create(
+            model="gpt-4o", messages=MSGS
+        )
     assert oerr.value.status_code == 401 and oerr.value.code == "invalid_api_key"
     with pytest.raises(anthropic.AuthenticationError) as aerr:
         await anthropic_client(proxy, key or "x").messages.create(
-            model="claude-sonnet-4-6", max_tokens=5, messages=MSGS)
+            model="claude-sonnet-4-6", max_tokens=5, messages=MSGS
+        )
     assert aerr.value.body["error"]["type"] == "authentication_error"  # type: ignore[index]
     assert upstream.seen == []
 

@@ -22,21 +22,34 @@ from tests.proxy.conftest import (
 from tests.proxy.fake_upstream import FakeUpstream, sse
 
 MSGS = [{"role": "user", "content": "hello"}]
-RATE = {"error": {"message": "Rate limit reached for gpt-4o", "type": "requests",
-                  "code": "rate_limit_exceeded"}}
+RATE = {
+    "error": {
+        "message": "Rate limit reached for gpt-4o",
+        "type": "requests",
+        "code": "rate_limit_exceeded",
+    }
+}
 BOOM = {"error": {"message": "The server had an error", "type": "server_error"}}
 
 
-@pytest.mark.parametrize(("status", "body", "exc", "cls"), [
-    (429, RATE, openai.RateLimitError, "provider_rate_limit"),
-    (500, BOOM, openai.InternalServerError, "api_error"),
-    (503, BOOM, openai.InternalServerError, "api_error"),
-    (401, {"error": {"message": "Incorrect API key", "code": "invalid_api_key"}},
-     openai.AuthenticationError, "provider_auth"),
-    (403, {"error": {"message": "Forbidden"}}, openai.PermissionDeniedError, "provider_auth"),
-])
+@pytest.mark.parametrize(
+    ("status", "body", "exc", "cls"),
+    [
+        (429, RATE, openai.RateLimitError, "provider_rate_limit"),
+        (500, BOOM, openai.InternalServerError, "api_error"),
+        (503, BOOM, openai.InternalServerError, "api_error"),
+        (
+            401,
+            {"error": {"message": "Incorrect API key", "code": "invalid_api_key"}},
+            openai.AuthenticationError,
+            "provider_auth",
+        ),
+        (403, {"error": {"message": "Forbidden"}}, openai.PermissionDeniedError, "provider_auth"),
+    ],
+)
 async def test_upstream_errors_reach_the_agent_and_are_recorded(
-        proxy, register, upstream: FakeUpstream, status, body, exc, cls) -> None:
+    proxy, register, upstream: FakeUpstream, status, body, exc, cls
+) -> None:
     key, log = register("openai/gpt-4o")
     upstream.fail_next.append((status, body))
     with pytest.raises(exc) as err:
@@ -52,57 +65,68 @@ async def test_upstream_errors_reach_the_agent_and_are_recorded(
 
 async def test_error_bodies_pass_through_byte_for_byte(proxy, register, upstream) -> None:
     key, _ = register("anthropic/claude-sonnet-4-6")
-    overloaded = {"type": "error", "error": {"type": "overloaded_error",
-                                             "message": "Overloaded"}}
+    overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
     upstream.fail_next.append((529, overloaded))
     async with httpx.AsyncClient() as http:
-        r = await http.post(proxy.url + "/v1/messages", headers={"x-api-key": key},
-                            json={"model": "claude-sonnet-4-6", "max_tokens": 5,
-                                  "messages": MSGS, "stream": True})
+        r = await http.post(
+            proxy.url + "/v1/messages",
+            headers={"x-api-key": key},
+            json={"model": "claude-sonnet-4-6", "max_tokens": 5, "messages": MSGS, "stream": True},
+        )
     assert (r.status_code, r.content) == (529, upstream.sent[-1])
     assert proxy.registry.usage(key).errors == {"api_error": 1}
 
 
 async def test_anthropic_sdk_sees_a_rate_limit(proxy, register, upstream) -> None:
     key, _ = register("anthropic/claude-sonnet-4-6")
-    upstream.fail_next.append((429, {"type": "error", "error": {
-        "type": "rate_limit_error", "message": "slow down"}}))
+    upstream.fail_next.append(
+        (429, {"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}})
+    )
     with pytest.raises(anthropic.RateLimitError):
         await anthropic_client(proxy, key).messages.create(
-            model="claude-sonnet-4-6", max_tokens=5, messages=MSGS)
+            model="claude-sonnet-4-6", max_tokens=5, messages=MSGS
+        )
     assert proxy.registry.usage(key).errors == {"provider_rate_limit": 1}
 
 
-async def test_an_in_band_stream_error_is_recorded(proxy, register, upstream,
-                                                   monkeypatch) -> None:
+async def test_an_in_band_stream_error_is_recorded(proxy, register, upstream, monkeypatch) -> None:
     key, _ = register("anthropic/claude-sonnet-4-6")
-    error_frame = sse({"type": "error", "error": {"type": "overloaded_error",
-                                                  "message": "Overloaded"}}, "error")
-    monkeypatch.setattr("tests.proxy.fake_upstream.messages_frames",
-                        lambda model: [error_frame])
+    error_frame = sse(
+        {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}, "error"
+    )
+    monkeypatch.setattr("tests.proxy.fake_upstream.messages_frames", lambda model: [error_frame])
     async with httpx.AsyncClient() as http:
-        r = await http.post(proxy.url + "/v1/messages", headers={"x-api-key": key},
-                            json={"model": "m", "max_tokens": 5, "messages": MSGS,
-                                  "stream": True})
+        r = await http.post(
+            proxy.url + "/v1/messages",
+            headers={"x-api-key": key},
+            json={"model": "m", "max_tokens": 5, "messages": MSGS, "stream": True},
+        )
     assert r.status_code == 200 and r.content == error_frame
     u = proxy.registry.usage(key)
     assert u.errors == {"api_error": 1} and "Overloaded" in (u.last_error or "")
 
 
-@pytest.mark.parametrize(("path", "model", "body", "tokens"), [
-    ("/v1/chat/completions", "openai/gpt-4o",
-     {"messages": MSGS, "stream": True}, 1050),
-    ("/v1/messages", "anthropic/claude-sonnet-4-6",
-     {"messages": MSGS, "max_tokens": 9, "stream": True}, 1030),
-])
+@pytest.mark.parametrize(
+    ("path", "model", "body", "tokens"),
+    [
+        ("/v1/chat/completions", "openai/gpt-4o", {"messages": MSGS, "stream": True}, 1050),
+        (
+            "/v1/messages",
+            "anthropic/claude-sonnet-4-6",
+            {"messages": MSGS, "max_tokens": 9, "stream": True},
+            1030,
+        ),
+    ],
+)
 async def test_a_client_that_disconnects_mid_stream_is_still_counted(
-        proxy: ProxyServer, register, upstream: FakeUpstream, path, model, body,
-        tokens) -> None:
+    proxy: ProxyServer, register, upstream: FakeUpstream, path, model, body, tokens
+) -> None:
     key, log = register(model)
     upstream.frame_pause = 0.05
     async with httpx.AsyncClient() as http:
-        async with http.stream("POST", proxy.url + path, headers={"x-api-key": key},
-                               json={"model": "m", **body}) as r:
+        async with http.stream(
+            "POST", proxy.url + path, headers={"x-api-key": key}, json={"model": "m", **body}
+        ) as r:
             async for _ in r.aiter_raw():
                 break  # leave after the first bytes: the connection is closed
     await asyncio.wait_for(_finished(proxy, key), 10)
@@ -122,8 +146,10 @@ async def test_secrets_never_reach_the_log(proxy, register, upstream: FakeUpstre
     key, log = register("openai/gpt-4o")
     leaked = "sk-proj-userpastedthiskey0123456789abcdef"
     resp = await openai_client(proxy, key).chat.completions.with_raw_response.create(
-        model="gpt-4o", messages=[{"role": "user", "content": f"my key is {leaked}"}],
-        extra_headers={"x-api-key": key})
+        model="gpt-4o",
+        messages=[{"role": "user", "content": f"my key is {leaked}"}],
+        extra_headers={"x-api-key": key},
+    )
     assert OPENAI_UPSTREAM_KEY in resp.http_response.text  # the client got it from upstream
     proxy.writer.flush()
     text = log.read_text()
@@ -140,8 +166,7 @@ async def test_an_unreachable_upstream_is_a_502_in_the_apis_format(tmp_path) -> 
     try:
         key = server.registry.register(Attempt("a", "openai/gpt-4o", tmp_path / "l.jsonl"))
         with pytest.raises(openai.APIStatusError) as err:
-            await openai_client(server, key).chat.completions.create(model="gpt-4o",
-                                                                    messages=MSGS)
+            await openai_client(server, key).chat.completions.create(model="gpt-4o", messages=MSGS)
         assert err.value.status_code == 502
         assert "upstream unreachable" in err.value.message
         u = server.registry.usage(key)

@@ -19,34 +19,58 @@ from proxy.usage import Usage
 
 def test_budget_message_matches_benchflow() -> None:
     assert budget_message("tokens", 60_000, 63_260, 6) == (
-        "trial_budget_spent: the token budget of 60,000 is spent (63,260 tokens, 6 turns used)")
+        "trial_budget_spent: the token budget of 60,000 is spent (63,260 tokens, 6 turns used)"
+    )
     assert budget_message("turns", 5, 1_234, 5) == (
-        "trial_budget_spent: the turn budget of 5 is spent (1,234 tokens, 5 turns used)")
+        "trial_budget_spent: the turn budget of 5 is spent (1,234 tokens, 5 turns used)"
+    )
 
 
-@pytest.mark.parametrize(("tokens", "turns", "token_budget", "turn_budget", "refused_by"), [
-    (0, 0, None, None, None),
-    (59_999, 5, 60_000, None, None),
-    (60_000, 5, 60_000, None, "tokens"),       # spent means used >= budget
-    (63_260, 6, 60_000, None, "tokens"),
-    (0, 4, None, 5, None),
-    (0, 5, None, 5, "turns"),
-    (70_000, 5, 60_000, 5, "tokens"),          # both spent: tokens is named
-    (10, 5, 60_000, 5, "turns"),
-    (0, 0, 0, None, "tokens"),                 # a zero budget refuses the first call
-])
-def test_budget_rule(tokens: int, turns: int, token_budget: int | None,
-                     turn_budget: int | None, refused_by: str | None) -> None:
-    u = AttemptUsage("a", "m", total_tokens=tokens, turns=turns, token_budget=token_budget,
-                     turn_budget=turn_budget)
+@pytest.mark.parametrize(
+    ("tokens", "turns", "token_budget", "turn_budget", "refused_by"),
+    [
+        (0, 0, None, None, None),
+        (59_999, 5, 60_000, None, None),
+        (60_000, 5, 60_000, None, "tokens"),  # spent means used >= budget
+        (63_260, 6, 60_000, None, "tokens"),
+        (0, 4, None, 5, None),
+        (0, 5, None, 5, "turns"),
+        (70_000, 5, 60_000, 5, "tokens"),  # both spent: tokens is named
+        (10, 5, 60_000, 5, "turns"),
+        (0, 0, 0, None, "tokens"),  # a zero budget refuses the first call
+    ],
+)
+def test_budget_rule(
+    tokens: int,
+    turns: int,
+    token_budget: int | None,
+    turn_budget: int | None,
+    refused_by: str | None,
+) -> None:
+    u = AttemptUsage(
+        "a",
+        "m",
+        total_tokens=tokens,
+        turns=turns,
+        token_budget=token_budget,
+        turn_budget=turn_budget,
+    )
     refusal = check_budget(u)
     assert (refusal.measure if refusal else None) == refused_by
 
 
-@pytest.mark.parametrize(("status", "cls"), [
-    (200, None), (400, "provider_rejected"), (401, "provider_auth"), (403, "provider_auth"),
-    (429, "provider_rate_limit"), (500, "api_error"), (529, "api_error"),
-])
+@pytest.mark.parametrize(
+    ("status", "cls"),
+    [
+        (200, None),
+        (400, "provider_rejected"),
+        (401, "provider_auth"),
+        (403, "provider_auth"),
+        (429, "provider_rate_limit"),
+        (500, "api_error"),
+        (529, "api_error"),
+    ],
+)
 def test_error_classes(status: int, cls: str | None) -> None:
     assert error_class_for(status) == cls
 
@@ -72,7 +96,7 @@ def test_token_budget_counts_finished_calls_only() -> None:
     assert state is not None
     price = price_for("mock/echo", {})
     assert reg.begin_call(state) is None
-    assert reg.begin_call(state) is None      # in flight beside the first
+    assert reg.begin_call(state) is None  # in flight beside the first
     reg.end_call(state, Usage(90, 30, 0, 0, 120), price, 0.1, 200, None, None)
     reg.end_call(state, Usage(50, 10, 0, 0, 60), price, 0.1, 200, None, None)
     assert reg.usage("a").total_tokens == 180  # passed by the calls already in flight
@@ -100,8 +124,7 @@ def test_a_failing_callback_does_not_break_the_refusal() -> None:
         raise RuntimeError("runner bug")
 
     reg = Registry({})
-    state = reg.lookup(reg.register(Attempt("a", "mock/echo", turn_budget=0,
-                                            on_budget_spent=boom)))
+    state = reg.lookup(reg.register(Attempt("a", "mock/echo", turn_budget=0, on_budget_spent=boom)))
     assert state is not None and reg.begin_call(state) is not None
 
 

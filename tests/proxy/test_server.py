@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import anthropic
 import httpx
 import openai
@@ -32,8 +34,7 @@ async def test_models_lists_the_attempts_model_for_both_sdks(proxy, register) ->
         await openai_client(proxy, "bf-wrong").models.list()
 
 
-async def test_a_protocol_the_provider_does_not_serve_is_refused(proxy, register,
-                                                                upstream) -> None:
+async def test_a_protocol_the_provider_does_not_serve_is_refused(proxy, register, upstream) -> None:
     key, _ = register("anthropic/claude-sonnet-4-6")
     with pytest.raises(openai.BadRequestError, match="protocol_not_served"):
         await openai_client(proxy, key).chat.completions.create(model="x", messages=MSGS)
@@ -43,8 +44,9 @@ async def test_a_protocol_the_provider_does_not_serve_is_refused(proxy, register
 async def test_a_body_that_is_not_json_gets_400(proxy, register) -> None:
     key, _ = register("mock/echo")
     async with httpx.AsyncClient() as http:
-        r = await http.post(proxy.url + "/v1/messages", content=b"{not json",
-                            headers={"x-api-key": key})
+        r = await http.post(
+            proxy.url + "/v1/messages", content=b"{not json", headers={"x-api-key": key}
+        )
     assert r.status_code == 400 and r.json()["type"] == "error"
 
 
@@ -56,8 +58,9 @@ async def test_a_key_without_a_model_routes_each_request_by_prefix(proxy, regist
     with pytest.raises(openai.BadRequestError, match="did you mean 'mock'"):
         await client.chat.completions.create(model="mokc/echo", messages=MSGS)
     with pytest.raises(anthropic.BadRequestError, match="export XIAOMI_API_KEY"):
-        await anthropic_client(proxy, key).messages.create(model="xiaomi/mimo-v2.6-flash",
-                                                           max_tokens=5, messages=MSGS)
+        await anthropic_client(proxy, key).messages.create(
+            model="xiaomi/mimo-v2.6-flash", max_tokens=5, messages=MSGS
+        )
     u = proxy.registry.usage(key)
     assert (u.turns, u.refused_calls) == (1, 0)  # unroutable calls are not turns
     assert u.cost_usd == pytest.approx(u.input_tokens * 1e-6 + u.output_tokens * 5e-6)
@@ -75,3 +78,38 @@ async def test_start_binds_a_free_port_and_stop_releases_it(tmp_path) -> None:
     again = ProxyServer(env={})
     assert await again.start("127.0.0.1", port) == port
     await again.stop()
+
+
+async def test_count_tokens_is_answered_and_is_not_a_turn(proxy, register) -> None:
+    key, _ = register("mock/oracle", turn_budget=0)
+    page = await anthropic_client(proxy, key).messages.count_tokens(
+        model="claude-sonnet-4-6", messages=MSGS
+    )
+    assert page.input_tokens > 0
+    u = proxy.registry.usage(key)
+    assert (u.turns, u.refused_calls) == (0, 0)
+
+
+async def test_standalone_proxy_prints_its_url_and_key_and_stops_on_ctrl_c() -> None:
+    import signal
+    import sys
+
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        "from proxy.server import run_standalone; "
+        "run_standalone('127.0.0.1', 0, ['my-own-key-123'])",
+        stdout=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        line = (await asyncio.wait_for(proc.stdout.readline(), 20)).decode()
+        assert line.startswith("BenchFlow model proxy on http://127.0.0.1:")
+        url, key = line.split()[4], line.split()[-1]
+        assert key == "my-own-key-123"
+        client = openai.AsyncOpenAI(base_url=url + "/v1", api_key=key, max_retries=0)
+        r = await client.chat.completions.create(model="mock/echo", messages=MSGS)
+        assert r.choices[0].message.content == "echo: hello"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert await asyncio.wait_for(proc.wait(), 20) == 0

@@ -18,14 +18,14 @@ def feed_all(chunks: list[bytes]) -> list[Frame]:
 
 @pytest.mark.parametrize("size", [1, 2, 3, 5, 7, 11, 64, 1000])
 def test_frames_survive_any_chunking(size: int) -> None:
-    chunks = [STREAM[i:i + size] for i in range(0, len(STREAM), size)]
+    chunks = [STREAM[i : i + size] for i in range(0, len(STREAM), size)]
     assert feed_all(chunks) == EXPECTED
 
 
 @pytest.mark.parametrize("size", [1, 2, 3, 4, 9, 1000])
 def test_crlf_line_ends_split_anywhere(size: int) -> None:
     crlf = STREAM.replace(b"\n", b"\r\n")
-    chunks = [crlf[i:i + size] for i in range(0, len(crlf), size)]
+    chunks = [crlf[i : i + size] for i in range(0, len(crlf), size)]
     assert feed_all(chunks) == EXPECTED
 
 
@@ -33,15 +33,18 @@ def test_bare_cr_line_ends() -> None:
     assert feed_all([STREAM.replace(b"\n", b"\r")]) == EXPECTED
 
 
-@pytest.mark.parametrize(("raw", "frame"), [
-    (b"data: x", Frame(None, b"x")),
-    (b"data:x", Frame(None, b"x")),
-    (b"data:  two spaces", Frame(None, b" two spaces")),
-    (b"event: ping", Frame("ping", b"")),
-    (b": only a comment", None),
-    (b"id: 7\ndata: y", Frame(None, b"y")),
-    (b"event: e\ndata: {}\nretry: 10", Frame("e", b"{}")),
-])
+@pytest.mark.parametrize(
+    ("raw", "frame"),
+    [
+        (b"data: x", Frame(None, b"x")),
+        (b"data:x", Frame(None, b"x")),
+        (b"data:  two spaces", Frame(None, b" two spaces")),
+        (b"event: ping", Frame("ping", b"")),
+        (b": only a comment", None),
+        (b"id: 7\ndata: y", Frame(None, b"y")),
+        (b"event: e\ndata: {}\nretry: 10", Frame("e", b"{}")),
+    ],
+)
 def test_parse_frame(raw: bytes, frame: Frame | None) -> None:
     assert parse_frame(raw) == frame
 

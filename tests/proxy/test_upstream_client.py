@@ -58,8 +58,10 @@ async def test_keep_alive_reuses_one_connection(serve) -> None:
 async def test_chunked_body_arrives_in_batches_and_headers_keep_their_case(serve) -> None:
     async def handler(reader, writer) -> None:
         await read_request(reader)
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                     b"Transfer-Encoding: chunked\r\n\r\n")
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n"
+        )
         for part in (b"data: 1\n\n", b"data: 2\n\n"):
             writer.write(b"%x\r\n%s\r\n" % (len(part), part))
             await writer.drain()
@@ -142,4 +144,19 @@ async def test_a_large_body_flows_through_pause_and_resume(serve) -> None:
         got += data
         await asyncio.sleep(0)
     assert got == big
+    await client.aclose()
+
+
+async def test_a_cancelled_call_drops_its_connection(serve) -> None:
+    async def handler(reader, writer) -> None:
+        await read_request(reader)
+        await asyncio.sleep(5)
+
+    client = UpstreamClient()
+    task = asyncio.create_task(client.post(await serve(handler), [], b""))
+    await asyncio.sleep(0.1)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert not client._busy and not any(client._idle.values())
     await client.aclose()

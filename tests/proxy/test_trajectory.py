@@ -1,0 +1,107 @@
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from proxy.trajectory import TrajectoryWriter, record_line, redact, stream_events, stream_text
+from tests.proxy import fake_upstream as up
+
+
+def rec(**fields: object) -> dict[str, object]:
+    return {
+        "attempt_id": "a",
+        "status": 200,
+        "stream": False,
+        "started_at": 1_790_000_000.5,
+        "ended_at": 1_790_000_001.25,
+        **fields,
+    }
+
+
+def test_json_bodies_are_spliced_in_as_received() -> None:
+    req = b'{"model":"m","messages":[{"role":"user","content":"hi \\u00e9"}]}'
+    resp = b'{"id":"x","usage":{"total_tokens":3}}'
+    line = record_line(rec(request_raw=req, response_raw=resp, response_json=True))
+    assert req in line and resp in line
+    doc = json.loads(line)
+    assert doc["request"]["messages"][0]["content"] == "hi é"
+    assert doc["response"]["usage"] == {"total_tokens": 3}
+    assert (doc["started_at"], doc["ended_at"]) == (
+        "2026-09-21T14:13:20.500Z",
+        "2026-09-21T14:13:21.250Z",
+    )
+
+
+@pytest.mark.parametrize(
+    ("req", "want"),
+    [
+        (b'{\n  "model": "m"\n}', {"model": "m"}),  # pretty-printed: re-serialised
+        (b"not json", "not json"),  # kept as text
+        (None, None),
+    ],
+)
+def test_other_bodies_still_make_one_valid_line(req: bytes | None, want: object) -> None:
+    line = record_line(rec(request_raw=req, response_raw=b"<html>Bad gateway</html>", status=502))
+    assert b"\n" not in line
+    doc = json.loads(line)
+    assert doc["request"] == want and doc["response"] == "<html>Bad gateway</html>"
+
+
+@pytest.mark.parametrize(
+    ("frames", "text"),
+    [
+        (up.chat_frames("m", True), "Hi from upstream."),
+        (up.responses_frames("m"), "Hi from upstream."),
+        (up.messages_frames("m"), "Hi from upstream."),
+    ],
+)
+def test_streams_are_logged_as_received_and_readers_can_split_them(
+    frames: list[bytes], text: str
+) -> None:
+    raw = b"".join(frames)
+    doc = json.loads(record_line(rec(stream=True, request_raw=b"{}", response_raw=raw)))
+    assert doc["response"] is None
+    assert doc["response_sse"].encode() == raw
+    assert stream_text(stream_events(doc["response_sse"].encode())) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "redacted"),
+    [
+        ("key sk-proj-abcdefghijklmnopqrstuvwxyz", True),
+        ("line\\nsk-abcdefghijklmnopqrstuvwx", True),  # right after an escaped newline
+        ("Authorization: Bearer abcdefghijklmnop.qrstuvwx", True),
+        ("proxy key bf-" + "x" * 43, True),
+        ("bearer abcdefghijklmnop.qrstuvwx", True),
+        ("task-benchmark-long-identifier-name", False),  # "sk-" inside a word
+        ("the desk-lamp is on", False),
+        ("a short sk-abc", False),
+    ],
+)
+def test_key_looking_strings_are_redacted(text: str, redacted: bool) -> None:
+    line = json.dumps({"t": text}).encode()
+    out = redact(line, [])
+    assert (b"[REDACTED]" in out) is redacted
+    json.loads(out)
+
+
+def test_known_secrets_are_redacted_whatever_their_shape() -> None:
+    assert redact(b'{"a":"xx-SECRET-VALUE-yy"}', [b"SECRET-VALUE"]) == b'{"a":"xx-[REDACTED]-yy"}'
+
+
+async def test_writer_batches_and_flushes_from_another_thread(tmp_path: Path) -> None:
+    writer = TrajectoryWriter(lambda: ["upstream-key-123456"], delay=60)
+    path = tmp_path / "t" / "llm_trajectory.jsonl"
+    for n in range(3):
+        writer.submit(path, rec(n=n, request_raw=b'{"k":"upstream-key-123456"}'))
+    assert not path.exists()  # held for the batch
+    done = threading.Event()
+    threading.Thread(target=lambda: (writer.flush(), done.set())).start()
+    assert done.wait(5)
+    lines = path.read_text().splitlines()
+    assert [json.loads(x)["n"] for x in lines] == [0, 1, 2]
+    assert "upstream-key-123456" not in path.read_text()
+    writer.close()
