@@ -15,13 +15,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from runs.agent_run import run_agent, trial_budget_for
 from runs.agents.base import Agent
 from runs.jobfolder import new_attempt_dir, write_json
 from runs.sandboxes.docker import ImageBuildError, Sandbox, SandboxError, SandboxFactory
 from runs.spec import RunSpec
 from runs.steps import run_steps
 from runs.tasks import Task
-from runs.agent_run import run_agent, trial_budget_for
 from runs.verifier import TESTS_DIR, run_verifier
 from runs.workspace import save_workspace
 

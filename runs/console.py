@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Callable
 from typing import IO, Any
 
@@ -65,18 +64,3 @@ class Reporter:
             detail = f"{phase}, {elapsed / 60:.1f}min, {tools} tool calls" + (f" (last: {last[:50]})" if last else "")
             table.add_row(Text(f"  {name}: {detail}", style="dim"))
         return table
-
-
-def format_elapsed(seconds: float) -> str:
-    seconds = int(round(seconds))
-    h, rem = divmod(seconds, 3600)
-    m, s = divmod(rem, 60)
-    if h:
-        return f"{h}h {m}m"
-    if m:
-        return f"{m}m {s}s"
-    return f"{s}s"
-
-
-def monotonic() -> float:
-    return time.monotonic()

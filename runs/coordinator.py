@@ -10,7 +10,6 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from runs import errors
@@ -252,7 +251,3 @@ def job_line(total: int, done: int, to_run: int, concurrency: int, warm_pool: in
         f"Job: {total} {noun}, {done} done, {to_run} to run "
         f"(concurrency={concurrency}, warm pool: up to {warm} prepared sandboxes)"
     )
-
-
-def path_str(p: Path) -> str:
-    return str(p)

@@ -13,13 +13,13 @@ from typing import Any
 
 from runs import results as job_results
 from runs import summary as job_summary
-from runs.agents.base import Agent
 from runs.agent_run import uses_proxy
+from runs.agents.base import Agent
 from runs.attempt import AttemptRunner
 from runs.budgets import JobBudget, caps_card_line, per_trial_card_line
 from runs.console import Reporter
+from runs.coordinator import Coordinator, TrialPlan, job_line, remove_all
 from runs.gateway import ModelGateway
-from runs.coordinator import Coordinator, TrialPlan, effective_warm_pool, job_line, remove_all
 from runs.index import Index, outcome_of
 from runs.jobfolder import JobLock, latest_auto_job, read_json, unique_job_dir, write_json
 from runs.sandboxes.docker import Sandbox, SandboxFactory, reap_orphans
@@ -369,7 +369,3 @@ class JobRun:
                 )
         errored = (summary.get("errored") or 0) + (summary.get("verifier_errored") or 0)
         return 1 if errored else 0
-
-
-def effective_pool(spec: RunSpec) -> int:
-    return effective_warm_pool(spec.warm_pool, spec.concurrency)
