@@ -1,0 +1,70 @@
+"""Model agents' wiring: a Claude login's detection and refusals, each CLI's variables and config."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from runs.agents.cli_agents import ClaudeAgent, CodexAgent, OpenCodeAgent, cli_model_name, login_credentials
+from runs.preflight import model_problems
+from runs.spec import RunSpec
+
+
+def test_a_claude_login_is_used_only_for_bare_aliases_without_an_api_key(tmp_path):
+    creds = tmp_path / ".credentials.json"
+    creds.write_text("{}")
+    env = {"CLAUDE_CONFIG_DIR": str(tmp_path)}
+    assert login_credentials("sonnet", env) == creds
+    assert login_credentials("anthropic/claude-sonnet-4-5", env) is None  # a provider route: the proxy
+    assert login_credentials("sonnet", {**env, "ANTHROPIC_API_KEY": "sk-x"}) is None  # an API key wins
+    assert login_credentials("sonnet", {"CLAUDE_CODE_OAUTH_TOKEN": "t"}) == "env:CLAUDE_CODE_OAUTH_TOKEN"
+    assert login_credentials("sonnet", {"CLAUDE_CONFIG_DIR": str(tmp_path / "none")}) is None
+
+
+def test_a_login_cannot_be_held_to_a_per_trial_budget(tmp_path, monkeypatch):
+    (tmp_path / ".credentials.json").write_text("{}")
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path))
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
+    agent = ClaudeAgent()
+    spec = RunSpec(tasks_dir=Path("t"), agent="claude", model="sonnet", token_budget=1000)
+    problems = model_problems(spec, agent, [], gateway=None)
+    assert agent.login and not agent.needs_proxy
+    assert any("a Claude login calls Anthropic directly" in p and "fix:" in p for p in problems)
+    spec = RunSpec(tasks_dir=Path("t"), agent="claude", model="sonnet", max_cost_usd=1.0)
+    assert any("--max-cost-usd" in p for p in model_problems(spec, ClaudeAgent(), [], gateway=None))
+
+
+def test_each_cli_gets_only_the_proxy_url_and_its_attempt_key():
+    for agent in (ClaudeAgent(), OpenCodeAgent(), CodexAgent()):
+        agent.proxy_url, agent.model = "http://127.0.0.1:5555", "deepseek/deepseek-v4-flash"
+        env = agent.model_env("bf-attempt-key")
+        assert "bf-attempt-key" in env.values()
+        assert not any(k in env for k in ("DEEPSEEK_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"))
+    claude = ClaudeAgent()
+    claude.proxy_url = "http://127.0.0.1:5555"
+    env = claude.model_env("k")
+    assert env["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:5555" and env["ANTHROPIC_AUTH_TOKEN"] == "k"
+    assert env["DISABLE_TELEMETRY"] == "1" and env["DISABLE_AUTOUPDATER"] == "1"
+
+
+def test_opencode_and_codex_configs_point_at_the_proxy(tmp_path):
+    oc, cx = OpenCodeAgent(), CodexAgent()
+    for agent in (oc, cx):
+        agent.proxy_url, agent.model = "http://127.0.0.1:5555", "mock/oracle"
+    [(path, entry)] = oc.files(None, "x").items()  # type: ignore[arg-type]
+    config = json.loads(entry.data)
+    assert config["provider"]["benchflow"]["options"]["baseURL"] == "http://127.0.0.1:5555/v1"
+    assert "{env:BENCHFLOW_PROXY_KEY}" == config["provider"]["benchflow"]["options"]["apiKey"]
+    [(path, entry)] = cx.files(None, "x").items()  # type: ignore[arg-type]
+    text = entry.data.decode()
+    assert 'base_url = "http://127.0.0.1:5555/v1"' in text and 'wire_api = "responses"' in text
+    assert "enabled = false" in text  # analytics off
+
+
+@pytest.mark.parametrize(("model", "name"), [("deepseek/deepseek-v4-flash", "deepseek-v4-flash"),
+                                             ("mock/script:replies.json", "script-replies.json"), ("sonnet", "sonnet")])
+def test_cli_model_names(model, name):
+    assert cli_model_name(model) == name
