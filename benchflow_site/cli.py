@@ -250,6 +250,23 @@ def cmd_proxy(args: argparse.Namespace) -> int:
     return 0
 
 
+def _crash(exc: Exception) -> int:
+    """A bug of ours: the traceback goes to a crash log, the user gets one line saying so."""
+    import time
+    import traceback
+
+    log_dir = Path(os.environ.get("BENCHFLOW_LOG_DIR", Path.home() / ".cache" / "benchflow-site" / "logs"))
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log = log_dir / f"crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+    log.write_text("".join(traceback.format_exception(exc)))
+    print(
+        f"bench: unexpected error ({type(exc).__name__}: {exc}). This is a bug in BenchFlow site, not in your "
+        f"task or setup; the traceback is in {log}",
+        file=sys.stderr,
+    )
+    return 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -282,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
         from runs.preflight import RunRefused
 
         if not isinstance(exc, RunRefused):
-            raise
+            return _crash(exc)
         print(f"bench: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -58,6 +59,11 @@ def check_run(spec: RunSpec, gateway: ModelGateway | None = None):
                 problems.append(reason)
         if agent.needs_model and not spec.model:
             problems.append(f"-a {spec.agent} needs a model; fix: pass -m, e.g. -m mock/oracle or -m deepseek/deepseek-v4-flash")
+    jobs = spec.jobs_dir
+    if jobs.exists() and not jobs.is_dir():
+        problems.append(f"--jobs-dir {jobs}: it is a file, not a folder; fix: pass a folder for job folders")
+    elif not os.access(next((p for p in (jobs, *jobs.absolute().parents) if p.exists()), Path("/")), os.W_OK):
+        problems.append(f"--jobs-dir {jobs}: not writable by this user; fix: pass a folder you can write to")
     if agent is not None and not problems:
         problems.extend(model_problems(spec, agent, tasks, gateway))
     if problems:

@@ -65,3 +65,25 @@ def test_every_error_class_of_the_table_can_be_explained(name, capsys):
     assert main(["explain", name]) == 0
     out = capsys.readouterr().out
     assert out.startswith(name) and "Whose problem:" in out and "Retried:" in out
+
+
+def test_an_unexpected_error_is_one_line_and_a_crash_log(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("BENCHFLOW_LOG_DIR", str(tmp_path))
+
+    def boom(_args):
+        raise ZeroDivisionError("nope")
+
+    monkeypatch.setattr("benchflow_site.cli.cmd_doctor", boom)
+    assert main(["doctor"]) == 1
+    err = capsys.readouterr().err
+    assert "unexpected error (ZeroDivisionError: nope)" in err and "Traceback" not in err
+    [log] = tmp_path.glob("crash-*.log")
+    assert "ZeroDivisionError" in log.read_text()
+
+
+def test_a_jobs_dir_that_is_a_file_is_refused(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "jobs").write_text("not a folder")
+    tasks = __import__("pathlib").Path(__file__).resolve().parents[2] / "examples" / "tasks"
+    assert main(["run", str(tasks), "-a", "oracle", "--jobs-dir", "jobs"]) == 2
+    assert "--jobs-dir jobs: it is a file" in capsys.readouterr().err
