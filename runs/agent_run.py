@@ -126,7 +126,7 @@ class OutputWatcher:
             if event.get("type") == "result" and isinstance(event.get("usage"), dict):
                 self.final_usage = event["usage"]
             self._note_call(event)
-            titles = getattr(self.agent, "tool_title", lambda _e: [])(event)
+            titles: list[str] = getattr(self.agent, "tool_title", lambda _e: [])(event)
             for title in titles:
                 self.tool_calls += 1
                 self.last_tool = title
@@ -192,7 +192,10 @@ async def run_agent(
         relay = LoopbackRelay(proxy.port)
         pid = await loop.run_in_executor(None, sandbox.pid)
         await relay.start(pid, proxy.port)
-    watcher = OutputWatcher(agent, lambda title: loop.call_soon_threadsafe(on_tool, title))
+    def tool_seen(title: str) -> None:
+        loop.call_soon_threadsafe(on_tool, title)
+
+    watcher = OutputWatcher(agent, tool_seen)
     fut = loop.run_in_executor(
         None,
         lambda: sandbox.exec(
@@ -202,9 +205,10 @@ async def run_agent(
     )
     t = time.monotonic()
     timeout = task.agent.timeout_sec
-    budget_wait = asyncio.ensure_future(budget_spent.wait())
+    budget_wait: asyncio.Future[Any] = asyncio.ensure_future(budget_spent.wait())
     try:
-        done, _ = await asyncio.wait({fut, budget_wait}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        waiting: set[asyncio.Future[Any]] = {fut, budget_wait}
+        done, _ = await asyncio.wait(waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         if fut not in done:
             if budget_wait in done:
                 outcome.budget_stopped = True
@@ -225,7 +229,7 @@ async def run_agent(
         result["error"] = f"agent timed out after {timeout:g}s (prompt exceeded wall-clock budget)"
         result["error_category"] = "timeout"
         result["agent_timeout_info"] = {"timeout_sec": timeout, "elapsed_sec": round(time.monotonic() - t, 1)}
-    if key is not None:
+    if key is not None and proxy is not None:
         usage = proxy.unregister(key)
         _record_usage(result, usage, budget, outcome, watcher.subagents())
     elif agent.needs_model and watcher.final_usage:

@@ -71,8 +71,9 @@ class JobBudget:
             "max_rollouts": self.max_rollouts,
         }
 
-    def seed(self, earlier_results: Iterable[dict[str, Any] | None]) -> None:
-        """Count what earlier runs of this job spent; None stands for an attempt with no result.json."""
+    def seed(self, earlier_results: Iterable[dict[str, Any] | float | None]) -> None:
+        """Count what earlier runs of this job spent: a result, the seconds of an attempt cancelled
+        while it ran (no result.json), or None for one with neither."""
         for result in earlier_results:
             self.spent.rollouts += 1
             if isinstance(result, dict):

@@ -113,7 +113,8 @@ class Plan:
     total: int  # trials planned (tasks x repeats)
     done: dict[str, dict[str, Any]]  # trial_name -> best (scored) earlier result
     waves: list[list[TrialPlan]]
-    earlier: list[tuple[int, dict[str, Any] | None]]  # (repeat, result) of every earlier attempt; None: no result.json
+    # (repeat, result) of every earlier attempt; a float: the seconds of one cancelled while it ran
+    earlier: list[tuple[int, dict[str, Any] | float | None]]
 
     @property
     def to_run(self) -> int:
@@ -275,7 +276,7 @@ class JobRun:
         # a second signal during clean-up is ignored
 
     def _on_event(self, kind: str, **data: Any) -> None:
-        plan = data.get("plan")
+        plan = data["plan"]
         if kind == "attempt_created":
             self.index.attempt_created(
                 plan.trial_name, plan.task.name, plan.trial_index, data["attempt_dir"].name, plan.attempt

@@ -381,8 +381,9 @@ async def _regrade_one(run: _Run, plan: _Plan, gate: asyncio.Semaphore) -> None:
             run.live.add(sandbox)
             block["sandbox"] = {"provider": "docker", "sandbox_id": sandbox.id, "image": image}
             await loop.run_in_executor(None, run.factory.start, sandbox)
-            workdir = plan.manifest.get("workdir") or task.sandbox.workdir
-            workdir = workdir or await loop.run_in_executor(None, run.factory.image_workdir, image)
+            workdir = str(plan.manifest.get("workdir") or task.sandbox.workdir or "")
+            if not workdir:
+                workdir = await loop.run_in_executor(None, run.factory.image_workdir, image)
             block["workdir"] = workdir
             await loop.run_in_executor(None, _swap_in, sandbox, workdir, files)
             outcome = await run_verifier(sandbox, task, out_dir, staged_tests=tests)

@@ -124,7 +124,7 @@ class Attempt:
 try:
     from orjson import loads as _loads  # 2-3x faster on thousands of result.json files
 except ImportError:  # pragma: no cover
-    _loads = json.loads
+    _loads = json.loads  # type: ignore[assignment]
 
 
 def _read_json(path: str) -> Any:

@@ -62,8 +62,10 @@ def parse_rewards(
     if reward_json is not None:
         try:
             data = json.loads(reward_json, parse_constant=lambda c: float(c.lower().replace("infinity", "inf")))
-        except ValueError as exc:
+        except json.JSONDecodeError as exc:
             return RewardOutcome(None, f"reward.json is not valid JSON ({exc.msg} at line {exc.lineno})")
+        except ValueError as exc:  # a constant parse_constant could not turn into a number
+            return RewardOutcome(None, f"reward.json is not valid JSON ({exc})")
         if not isinstance(data, dict) or not data:
             return RewardOutcome(None, "reward.json must be an object of numeric rewards, e.g. {\"reward\": 1.0}")
         rewards = {}

@@ -7,7 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from runs.agents.cli_agents import ClaudeAgent, CodexAgent, OpenCodeAgent, cli_model_name, login_credentials
+from runs.agents.cli_agents import (
+    ClaudeAgent,
+    CodexAgent,
+    OpenCodeAgent,
+    cli_model_name,
+    login_credentials,
+)
 from runs.preflight import model_problems
 from runs.spec import RunSpec
 
