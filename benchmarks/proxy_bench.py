@@ -1,13 +1,15 @@
 """Proxy overhead benchmark: direct vs through the proxy, against a fast fake provider.
 
-Run: .venv/bin/python benchmarks/proxy_bench.py [--runs 3] [--n 2000]
+Run: .venv/bin/python benchmarks/proxy_bench.py [--runs 5] [--n 10000]
 Prints a table and writes benchmarks/results/proxy.json. Traffic stays on 127.0.0.1.
 
-Three processes: a fake provider (benchmarks/proxy_upstream.py), the proxy (a ProxyServer
-with two registered keys, logging every exchange as in a real run; BENCH_NO_LOG=1 turns
-the log off to see its cost) and, per point, a load generator. The load generator is
-the proxy's own asyncio+httptools client, the same for direct and proxied runs; httpx was
-not used because its connection pool, not the servers, becomes the bottleneck at c=32.
+The processes: a fake provider (benchmarks/proxy_upstream.py), two proxies (ProxyServer,
+with and without budgets on their keys, logging every exchange as in a real run;
+BENCH_NO_LOG=1 turns the log off to see its cost), a bare pass-through
+(benchmarks/proxy_passthrough.py, the ceiling for any proxy built from the same server and
+client) and, per point, a load generator. The load generator is the proxy's own
+asyncio+httptools client, the same for every target; httpx was not used because its
+connection pool, not the servers, becomes the bottleneck at c=32.
 Wall-clock figures depend on what else the machine runs; the proxy's CPU time per
 request (from /proc) is steadier, and is what the budget-cost column compares.
 """
@@ -210,12 +212,12 @@ def run_load(url: str, kind: str, conc: int, n: int, key: str, server_pid: int) 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--n", type=int, default=2000, help="requests per point")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--n", type=int, default=10000, help="requests per point")
     ap.add_argument("--kinds", default=",".join(KINDS))
     args = ap.parse_args()
     kinds = args.kinds.split(",")
-    up_port, p_budget, p_plain = free_port(), free_port(), free_port()
+    up_port, p_budget, p_plain, p_pass = free_port(), free_port(), free_port(), free_port()
     upstream = f"http://127.0.0.1:{up_port}"
     procs: list[subprocess.Popen[bytes]] = []
     with tempfile.TemporaryDirectory() as logs:
@@ -229,10 +231,15 @@ def main() -> None:
                     )
                 )
                 wait_port(port)
+            procs.append(
+                subprocess.Popen([PY, str(HERE / "proxy_passthrough.py"), upstream, str(p_pass)])
+            )
+            wait_port(p_pass)
             targets = {
                 "direct": (upstream, procs[0].pid),
                 "proxy": (f"http://127.0.0.1:{p_budget}", procs[1].pid),
                 "proxy_no_budget": (f"http://127.0.0.1:{p_plain}", procs[2].pid),
+                "passthrough": (f"http://127.0.0.1:{p_pass}", procs[3].pid),
             }
             raw: dict[str, list[dict[str, Any]]] = {}
             for run in range(args.runs):
@@ -296,6 +303,14 @@ def report(
             "proxy_no_budget_cpu_us_per_req_c32": med(
                 raw, k32 + "proxy_no_budget", "server_cpu_us"
             ),
+            "passthrough_rps_c32": med(raw, k32 + "passthrough", "rps"),
+            "passthrough_ratio_c32": _paired(
+                raw, k32 + "passthrough", k32 + "direct", lambda p, d: p["rps"] / d["rps"]
+            ),
+            "proxy_vs_passthrough_c32": _paired(
+                raw, k32 + "proxy", k32 + "passthrough", lambda p, q: p["rps"] / q["rps"]
+            ),
+            "passthrough_cpu_us_per_req_c32": med(raw, k32 + "passthrough", "server_cpu_us"),
             "budget_bookkeeping_pct_of_call": 100
             * (checks["budget"] - checks["none"])
             / med(raw, k32 + "proxy", "server_cpu_us"),
@@ -318,18 +333,19 @@ def report(
         rows.append(row)
     print(
         f"{'kind':<17}{'p50 dir':>8}{'p50 prx':>8}{'+p50':>7}{'+p90':>7}{'rps dir':>8}"
-        f"{'rps prx':>8}{'ratio':>6}{'cpu/req':>8}{'budget':>7}  ok"
+        f"{'rps prx':>8}{'ratio':>6}{'pass':>6}{'cpu/req':>8}{'budget':>7}  ok"
     )
     print(
         f"{'':<17}{'ms c1':>8}{'ms c1':>8}{'ms':>7}{'ms':>7}{'c32':>8}{'c32':>8}{'c32':>6}"
-        f"{'us prx':>8}{'cpu %':>7}"
+        f"{'c32':>6}{'us prx':>8}{'cpu %':>7}"
     )
     for r in rows:
         print(
             f"{r['kind']:<17}{r['direct_p50_ms_c1']:>8.3f}{r['proxy_p50_ms_c1']:>8.3f}"
             f"{r['added_p50_ms_c1']:>7.3f}{r['added_p90_ms_c1']:>7.3f}"
             f"{r['direct_rps_c32']:>8.0f}{r['proxy_rps_c32']:>8.0f}"
-            f"{r['throughput_ratio_c32']:>6.2f}{r['proxy_cpu_us_per_req_c32']:>8.0f}"
+            f"{r['throughput_ratio_c32']:>6.2f}{r['passthrough_ratio_c32']:>6.2f}"
+            f"{r['proxy_cpu_us_per_req_c32']:>8.0f}"
             f"{r['budget_cpu_overhead_pct']:>+7.1f}  {'yes' if r['ok'] else 'NO'}"
         )
     print(
@@ -338,6 +354,11 @@ def report(
         f"{max(r['budget_bookkeeping_pct_of_call'] for r in rows):.2f}% of a proxied call "
         "at most); the 'budget cpu %' column is the same A/B seen from outside, with "
         "its noise"
+    )
+    print(
+        "pass: a bare pass-through (benchmarks/proxy_passthrough.py: same server and client, "
+        "no parsing, accounting or log) against direct, the ceiling for any proxy built "
+        "from these parts here"
     )
     print(
         f"proxy RSS peak (VmHWM): {rss['proxy']:.1f} MB (target < {TARGETS['rss_mb']:.0f}); "

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -94,24 +93,30 @@ def prepare_body(protocol: str, obj: dict[str, Any], raw: bytes, route: Route) -
     return jsonio.dumps(obj) if dirty else raw
 
 
-@dataclass(slots=True)
 class Call:
     """One model call in progress: who, where to, and what was asked."""
 
-    protocol: str
-    state: AttemptState
-    route: Route
-    price: Price | None
-    obj: dict[str, Any]
-    raw: bytes
-    requested: str
-    passed: list[tuple[bytes, bytes]]
-    started_at: float = field(default_factory=time.time)
-    t0: float = field(default_factory=time.perf_counter)
-    sent: bytes = b""
+    __slots__ = (
+        "protocol", "state", "route", "price", "obj", "raw", "requested", "passed",
+        "started_at", "t0", "sent",
+    )
 
-    def __post_init__(self) -> None:
-        self.sent = self.raw
+    def __init__(
+        self,
+        protocol: str,
+        state: AttemptState,
+        route: Route,
+        price: Price | None,
+        obj: dict[str, Any],
+        raw: bytes,
+        requested: str,
+        passed: list[tuple[bytes, bytes]],
+    ) -> None:
+        self.protocol, self.state, self.route, self.price = protocol, state, route, price
+        self.obj, self.raw, self.requested, self.passed = obj, raw, requested, passed
+        self.started_at = time.time()
+        self.t0 = time.perf_counter()
+        self.sent = raw
 
 
 class ProxyApp:
@@ -224,57 +229,45 @@ class ProxyApp:
                 send, out.status, jsonio.dumps(error_body("messages", out.status, out.error or ""))
             )
 
-    async def _admit(self, protocol: str, scope: Scope, receive: Any, send: Any) -> Call | None:
-        """Authorise, parse and route a call; None when it was answered with an error."""
-        key, _, passed = parse_headers(scope["headers"])
+    def _admit(
+        self, protocol: str, headers: list[tuple[bytes, bytes]], raw: bytes
+    ) -> Call | tuple[int, bytes]:
+        """Authorise, parse and route a call: a Call, or the error to answer with."""
+        key, _, passed = parse_headers(headers)
         state = self.registry.lookup(key) if key else None
-        raw = await _read_body(receive)
         if state is None:
-            await _respond(send, 401, jsonio.dumps(_auth_error(protocol)))
-            return None
+            return 401, jsonio.dumps(_auth_error(protocol))
         try:
             obj = jsonio.loads(raw)
             if not isinstance(obj, dict):
                 raise ValueError("not an object")
         except ValueError:
-            await _respond(
-                send,
-                400,
-                jsonio.dumps(error_body(protocol, 400, "the request body is not a JSON object")),
+            return 400, jsonio.dumps(
+                error_body(protocol, 400, "the request body is not a JSON object")
             )
-            return None
         requested = str(obj.get("model") or "")
         try:
             route, price = self.registry.route_for(state, requested)
         except ProviderError as exc:
-            await _respond(
-                send,
-                400,
-                jsonio.dumps(
-                    error_body(protocol, 400, f"model_not_served: {exc}", code="model_not_served")
-                ),
+            return 400, jsonio.dumps(
+                error_body(protocol, 400, f"model_not_served: {exc}", code="model_not_served")
             )
-            return None
         if not route.serves(protocol):
             served = ", ".join(sorted(route.protocols)) or "nothing"
-            await _respond(
-                send,
-                400,
-                jsonio.dumps(
-                    error_body(
-                        protocol,
-                        400,
-                        f"protocol_not_served: {route.requested} serves {served}, not {protocol}",
-                        code="protocol_not_served",
-                    )
-                ),
+            return 400, jsonio.dumps(
+                error_body(
+                    protocol,
+                    400,
+                    f"protocol_not_served: {route.requested} serves {served}, not {protocol}",
+                    code="protocol_not_served",
+                )
             )
-            return None
         return Call(protocol, state, route, price, obj, raw, requested, passed)
 
     async def _api(self, protocol: str, scope: Scope, receive: Any, send: Any) -> None:
-        call = await self._admit(protocol, scope, receive, send)
-        if call is None:
+        call = self._admit(protocol, scope["headers"], await _read_body(receive))
+        if not isinstance(call, Call):
+            await _respond(send, *call)
             return
         refusal = self.registry.begin_call(call.state)
         if refusal is not None:

@@ -9,7 +9,7 @@ from typing import Any
 from proxy import jsonio
 from proxy.providers import Route
 from proxy.registry import error_class_for
-from proxy.upstream import UpstreamClient, UpstreamError
+from proxy.upstream import UpstreamClient, UpstreamError, encode_headers
 from proxy.usage import StreamTap, Usage, error_text, usage_from_body
 
 Send = Any
@@ -58,6 +58,22 @@ class Outcome:
     headers_sent: bool = field(default=False, repr=False)
 
 
+_BLOCKS: dict[tuple[str, str, str, tuple[tuple[bytes, bytes], ...]], bytes] = {}
+
+
+def upstream_header_block(route: Route, protocol: str, passed: list[tuple[bytes, bytes]]) -> bytes:
+    """upstream_headers() encoded, kept per key, protocol and passed headers: an agent sends
+    the same few headers on every call, so the block is built once."""
+    key = (route.api_key, route.auth.get(protocol, ""), protocol, tuple(passed))
+    block = _BLOCKS.get(key)
+    if block is None:
+        block = encode_headers(upstream_headers(route, protocol, passed))
+        if len(_BLOCKS) >= 1024:
+            _BLOCKS.clear()
+        _BLOCKS[key] = block
+    return block
+
+
 def upstream_headers(
     route: Route, protocol: str, passed: list[tuple[bytes, bytes]]
 ) -> list[tuple[bytes, bytes]]:
@@ -73,7 +89,7 @@ def upstream_headers(
 
 
 async def _watch_disconnect(receive: Receive, flag: list[bool]) -> None:
-    # uvicorn also answers "http.disconnect" once the response is complete; the relay
+    # The server also answers "http.disconnect" once the response is complete; the relay
     # reads the flag only before its sends, so only a real disconnect counts.
     msg = await receive()
     if msg["type"] == "http.disconnect":
@@ -93,7 +109,7 @@ async def forward(
     """POST upstream and relay the answer; a client gone mid-stream does not stop the read,
     so the call is still counted in full (the provider bills it in full)."""
     try:
-        resp = await client.post(url, upstream_headers(route, protocol, passed), body)
+        resp = await client.post(url, upstream_header_block(route, protocol, passed), body)
     except UpstreamError as exc:
         return Outcome(502, error_class="infra_failure", error=f"upstream unreachable: {exc}")
     status = resp.status

@@ -1,4 +1,4 @@
-"""ProxyServer: uvicorn hosting the proxy app inside the caller's running asyncio loop."""
+"""ProxyServer: the proxy app served inside the caller's running asyncio loop."""
 
 from __future__ import annotations
 
@@ -9,59 +9,14 @@ import os
 import socket
 from collections.abc import Mapping
 
-import uvicorn
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
-
 from proxy.app import ProxyApp
+from proxy.http11 import HttpServer
 from proxy.providers import upstream_key_vars
 from proxy.registry import KEY_PREFIX, Attempt, Registry
 from proxy.trajectory import TrajectoryWriter
 from proxy.upstream import UpstreamClient
 
 log = logging.getLogger(__name__)
-
-
-class _HeadCoalescingTransport:
-    """Holds a response's status-and-headers write until the next write (or the end of
-    this loop tick), so headers and body leave in one send(): syscalls are the largest
-    cost per call here. Every other write and call goes straight to the real transport."""
-
-    __slots__ = ("_t", "_held", "_loop")
-
-    def __init__(self, transport: asyncio.Transport) -> None:
-        self._t = transport
-        self._held: bytes | None = None
-        self._loop = asyncio.get_running_loop()
-
-    def write(self, data: bytes) -> None:
-        held = self._held
-        if held is not None:
-            self._held = None
-            self._t.write(held + data)
-        elif data[:9] == b"HTTP/1.1 ":
-            self._held = data
-            self._loop.call_soon(self._flush)
-        else:
-            self._t.write(data)
-
-    def _flush(self) -> None:
-        held, self._held = self._held, None
-        if held is not None and not self._t.is_closing():
-            self._t.write(held)
-
-    def close(self) -> None:
-        self._flush()
-        self._t.close()
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._t, name)
-
-
-class _ProxyHttpProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol over the coalescing transport."""
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(_HeadCoalescingTransport(transport))  # type: ignore[arg-type]
 
 
 class ProxyServer:
@@ -74,8 +29,7 @@ class ProxyServer:
         self.registry.flush_logs = lambda timeout: None if self.writer.flush(timeout) else None
         self.port = 0
         self.host = ""
-        self._server: uvicorn.Server | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._server: HttpServer | None = None
         self._sock: socket.socket | None = None
         self._client: UpstreamClient | None = None
 
@@ -96,51 +50,25 @@ class ProxyServer:
         """Listen and serve as a task of the current loop; returns the bound port."""
         self._client = UpstreamClient()
         app = ProxyApp(self.registry, self._client, self.writer)
-        config = uvicorn.Config(
-            app,
-            host=host,
-            port=port,
-            http=_ProxyHttpProtocol,
-            loop="none",
-            lifespan="off",
-            ws="none",
-            access_log=False,
-            log_level="warning",
-            server_header=False,
-            date_header=False,
-            timeout_keep_alive=75,
-            backlog=2048,
-            proxy_headers=False,
-        )
-        config.load()
-        server = uvicorn.Server(config)
-        server.lifespan = config.lifespan_class(config)
         sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
         sock.listen(2048)
         sock.setblocking(False)
-        # startup/main_loop/shutdown rather than serve(): serve() would take over SIGINT and
-        # SIGTERM, which belong to the process hosting us.
-        await server.startup(sockets=[sock])
+        server = HttpServer(app)
+        await server.start(sock)
         self._server, self._sock = server, sock
         self.host, self.port = host, sock.getsockname()[1]
-        self._task = asyncio.create_task(server.main_loop(), name="benchflow-proxy")
         return self.port
 
     async def stop(self) -> None:
-        server, task = self._server, self._task
-        if server is not None and task is not None:
-            server.should_exit = True
-            task.cancel()  # main_loop only polls should_exit every 0.1 s
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-            await server.shutdown(sockets=[self._sock] if self._sock else None)
+        if self._server is not None:
+            await self._server.close()
         if self._client is not None:
             await self._client.aclose()
         if self._sock is not None:
             self._sock.close()
-        self._server = self._task = self._sock = self._client = None
+        self._server = self._sock = self._client = None
         self.writer.close()
 
     async def flush_logs(self, timeout: float = 5.0) -> None:

@@ -23,6 +23,18 @@ Headers = list[tuple[bytes, bytes]]
 HIGH_WATER = 1 << 20  # pause reading the upstream when this much body waits for the client
 
 
+def encode_headers(headers: Headers) -> bytes:
+    """Headers as the block of lines post() sends; build once, send many times."""
+    return b"".join(b"%s: %s\r\n" % (name, value) for name, value in headers)
+
+
+def decode_headers(headers: Headers | bytes) -> Headers:
+    if not isinstance(headers, bytes):
+        return headers
+    pairs = (line.split(b": ", 1) for line in headers.split(b"\r\n") if line)
+    return [(name, value) for name, value in pairs]
+
+
 class UpstreamError(Exception):
     """The upstream could not be reached, or the connection broke or timed out."""
 
@@ -237,29 +249,36 @@ class UpstreamClient:
                 self._urls[url] = hit
         return hit
 
-    async def post(self, url: str, headers: Headers, body: bytes) -> UpstreamResponse | Any:
-        """Send and wait for the status and headers; raises UpstreamError."""
+    async def post(self, url: str, headers: Headers | bytes, body: bytes) -> UpstreamResponse | Any:
+        """Send and wait for the status and headers; raises UpstreamError.
+
+        `headers` may be a ready block of "name: value\\r\\n" lines (see encode_headers).
+        """
         origin, target, hostport, proxied = self._parse(url)
         if proxied:
-            return await self._post_httpx(url, headers, body)
+            return await self._post_httpx(url, decode_headers(headers), body)
         head = [
             b"POST ",
             target,
             b" HTTP/1.1\r\nhost: ",
             hostport,
-            b"\r\ncontent-length: ",
-            str(len(body)).encode(),
-            b"\r\n",
+            b"\r\ncontent-length: %d\r\n" % len(body),
         ]
-        for name, value in headers:
-            head += (name, b": ", value, b"\r\n")
+        if isinstance(headers, bytes):
+            head.append(headers)
+        else:
+            for name, value in headers:
+                head += (name, b": ", value, b"\r\n")
         head.append(b"\r\n")
         if len(body) < 65536:
             head.append(body)  # one write, one syscall
             body = b""
         request = b"".join(head)
         for _ in range(2):
-            conn, reused = await self._acquire(origin)
+            conn = self._idle_conn(origin)
+            reused = conn is not None
+            if conn is None:
+                conn = await self._connect(origin)
             conn.reset()
             assert conn.transport is not None
             conn.transport.write(request)
@@ -286,12 +305,15 @@ class UpstreamClient:
             return UpstreamResponse(conn, self)
         raise UpstreamError("upstream closed two connections in a row")
 
-    async def _acquire(self, origin: tuple[str, str, int]) -> tuple[_Conn, bool]:
+    def _idle_conn(self, origin: tuple[str, str, int]) -> _Conn | None:
         idle = self._idle.get(origin)
         while idle:
             conn = idle.pop()
             if not conn.closed:
-                return conn, True
+                return conn
+        return None
+
+    async def _connect(self, origin: tuple[str, str, int]) -> _Conn:
         scheme, host, port = origin
         loop = asyncio.get_running_loop()
         ssl_ctx = None
@@ -308,7 +330,7 @@ class UpstreamClient:
             raise UpstreamError(
                 f"cannot connect to {host}:{port}: {type(exc).__name__}: {exc}"
             ) from exc
-        return conn, False
+        return conn
 
     def _sweep(self) -> None:
         """Fail calls whose upstream has been silent for read_timeout (checked each second)."""

@@ -1,0 +1,193 @@
+"""The proxy's HTTP/1.1 server, spoken to with raw sockets: framing, keep-alive, disconnects."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from proxy import http11
+from proxy.http11 import HttpServer
+
+Seen = list[dict[str, Any]]
+
+
+async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """Echoes the request; /stream answers in chunks until the client goes; /boom raises."""
+    body = (await receive())["body"]
+    path = scope["path"]
+    scope["_seen"].append({"method": scope["method"], "path": path, "body": body,
+                           "query": scope["query_string"], "headers": dict(scope["headers"])})
+    if path == "/boom":
+        raise RuntimeError("the app failed")
+    if path == "/silent":
+        return
+    if path == "/many":  # 32 MB in 1 MB chunks: a reader that does not read holds it back
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        for n in range(32):
+            await send({"type": "http.response.body", "body": b"x" * (1 << 20), "more_body": True})
+            scope["_seen"].append({"sent": n + 1})
+        await send({"type": "http.response.body", "body": b""})
+        return
+    if path == "/stream":
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"text/event-stream")]})
+        for n in range(3):
+            await send({"type": "http.response.body", "body": b"data: %d\n\n" % n, "more_body": True})
+        scope["_seen"].append({"disconnect": await receive()})
+        return
+    out = b"%s %s %s" % (scope["method"].encode(), path.encode(), body)
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"text/plain"), (b"content-length", b"%d" % len(out))]})
+    await send({"type": "http.response.body", "body": out})
+
+
+@pytest.fixture
+async def served() -> AsyncIterator[tuple[int, Seen, HttpServer]]:
+    seen: Seen = []
+
+    async def with_seen(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        scope["_seen"] = seen
+        await app(scope, receive, send)
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    sock.setblocking(False)
+    server = HttpServer(with_seen)
+    await server.start(sock)
+    yield sock.getsockname()[1], seen, server
+    await server.close()
+
+
+async def exchange(port: int, data: bytes, until: bytes | None = None) -> bytes:
+    """Send raw bytes; read until `until` appears or the server closes."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(data)
+    out = b""
+    try:
+        while until is None or until not in out:
+            chunk = await asyncio.wait_for(reader.read(65536), 5)
+            if not chunk:
+                break
+            out += chunk
+    finally:
+        writer.close()
+    return out
+
+
+async def test_keep_alive_serves_several_requests_on_one_connection(served) -> None:
+    port, seen, _ = served
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
+        replies = [await http.post("/a", content=b"one"), await http.post("/b?x=1", content=b"two")]
+    assert [r.text for r in replies] == ["POST /a one", "POST /b two"]
+    assert seen[1]["query"] == b"x=1" and seen[1]["headers"][b"content-length"] == b"3"
+
+
+async def test_pipelined_requests_are_answered_in_order(served) -> None:
+    port, _, _ = served
+    raw = b"".join(
+        b"POST /p%d HTTP/1.1\r\nhost: x\r\ncontent-length: 1\r\n\r\n%d" % (n, n) for n in range(3)
+    )
+    out = await exchange(port, raw, until=b"POST /p2 2")
+    assert out.count(b"HTTP/1.1 200 OK") == 3
+    assert out.index(b"POST /p0 0") < out.index(b"POST /p1 1") < out.index(b"POST /p2 2")
+
+
+async def test_a_chunked_request_body_arrives_whole(served) -> None:
+    port, seen, _ = served
+    raw = (b"POST /c HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n"
+           b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n")
+    out = await exchange(port, raw, until=b"hello world")
+    assert b"POST /c hello world" in out and seen[0]["body"] == b"hello world"
+
+
+async def test_expect_100_continue_is_answered_before_the_body(served) -> None:
+    port, _, _ = served
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"POST /e HTTP/1.1\r\nhost: x\r\ncontent-length: 4\r\nexpect: 100-continue\r\n\r\n")
+    interim = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+    assert interim == b"HTTP/1.1 100 Continue\r\n\r\n"
+    writer.write(b"body")
+    final = await asyncio.wait_for(reader.readuntil(b"POST /e body"), 5)
+    writer.close()
+    assert final.startswith(b"HTTP/1.1 200 OK")
+
+
+async def test_a_response_without_a_length_is_chunked_and_a_disconnect_reaches_the_app(served) -> None:
+    port, seen, _ = served
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"POST /stream HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n")
+    out = await asyncio.wait_for(reader.readuntil(b"data: 2\n\n\r\n"), 5)
+    assert b"transfer-encoding: chunked" in out and b"9\r\ndata: 0\n\n\r\n" in out
+    writer.close()
+    for _ in range(100):
+        if len(seen) == 2:
+            break
+        await asyncio.sleep(0.02)
+    assert seen[1] == {"disconnect": {"type": "http.disconnect"}}
+
+
+async def test_head_gets_headers_only(served) -> None:
+    port, _, _ = served
+    async with httpx.AsyncClient() as http:
+        r = await http.head(f"http://127.0.0.1:{port}/h")
+        again = await http.get(f"http://127.0.0.1:{port}/h")  # the connection is still usable
+    assert r.status_code == 200 and r.content == b"" and r.headers["content-length"] == "8"  # "HEAD /h "
+    assert again.text == "GET /h "
+
+
+@pytest.mark.parametrize(
+    ("raw", "status"),
+    [
+        (b"NOT HTTP AT ALL\r\n\r\n", b"400"),
+        (b"GET / HTTP/1.1\r\nhost: x\r\nconnection: upgrade\r\nupgrade: websocket\r\n\r\n", b"400"),
+        (b"POST /boom HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n", b"500"),
+        (b"POST /silent HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n", b"500"),
+    ],
+)
+async def test_bad_requests_and_app_failures_get_an_error_and_a_closed_connection(
+    served, raw: bytes, status: bytes
+) -> None:
+    port, _, _ = served
+    out = await exchange(port, raw)  # returns once the server closes the connection
+    assert out.startswith(b"HTTP/1.1 " + status) and b"connection: close" in out
+
+
+async def test_a_body_over_the_limit_gets_413(served, monkeypatch) -> None:
+    port, seen, _ = served
+    monkeypatch.setattr(http11, "MAX_BODY", 10)
+    out = await exchange(port, b"POST /big HTTP/1.1\r\nhost: x\r\ncontent-length: 20\r\n\r\n" + b"x" * 20)
+    assert out.startswith(b"HTTP/1.1 413") and seen == []
+
+
+async def test_a_slow_reader_pauses_the_app_rather_than_growing_the_buffer(served) -> None:
+    port, seen, _ = served
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"GET /many HTTP/1.1\r\nhost: x\r\n\r\n")
+    await asyncio.sleep(0.5)  # the client reads nothing meanwhile
+    held_back = len(seen) - 1
+    got = 0
+    while got < 32 << 20:
+        chunk = await asyncio.wait_for(reader.read(1 << 20), 5)
+        assert chunk
+        got += chunk.count(b"x")
+    writer.close()
+    assert held_back < 32 and got == 32 << 20 and seen[-1] == {"sent": 32}
+
+
+async def test_idle_keep_alive_connections_are_closed(served, monkeypatch) -> None:
+    port, _, server = served
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"GET /i HTTP/1.1\r\nhost: x\r\n\r\n")
+    await asyncio.wait_for(reader.readuntil(b"GET /i "), 5)
+    server._sweep()
+    assert len(server.connections) == 1  # not idle for long yet
+    monkeypatch.setattr(http11, "IDLE_TIMEOUT", 0.0)
+    server._sweep()
+    assert await asyncio.wait_for(reader.read(), 5) == b""  # closed by the server
+    writer.close()
