@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from runs.sandboxes.docker import FileEntry
+from runs.sandboxes.layers import AgentLayer
 from runs.tasks import Task
 
 AGENT_HOME = "/benchflow/agent"
@@ -43,6 +44,10 @@ class Agent:
     def writable_dirs(self) -> list[str]:
         """Folders made world-writable in the sandbox before the agent starts (its HOME)."""
         return []
+
+    def image_layer(self) -> AgentLayer | None:
+        """Files the agent needs in every sandbox, as a cached layer over the task's image."""
+        return None
 
     def mounts(self, task: Task) -> dict[str, tuple[Path, str]]:
         """Host folders bind-mounted into the sandbox: container path -> (host path, ro|rw)."""

@@ -1,8 +1,10 @@
 """Agents that need a model: Claude Code, OpenCode and Codex, each talking only to our model proxy.
 
-Each CLI ships a native binary in its npm package. It is installed once per version on the host
-(npm, into a cache folder) and mounted read-only into every sandbox: nothing is installed or
-copied per trial, and no task image is rebuilt for it.
+Each CLI ships a native binary in its npm package (no Node needed at run time). It is installed
+once per version on the host (npm, into a cache folder) and put into the sandbox as an image
+layer over the task's image, built once per task image and version (runs/sandboxes/layers.py):
+nothing is installed or copied per trial. BENCHFLOW_AGENT_MOUNT=1 mounts the folder read-only
+instead, which saves the layer's disk space (one copy of the binary per task image).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 from runs.agents.base import Agent, AgentCommand, AgentError
 from runs.sandboxes.docker import FileEntry
+from runs.sandboxes.layers import AgentLayer
 from runs.tasks import Task
 
 AGENTS_ROOT = "/opt/benchflow/agents"
@@ -76,6 +79,11 @@ def ensure_installed(spec: CliSpec, log=print) -> Path:
     return binary.parent
 
 
+def mount_instead() -> bool:
+    """BENCHFLOW_AGENT_MOUNT=1: mount the agent's folder rather than layer it into the image."""
+    return os.environ.get("BENCHFLOW_AGENT_MOUNT", "") not in ("", "0")
+
+
 def cli_model_name(model: str) -> str:
     """What the CLI is told its model is; the proxy routes by the attempt's model, not this."""
     bare = model.split("/", 1)[-1]
@@ -109,10 +117,20 @@ class ModelAgent(Agent):
     def install(self, log=print) -> None:
         self.bin_dir = ensure_installed(self.spec, log)
 
-    def mounts(self, task: Task) -> dict[str, tuple[Path, str]]:
+    def _installed(self) -> Path:
         if self.bin_dir is None:
             raise AgentError(f"{self.name} is not installed; the job installs it before the first trial")
-        return {f"{AGENTS_ROOT}/{self.spec.name}": (self.bin_dir, "ro")}
+        return self.bin_dir
+
+    def image_layer(self) -> AgentLayer | None:
+        if mount_instead():
+            return None
+        return AgentLayer(f"{self.spec.name}-{self.spec.version}", self._installed(), f"{AGENTS_ROOT}/{self.spec.name}")
+
+    def mounts(self, task: Task) -> dict[str, tuple[Path, str]]:
+        if not mount_instead():
+            return {}
+        return {f"{AGENTS_ROOT}/{self.spec.name}": (self._installed(), "ro")}
 
     def model_env(self, key: str) -> dict[str, str]:
         """The variables that point the agent at the proxy; the key is the attempt's own."""

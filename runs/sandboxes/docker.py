@@ -16,6 +16,7 @@ from pathlib import Path
 import docker
 from docker.errors import APIError, ImageNotFound, NotFound
 
+from runs.sandboxes.layers import AgentLayer, LayerCache
 from runs.tasks import Task
 
 LABEL_OWNED = "benchflow.owned"
@@ -293,6 +294,13 @@ class SandboxFactory:
     _build_locks: dict[str, threading.Lock] = field(default_factory=dict)
     _locks_guard: threading.Lock = field(default_factory=threading.Lock)
     _resolved: dict[str, str] = field(default_factory=dict)
+    _layers: LayerCache | None = None
+
+    def with_layer(self, image: str, layer: AgentLayer) -> str:
+        """`image` with the agent's files layered on top (built once); raises LayerError."""
+        if self._layers is None:
+            self._layers = LayerCache(self.client)
+        return self._layers.image_with(image, layer)
 
     def image_for(self, task: Task, environment_digest: str, build_log: Path | None = None) -> str:
         """The task's image, built once per build context and base image (a second run builds nothing)."""

@@ -116,6 +116,24 @@ def test_claude_passes_two_examples_at_j2_with_usage_tools_and_trajectory(
     summary = json.loads((job / "summary.json").read_text())
     assert (summary["total"], summary["passed"], summary["errored"]) == (2, 2, 0)
     assert owned_containers(docker_client, job.name) == []
+    # the CLI came in an image layer over the task image (both tasks share one), not a mount
+    images = {json.loads((job / r["rollout_name"] / "sandbox.json").read_text())["image"] for r in results}
+    assert images and all(i.startswith("benchflow-env:") and i.endswith("-claude-2.1.197") for i in images)
+    for image in images:
+        assert docker_client.images.get(image).labels["benchflow.agent"] == "claude-2.1.197"
+    ids = {i: docker_client.images.get(i).id for i in images}
+    # when: a second run of the same tasks
+    again = run_bench(
+        ["run", str(EXAMPLES), "-i", "hello-world", "-a", "claude", "-m", "mock/oracle", "--fresh",
+         "--jobs-dir", "jobs"],
+        env=clean_env, cwd=tmp_path, timeout=AGENT_RUN_TIMEOUT,
+    )
+    # then: it reuses the layered image as it was
+    assert again.returncode == 0, again.stdout + again.stderr
+    [second] = [j for j in job_dirs(tmp_path / "jobs") if j != job]
+    [rerun] = results_of(second)
+    image = json.loads((second / rerun["rollout_name"] / "sandbox.json").read_text())["image"]
+    assert image in ids and docker_client.images.get(image).id == ids[image]
 
 
 @pytest.mark.parametrize("agent", ["opencode", "codex"])
@@ -145,6 +163,23 @@ def test_opencode_and_codex_pass_through_the_proxy(docker_client, clean_env, tmp
     assert_agent_ran_through_proxy(job, result)
     assert (job / result["rollout_name"] / "agent" / f"{agent}.txt").is_file()
     assert owned_containers(docker_client, job.name) == []
+
+
+def test_agent_mount_instead_of_a_layer_runs_the_task_image_as_it_is(docker_client, clean_env, tmp_path):
+    # given BENCHFLOW_AGENT_MOUNT=1, which trades the layer's disk space for a read-only mount
+    clean_env["BENCHFLOW_AGENT_MOUNT"] = "1"
+    # when
+    proc = run_bench(
+        ["run", str(EXAMPLES), "-i", "hello-world", "-a", "opencode", "-m", "mock/oracle", "--jobs-dir", "jobs"],
+        env=clean_env, cwd=tmp_path, timeout=AGENT_RUN_TIMEOUT,
+    )
+    # then the trial passes in the plain task image
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [job] = job_dirs(tmp_path / "jobs")
+    [result] = results_of(job)
+    assert result["rewards"] == {"reward": 1.0}, result
+    image = json.loads((job / result["rollout_name"] / "sandbox.json").read_text())["image"]
+    assert image.startswith("benchflow-env:") and "opencode" not in image
 
 
 # -- 3: per-trial budgets ----------------------------------------------------------------------------

@@ -1,0 +1,82 @@
+"""An agent's files as a cached layer over a task image, with the real engine."""
+
+from __future__ import annotations
+
+import io
+import secrets
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from runs.sandboxes.layers import AgentLayer, LayerCache, LayerError, layered_tag
+
+pytestmark = pytest.mark.docker
+BASE = "debian:bookworm-slim"
+
+
+def _base_image(client, marker: str) -> str:
+    """A throwaway task image of our own, so that the test may rebuild it."""
+    tag = f"benchflow-test-base:{marker}"
+    dockerfile = f"FROM {BASE}\nRUN echo {marker} > /marker\n"
+    client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True)
+    return tag
+
+
+def _cat(client, image: str, path: str) -> str:
+    return client.containers.run(image, ["cat", path], remove=True).decode()
+
+
+def test_the_layer_puts_the_folder_into_the_image_once(docker_client, tmp_path):
+    # given an agent folder on the host and a task image
+    name = f"fake-agent-{secrets.token_hex(4)}"
+    source = tmp_path / "bin"
+    source.mkdir()
+    (source / "agent").write_text("#!/bin/sh\necho agent ran\n")
+    (source / "agent").chmod(0o755)
+    base = _base_image(docker_client, secrets.token_hex(4))
+    layer = AgentLayer(name, source, "/opt/benchflow/agents/fake")
+    try:
+        # when four trials ask for it at once
+        cache = LayerCache(docker_client)
+        with ThreadPoolExecutor(4) as pool:
+            tags = set(pool.map(lambda _: cache.image_with(base, layer), range(4)))
+        # then one image, with the file executable and the task image's own files intact
+        [tag] = tags
+        assert tag == layered_tag(docker_client.images.get(base).id, layer)
+        out = docker_client.containers.run(tag, ["/opt/benchflow/agents/fake/agent"], remove=True)
+        assert out == b"agent ran\n"
+        assert _cat(docker_client, tag, "/marker").strip() != ""
+        # and a new job (a new cache) reuses it without building
+        created = docker_client.images.get(tag).attrs["Created"]
+        (source / "agent").write_text("changed on the host")  # the version names the files
+        assert LayerCache(docker_client).image_with(base, layer) == tag
+        assert docker_client.images.get(tag).attrs["Created"] == created
+    finally:
+        for image in (layered_tag(docker_client.images.get(base).id, layer), f"benchflow-agent:{name}", base):
+            docker_client.images.remove(image, force=True)
+
+
+def test_a_rebuilt_task_image_gets_a_new_layered_image(docker_client, tmp_path):
+    source = tmp_path / "bin"
+    source.mkdir()
+    (source / "agent").write_text("x")
+    name = f"fake-agent-{secrets.token_hex(4)}"
+    layer = AgentLayer(name, source, "/opt/fake")
+    first = _base_image(docker_client, "one")
+    tag_one = LayerCache(docker_client).image_with(first, layer)
+    docker_client.images.build(
+        fileobj=io.BytesIO(f"FROM {BASE}\nRUN echo two > /marker\n".encode()), tag=first, rm=True
+    )
+    try:
+        tag_two = LayerCache(docker_client).image_with(first, layer)
+        assert tag_two != tag_one
+        assert _cat(docker_client, tag_two, "/marker") == "two\n"
+    finally:
+        for image in (tag_one, tag_two, f"benchflow-agent:{name}", first):
+            docker_client.images.remove(image, force=True)
+
+
+def test_a_missing_agent_folder_is_a_layer_error(docker_client, tmp_path):
+    layer = AgentLayer(f"gone-{secrets.token_hex(4)}", tmp_path / "nowhere", "/opt/gone")
+    with pytest.raises(LayerError, match="is missing"):
+        LayerCache(docker_client).image_with(BASE, layer)
