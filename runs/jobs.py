@@ -7,6 +7,7 @@ import concurrent.futures
 import os
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -184,7 +185,9 @@ class JobRun:
         lock = JobLock(job_dir)
         lock.acquire()
         try:
-            return asyncio.run(self._run(choice))
+            # uvloop: the model proxy shares this loop, and its figures are uvloop's.
+            with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+                return runner.run(self._run(choice))
         finally:
             lock.release()
             self.index.close()
@@ -370,3 +373,11 @@ class JobRun:
                 )
         errored = (summary.get("errored") or 0) + (summary.get("verifier_errored") or 0)
         return 1 if errored else 0
+
+
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency; asyncio's loop also works
+        return None
+    return uvloop.new_event_loop
