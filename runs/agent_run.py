@@ -192,6 +192,11 @@ async def run_agent(
         relay = LoopbackRelay(proxy.port)
         pid = await loop.run_in_executor(None, sandbox.pid)
         await relay.start(pid, proxy.port)
+    relays = [LoopbackRelay(port) for port in agent.loopback_ports()]
+    if relays:
+        pid = await loop.run_in_executor(None, sandbox.pid)
+        for extra in relays:
+            await extra.start(pid, extra.target_port)
     def tool_seen(title: str) -> None:
         loop.call_soon_threadsafe(on_tool, title)
 
@@ -220,8 +225,9 @@ async def run_agent(
         exec_result = await fut
     finally:
         budget_wait.cancel()
-        if relay is not None:
-            await relay.close()
+        for opened in [relay, *relays]:
+            if opened is not None:
+                await opened.close()
     result["agent_exit_code"] = exec_result.exit_code
     result["n_tool_calls"] = result.get("n_tool_calls", 0) + watcher.tool_calls
     result["last_tool_call"] = watcher.last_tool or result.get("last_tool_call")

@@ -261,11 +261,12 @@ class JobRun:
 
     async def _start_proxy(self) -> ModelGateway | None:
         """The model gateway, in this loop, when the agent calls a model."""
+        if hasattr(self.agent, "model"):  # a Claude login too is told its model
+            self.agent.model = self.spec.model or ""
         if not uses_proxy(self.agent, self.spec.model) or self.gateway is None:
             return None
         port = await self.gateway.start()
         self.agent.proxy_url = f"http://127.0.0.1:{port}"  # type: ignore[attr-defined]
-        self.agent.model = self.spec.model or ""  # type: ignore[attr-defined]
         return self.gateway
 
     def _on_signal(self, name: str) -> None:

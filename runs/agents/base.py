@@ -45,6 +45,10 @@ class Agent:
         """Folders made world-writable in the sandbox before the agent starts (its HOME)."""
         return []
 
+    def loopback_ports(self) -> list[int]:
+        """Ports on the host's 127.0.0.1 the agent reaches on its sandbox's own 127.0.0.1."""
+        return []
+
     def image_layer(self) -> AgentLayer | None:
         """Files the agent needs in every sandbox, as a cached layer over the task's image."""
         return None

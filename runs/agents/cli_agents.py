@@ -17,6 +17,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from runs.agents.base import Agent, AgentCommand, AgentError
 from runs.sandboxes.docker import FileEntry
@@ -192,10 +193,21 @@ class ClaudeAgent(ModelAgent):
 
     def login_env(self) -> dict[str, str]:
         env = {"IS_SANDBOX": "1", "CLAUDE_CONFIG_DIR": f"{self.home}/.claude", "DISABLE_TELEMETRY": "1",
-               "DISABLE_AUTOUPDATER": "1"}
-        if os.environ.get("CLAUDE_CODE_OAUTH_TOKEN"):
-            env["CLAUDE_CODE_OAUTH_TOKEN"] = os.environ["CLAUDE_CODE_OAUTH_TOKEN"]
+               "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1",
+               "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+        for name in ("CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_BASE_URL"):  # the login, and its gateway if any
+            if os.environ.get(name):
+                env[name] = os.environ[name]
         return env
+
+    def loopback_ports(self) -> list[int]:
+        """A login's gateway on this machine's 127.0.0.1 (ANTHROPIC_BASE_URL) is relayed into the sandbox."""
+        if not self.login:
+            return []
+        url = urlsplit(os.environ.get("ANTHROPIC_BASE_URL", ""))
+        if url.hostname in ("127.0.0.1", "localhost") and url.port:
+            return [url.port]
+        return []
 
     def model_env(self, key: str) -> dict[str, str]:
         return {

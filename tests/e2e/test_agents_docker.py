@@ -412,6 +412,7 @@ class FakeUpstream(ThreadingHTTPServer):
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), _UpstreamHandler)
         self.requests: list[dict[str, Any]] = []
+        self.models = {KNOWN_MODEL}  # any other model gets a 404, as DeepSeek answers
 
     @property
     def url(self) -> str:
@@ -439,7 +440,7 @@ class _UpstreamHandler(BaseHTTPRequestHandler):
         )
         model = body.get("model", "m")
         path = urlsplit(self.path).path
-        if model != KNOWN_MODEL:
+        if model not in self.server.models and "*" not in self.server.models:
             return self._send(
                 404,
                 json.dumps(
@@ -671,6 +672,46 @@ def test_upstream_key_reaches_the_upstream_and_nothing_else(
     assert json.loads(config)["agent_env"] == {"OPENAI_ORG": "visible"}
     assert "MY_TOKEN" in json.loads(evaluation)["agent_env_secret_keys"]
     assert owned_containers(docker_client, job.name) == []
+
+
+def test_claude_login_calls_its_gateway_directly_with_usage_from_its_own_log(
+    docker_client, clean_env, tmp_path, fake_upstream
+):
+    # given a Claude login (an OAuth token, no API key) whose gateway is on this machine's loopback
+    token = f"oauth-token-{random_text(24)}"
+    clean_env["CLAUDE_CODE_OAUTH_TOKEN"] = token
+    clean_env["ANTHROPIC_BASE_URL"] = fake_upstream.url
+    fake_upstream.models = {"*"}
+    write_task(tmp_path / "tasks", "chat", test_sh=REWARD_1)
+    # when a per-trial budget is asked for, the run is refused before a job exists
+    refused = run_bench(
+        ["run", "tasks", "-a", "claude", "-m", "sonnet", "--token-budget", "5000", "--jobs-dir", "jobs"],
+        env=clean_env, cwd=tmp_path,
+    )
+    assert refused.returncode == 2 and "Claude login" in refused.stdout + refused.stderr
+    assert not (tmp_path / "jobs").exists() or job_dirs(tmp_path / "jobs") == []
+    # when it runs without one
+    proc = run_bench(
+        ["run", "tasks", "-a", "claude", "-m", "sonnet", "--jobs-dir", "jobs"],
+        env=clean_env, cwd=tmp_path, timeout=AGENT_RUN_TIMEOUT,
+    )
+    # then the real CLI called the gateway itself, with the login's token, not through the proxy
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [job] = job_dirs(tmp_path / "jobs")
+    [result] = results_of(job)
+    assert result["agent_exit_code"] == 0 and result["error"] is None, result
+    calls = [c for c in fake_upstream.requests if urlsplit(c["path"]).path == "/v1/messages"]
+    assert calls and all(c["headers"].get("authorization") == f"Bearer {token}" for c in calls)
+    assert all(c["body"]["model"].startswith("claude-sonnet") for c in calls)  # -m sonnet, as Claude names it
+    assert not (job / result["rollout_name"] / "trajectory" / "llm_trajectory.jsonl").exists()
+    # and usage comes from the agent's own log: tokens counted, dollars unknown
+    ar = result["agent_result"]
+    assert ar["usage_source"] == "agent_session_log" and ar["cost_usd"] is None
+    assert ar["n_input_tokens"] >= 11 and ar["n_output_tokens"] >= 7
+    # and the token is in no file of the job
+    for path in (tmp_path / "jobs").rglob("*"):
+        if path.is_file():
+            assert token.encode() not in path.read_bytes(), path
 
 
 def test_claude_on_a_paid_provider_sends_the_host_key_upstream_only(

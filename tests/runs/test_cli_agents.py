@@ -43,6 +43,27 @@ def test_a_login_cannot_be_held_to_a_per_trial_budget(tmp_path, monkeypatch):
     assert any("--max-cost-usd" in p for p in model_problems(spec, ClaudeAgent(), [], gateway=None))
 
 
+@pytest.mark.parametrize(
+    ("login", "base_url", "ports"),
+    [
+        (True, "http://127.0.0.1:7001", [7001]),
+        (True, "http://localhost:7002/gw", [7002]),
+        (True, "https://gateway.example.com", []),  # reached over the sandbox's network as it is
+        (True, "", []),
+        (False, "http://127.0.0.1:7001", []),  # without a login the proxy is the only way out
+    ],
+)
+def test_a_logins_gateway_on_loopback_is_relayed_into_the_sandbox(monkeypatch, login, base_url, ports):
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", base_url)
+    monkeypatch.setenv("CLAUDE_CODE_OAUTH_TOKEN", "oauth-t")
+    agent = ClaudeAgent()
+    agent.login = login
+    assert agent.loopback_ports() == ports
+    if login:
+        env = agent.login_env()
+        assert env["CLAUDE_CODE_OAUTH_TOKEN"] == "oauth-t" and env.get("ANTHROPIC_BASE_URL", "") == base_url
+
+
 def test_each_cli_gets_only_the_proxy_url_and_its_attempt_key():
     for agent in (ClaudeAgent(), OpenCodeAgent(), CodexAgent()):
         agent.proxy_url, agent.model = "http://127.0.0.1:5555", "deepseek/deepseek-v4-flash"
