@@ -113,8 +113,12 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument("-j", "--concurrency", type=positive_int)
     resume.add_argument("--quiet", action="store_true")
 
-    doctor = sub.add_parser("doctor", help="check the Docker engine, base images and disk space")
-    doctor.add_argument("--fix", action="store_true", help="start the engine and build missing base images")
+    doctor = sub.add_parser("doctor", help="check the Docker engine, base images, agent layers and disk space")
+    doctor.add_argument(
+        "--fix",
+        action="store_true",
+        help="start the engine, build missing base images, remove agent layers of versions no longer used",
+    )
 
     explain = sub.add_parser("explain", help="explain an error class (bench explain trial_budget)")
     explain.add_argument("error_class", metavar="CLASS", nargs="?")

@@ -74,6 +74,7 @@ def doctor_checks(
         )
         checks.append(_version_check(version, info))
         checks.append(_images_check(client, fix, log))
+        checks.append(agent_images_check(client, fix))
     root = str(info.get("DockerRootDir", "/var/lib/docker"))
     checks.append(_disk_check(f"disk space (docker root {root})", root))
     checks.append(_disk_check(f"disk space ({os.getcwd()})", os.getcwd()))
@@ -139,6 +140,39 @@ def _images_check(client: DockerClient, fix: bool, log: Log) -> Check:
             "rebuild them with `bench doctor --fix`",
         )
     return Check("base images", "PASS", f"v{BASE_VERSION}: {', '.join(status)}")
+
+
+def agent_images_check(client: DockerClient, fix: bool) -> Check:
+    """Agent CLI layers (runs/sandboxes/layers.py): those of versions no longer pinned are
+    never used again, so --fix removes them; the pinned ones are rebuilt on demand anyway."""
+    from runs.agents.cli_agents import SPECS
+    from runs.sandboxes.layers import LABEL_AGENT
+
+    pinned = {f"{spec.name}-{spec.version}" for spec in SPECS.values()}
+    images = client.images.list(filters={"label": LABEL_AGENT})
+    old = [i for i in images if i.labels.get(LABEL_AGENT) not in pinned]
+    removed, failed = 0, []
+    if fix:
+        for image in old:
+            try:
+                for ref in image.tags or [image.id]:
+                    client.images.remove(ref, force=False, noprune=False)
+                removed += 1
+            except docker.errors.APIError as exc:  # in use by a container, say
+                failed.append(f"{image.labels.get(LABEL_AGENT)}: {exc.explanation or exc}")
+    current = len(images) - len(old)
+    detail = f"{current} image(s) of the pinned versions ({', '.join(sorted(pinned))})"
+    if removed:
+        detail += f"; removed {removed} of older versions"
+    if failed:
+        return Check("agent layers", "WARN", detail + "; could not remove: " + "; ".join(failed),
+                     "stop the containers using them, then rerun `bench doctor --fix`")
+    if old and not fix:
+        versions = sorted({str(i.labels.get(LABEL_AGENT)) for i in old})
+        return Check("agent layers", "WARN",
+                     detail + f"; {len(old)} of versions no longer used ({', '.join(versions)})",
+                     "remove them with `bench doctor --fix` (they hold a copy of the CLI each)")
+    return Check("agent layers", "PASS", detail)
 
 
 def _disk_check(name: str, path: str) -> Check:

@@ -80,3 +80,27 @@ def test_a_missing_agent_folder_is_a_layer_error(docker_client, tmp_path):
     layer = AgentLayer(f"gone-{secrets.token_hex(4)}", tmp_path / "nowhere", "/opt/gone")
     with pytest.raises(LayerError, match="is missing"):
         LayerCache(docker_client).image_with(BASE, layer)
+
+
+def test_doctor_fix_removes_layers_of_agent_versions_no_longer_pinned(docker_client):
+    from runs.doctor import agent_images_check
+
+    # given an image of an agent version this code no longer pins, and one of a pinned version
+    dockerfile = io.BytesIO(f"FROM {BASE}\n".encode())
+    old = f"benchflow-agent:claude-0.0.{secrets.randbelow(10**6)}"
+    docker_client.images.build(fileobj=dockerfile, tag=old, labels={"benchflow.agent": old.split(":")[1]})
+    try:
+        # when the doctor looks, it warns and names it
+        check = agent_images_check(docker_client, fix=False)
+        assert check.status == "WARN" and old.split(":")[1] in check.detail and "--fix" in check.fix
+        assert docker_client.images.get(old)
+        # when it fixes, the old one is gone
+        check = agent_images_check(docker_client, fix=True)
+        assert check.status == "PASS" and "of older versions" in check.detail
+        with pytest.raises(Exception, match="No such image"):
+            docker_client.images.get(old)
+    finally:
+        try:
+            docker_client.images.remove(old, force=True)
+        except Exception:  # noqa: BLE001 - already removed by the doctor
+            pass
