@@ -240,6 +240,11 @@ async def run_agent(
         _record_usage(result, usage, budget, outcome, watcher.subagents())
     elif agent.needs_model and watcher.final_usage:
         _record_native_usage(result, watcher.final_usage)
+    if exec_result.exit_code == 137 and not (outcome.timed_out or outcome.budget_stopped):
+        # SIGKILL that we did not send: most often the task's memory_mb is too small for the agent
+        kills = await loop.run_in_executor(None, sandbox.oom_kills)
+        if kills:
+            result["agent_oom_killed"] = True
     if exec_result.exit_code in (126, 127) and not result.get("error"):
         result["error"] = f"install failed: the agent's command could not run (exit {exec_result.exit_code})"
         result["error_category"] = "install_failure"

@@ -163,6 +163,10 @@ class Coordinator:
             self._announce_budget()
         if result.get("error_category") == "trial_budget":
             self.say(f"[{prepared.plan.trial_name}] {result['error']}")
+        if result.get("agent_oom_killed"):
+            memory = prepared.plan.task.sandbox.memory_mb
+            self.say(f"[{prepared.plan.trial_name}] the agent was killed for lack of memory (memory_mb={memory:g}); "
+                     "fix: raise memory_mb in the task's [environment]")
         self.say(trial_line(result))
         return result
 

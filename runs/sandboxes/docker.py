@@ -162,6 +162,24 @@ class Sandbox:
         self.removed = False
         self._lock = threading.Lock()
 
+    def oom_kills(self) -> int | None:
+        """Processes the kernel killed for lack of memory in this sandbox (its memory cgroup,
+        v1 or v2, cgroupfs or systemd driver); None when the counter cannot be read."""
+        for path, field_name in (
+            (f"/sys/fs/cgroup/memory/docker/{self.id}/memory.oom_control", "oom_kill"),
+            (f"/sys/fs/cgroup/docker/{self.id}/memory.events", "oom_kill"),
+            (f"/sys/fs/cgroup/system.slice/docker-{self.id}.scope/memory.events", "oom_kill"),
+        ):
+            try:
+                text = Path(path).read_text()
+            except OSError:
+                continue
+            for line in text.splitlines():
+                name, _, value = line.partition(" ")
+                if name == field_name and value.strip().isdigit():
+                    return int(value)
+        return None
+
     def put_files(self, files: dict[str, FileEntry], dirs: Iterable[str] = ()) -> None:
         if files or dirs:
             self.api.put_archive(self.id, "/", make_tar(files, dirs))

@@ -265,3 +265,33 @@ def test_files_the_agent_plants_for_the_verifier_are_gone_before_it_runs(docker_
     [result] = results_of(job_dirs(tmp_path / "jobs")[0])
     assert result["rewards"] is None, proc.stdout
     assert "No reward file found" in result["verifier_error"]
+
+
+def test_an_agent_killed_for_lack_of_memory_is_named_with_the_fix(docker_client, bench_env, tmp_path):
+    # given a task with little memory and an agent that needs more
+    write_task(tmp_path / "tasks", "small", test_sh="echo 0 > /logs/verifier/reward.txt\n",
+               toml="[environment]\nmemory_mb = 64\n")
+    hog = tmp_path / "hog.sh"
+    hog.write_text("#!/bin/bash\nx=$(head -c 400000000 /dev/zero | tr '\\0' a)\necho survived\n")
+    hog.chmod(0o755)
+    # when
+    proc = run_bench(["run", "tasks", "-a", f"script:{hog}", "--jobs-dir", "jobs"], env=bench_env, cwd=tmp_path)
+    # then the trial is graded as usual, and the console and result.json say why the agent died
+    [job] = job_dirs(tmp_path / "jobs")
+    [result] = results_of(job)
+    assert result["agent_exit_code"] == 137 and result["agent_oom_killed"] is True, result
+    assert "[small] the agent was killed for lack of memory (memory_mb=64)" in proc.stdout
+    assert "fix: raise memory_mb" in proc.stdout
+    assert "[FAIL] small (reward=0.00, tools=0)" in proc.stdout
+
+
+def test_an_agent_that_exits_137_by_itself_is_not_called_out_of_memory(docker_client, bench_env, tmp_path):
+    write_task(tmp_path / "tasks", "selfkill", test_sh="echo 0 > /logs/verifier/reward.txt\n")
+    agent = tmp_path / "selfkill.sh"
+    agent.write_text("#!/bin/bash\nkill -9 $$\n")
+    agent.chmod(0o755)
+    proc = run_bench(["run", "tasks", "-a", f"script:{agent}", "--jobs-dir", "jobs"], env=bench_env, cwd=tmp_path)
+    [job] = job_dirs(tmp_path / "jobs")
+    [result] = results_of(job)
+    assert result["agent_exit_code"] == 137 and "agent_oom_killed" not in result, result
+    assert "lack of memory" not in proc.stdout
