@@ -85,6 +85,10 @@ class LayerCache:
         self._locks: dict[str, threading.Lock] = {}
         self._done: dict[tuple[str, str], str] = {}
 
+    def _lock_for(self, tag: str) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(tag, threading.Lock())
+
     def image_with(self, image: str, layer: AgentLayer) -> str:
         """`image` with the agent's layer on top; raises LayerError."""
         key = (image, layer.name)
@@ -95,14 +99,13 @@ class LayerCache:
         except (ImageNotFound, APIError) as exc:
             raise LayerError(f"cannot read the task image {image}: {exc}") from exc
         tag = layered_tag(image_id, layer)
-        with self._guard:
-            lock = self._locks.setdefault(tag, threading.Lock())
-        with lock:
+        with self._lock_for(tag):
             if key not in self._done:
                 try:
                     self.client.api.inspect_image(tag)
                 except ImageNotFound:
-                    source = files_image(self.client, layer)
+                    with self._lock_for(f"{FILES_REPO}:{layer.name}"):  # one upload of the files per job
+                        source = files_image(self.client, layer)
                     dockerfile = f"FROM {image}\nCOPY --from={source} {layer.target} {layer.target}\n"
                     _build(
                         self.client,
