@@ -92,6 +92,24 @@ def test_known_secrets_are_redacted_whatever_their_shape() -> None:
     assert redact(b'{"a":"xx-SECRET-VALUE-yy"}', [b"SECRET-VALUE"]) == b'{"a":"xx-[REDACTED]-yy"}'
 
 
+@pytest.mark.parametrize(
+    ("line", "secrets", "expected"),
+    [
+        # a key-shaped secret in a line that has the shape: found (and the shape also matches)
+        (b'{"a":"k=sk-up_1234567890abcdefgh!"}', [b"sk-up_1234567890abcdefgh"], b'{"a":"k=[REDACTED]!"}'),
+        # one too short for the shape pattern is still found as a known value
+        (b'{"a":"sk-short1"}', [b"sk-short1"], b'{"a":"[REDACTED]"}'),
+        # a plain secret beside a shaped one: both searched once the line has a shape
+        (b'{"a":"PLAIN-SECRET-1 bf-x sk-tiny123"}', [b"PLAIN-SECRET-1", b"sk-tiny123"],
+         b'{"a":"[REDACTED] bf-x [REDACTED]"}'),
+        # no shape in the line: a shaped secret cannot be there, a plain one still is
+        (b'{"a":"PLAIN-SECRET-1 only"}', [b"sk-tiny123", b"PLAIN-SECRET-1"], b'{"a":"[REDACTED] only"}'),
+    ],
+)
+def test_secrets_with_and_without_a_keys_shape(line: bytes, secrets: list[bytes], expected: bytes) -> None:
+    assert redact(line, secrets) == expected
+
+
 async def test_writer_batches_and_flushes_from_another_thread(tmp_path: Path) -> None:
     writer = TrajectoryWriter(lambda: ["upstream-key-123456"], delay=60)
     path = tmp_path / "t" / "llm_trajectory.jsonl"
