@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,9 @@ class ProxyGateway:
 
     async def stop(self) -> None:
         await self.server.stop()
+
+    async def serve(self, sock: Any) -> Callable[[], Awaitable[None]]:
+        return await self.server.serve_socket(sock)
 
     def register(
         self,

@@ -184,8 +184,8 @@ class _Cycle:
 class HttpConnection(asyncio.Protocol):
     """One client connection; requests on it are served one after the other."""
 
-    def __init__(self, app: App, server: HttpServer) -> None:
-        self.app, self.server = app, server
+    def __init__(self, app: App, server: HttpServer, group: set[HttpConnection] | None = None) -> None:
+        self.app, self.server, self.group = app, server, group
         self.loop = server.loop
         self.parser = httptools.HttpRequestParser(self)
         self.transport: asyncio.Transport | None = None
@@ -213,6 +213,8 @@ class HttpConnection(asyncio.Protocol):
         self.peer = tuple(peer[:2]) if isinstance(peer, tuple) else None  # type: ignore[assignment]
         self.sockname = tuple(sock[:2]) if isinstance(sock, tuple) else None  # type: ignore[assignment]
         self.server.connections.add(self)
+        if self.group is not None:
+            self.group.add(self)
 
     def data_received(self, data: bytes) -> None:
         self.last_active = self.loop.time()
@@ -229,6 +231,8 @@ class HttpConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.server.connections.discard(self)
+        if self.group is not None:
+            self.group.discard(self)
         if self.cycle is not None:
             self.cycle._wake()
         self._release_drain()
@@ -339,6 +343,28 @@ class HttpServer:
             lambda: HttpConnection(self.app, self), sock=sock, backlog=2048
         )
         self._sweeper = self.loop.call_later(IDLE_TIMEOUT / 5, self._sweep)
+
+    async def add_listener(self, sock: Any) -> Callable[[], Awaitable[None]]:
+        """Also serve a listening socket made elsewhere (inside a sandbox's network namespace,
+        say): connections it accepts are served here directly, with no relay. Returns the
+        function that stops it and closes what it accepted."""
+        group: set[HttpConnection] = set()
+        listener = await self.loop.create_server(
+            lambda: HttpConnection(self.app, self, group), sock=sock, backlog=256
+        )
+
+        async def close() -> None:
+            listener.close()
+            tasks = [c.task for c in group if c.task is not None]
+            for conn in list(group):
+                conn.close()
+            for task in tasks:
+                task.cancel()
+            if tasks:
+                await asyncio.gather(*tasks, return_exceptions=True)
+            await listener.wait_closed()
+
+        return close
 
     def _sweep(self) -> None:
         """Close keep-alive connections idle for longer than IDLE_TIMEOUT."""

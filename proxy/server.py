@@ -7,7 +7,7 @@ import contextlib
 import logging
 import os
 import socket
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 from proxy.app import ProxyApp
 from proxy.http11 import HttpServer
@@ -60,6 +60,13 @@ class ProxyServer:
         self._server, self._sock = server, sock
         self.host, self.port = host, sock.getsockname()[1]
         return self.port
+
+    async def serve_socket(self, sock: socket.socket) -> Callable[[], Awaitable[None]]:
+        """Serve a listening socket made inside a sandbox's network namespace as well; the
+        returned function stops it."""
+        if self._server is None:
+            raise RuntimeError("the proxy is not started")
+        return await self._server.add_listener(sock)
 
     async def stop(self) -> None:
         if self._server is not None:

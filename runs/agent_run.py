@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,7 @@ from runs.agents.base import Agent
 from runs.agents.controls import ScriptAgent
 from runs.gateway import ModelGateway
 from runs.sandboxes.docker import Sandbox
-from runs.sandboxes.netns import LoopbackRelay
+from runs.sandboxes.netns import LoopbackRelay, listen_in_netns
 from runs.tasks import Task
 
 BUDGET_STOP_GRACE_S = 0.5  # lets the agent print its last lines before it is stopped
@@ -176,7 +176,8 @@ async def run_agent(
     log.parent.mkdir(parents=True, exist_ok=True)
     env = {**agent_env, **command.env}
     budget_spent = asyncio.Event()
-    key, relay = None, None
+    key: str | None = None
+    stop_serving: Callable[[], Awaitable[None]] | None = None
     if proxy is not None and uses_proxy(agent, model):
         (attempt_dir / "trajectory").mkdir(exist_ok=True)
         key = proxy.register(
@@ -189,9 +190,11 @@ async def run_agent(
             on_budget_spent=lambda _id: loop.call_soon_threadsafe(budget_spent.set),
         )
         env.update(agent.model_env(key))
-        relay = LoopbackRelay(proxy.port)
+        # The proxy serves a socket made inside the sandbox's network namespace: the agent's
+        # 127.0.0.1:PORT is the proxy itself, with no relay in between.
         pid = await loop.run_in_executor(None, sandbox.pid)
-        await relay.start(pid, proxy.port)
+        sock = await loop.run_in_executor(None, listen_in_netns, pid, proxy.port)
+        stop_serving = await proxy.serve(sock)
     relays = [LoopbackRelay(port) for port in agent.loopback_ports()]
     if relays:
         pid = await loop.run_in_executor(None, sandbox.pid)
@@ -225,9 +228,10 @@ async def run_agent(
         exec_result = await fut
     finally:
         budget_wait.cancel()
-        for opened in [relay, *relays]:
-            if opened is not None:
-                await opened.close()
+        if stop_serving is not None:
+            await stop_serving()
+        for opened in relays:
+            await opened.close()
     result["agent_exit_code"] = exec_result.exit_code
     result["n_tool_calls"] = result.get("n_tool_calls", 0) + watcher.tool_calls
     result["last_tool_call"] = watcher.last_tool or result.get("last_tool_call")

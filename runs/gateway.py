@@ -6,7 +6,7 @@ the CLI hands a job an object with this shape (benchflow_site.gateway.ProxyGatew
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -21,6 +21,10 @@ class ModelGateway(Protocol):
         """Listen on the host's loopback inside the running loop; returns the port."""
 
     async def stop(self) -> None: ...
+
+    async def serve(self, sock: Any) -> Callable[[], Awaitable[None]]:
+        """Also serve a listening socket made inside a sandbox's network namespace (no relay
+        between the agent and the gateway); returns the function that stops serving it."""
 
     def register(
         self,

@@ -1,9 +1,10 @@
 """The model proxy on the sandbox's own loopback: a listener made inside its network namespace.
 
 The runner (root, beside the Docker engine) opens a socket on 127.0.0.1 *inside* the container's
-network namespace and relays what arrives to the proxy on the host's loopback. The agent calls
+network namespace, and the proxy serves the connections it accepts directly. The agent calls
 http://127.0.0.1:PORT; the proxy listens on the host's loopback only; and a `no-network` sandbox
-keeps nothing but `lo`, yet still reaches its model.
+keeps nothing but `lo`, yet still reaches its model. LoopbackRelay does the same for any other
+service on the host's loopback (a Claude login's gateway), by copying bytes.
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
 
 
 class LoopbackRelay:
-    """Relays connections from the sandbox's 127.0.0.1:port to the proxy on the host's loopback."""
+    """Relays connections from the sandbox's 127.0.0.1:port to the same port on the host's loopback."""
 
     def __init__(self, target_port: int):
         self.target_port = target_port

@@ -191,3 +191,25 @@ async def test_idle_keep_alive_connections_are_closed(served, monkeypatch) -> No
     server._sweep()
     assert await asyncio.wait_for(reader.read(), 5) == b""  # closed by the server
     writer.close()
+
+
+async def test_an_added_listener_is_served_until_its_closer_runs(served) -> None:
+    # given a listening socket made elsewhere (as inside a sandbox's network namespace)
+    _, seen, server = served
+    extra = socket.socket()
+    extra.bind(("127.0.0.1", 0))
+    extra.listen(8)
+    extra.setblocking(False)
+    port = extra.getsockname()[1]
+    close = await server.add_listener(extra)
+    # when a client keeps a connection open on it
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"POST /x HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n\r\nhi")
+    assert b"POST /x hi" in await asyncio.wait_for(reader.readuntil(b"POST /x hi"), 5)
+    # then closing the listener closes that connection and accepts no more
+    await close()
+    assert await asyncio.wait_for(reader.read(), 5) == b""
+    writer.close()
+    with pytest.raises(OSError):
+        await asyncio.open_connection("127.0.0.1", port)
+    assert seen[0]["path"] == "/x"
