@@ -23,7 +23,8 @@ import httptools
 log = logging.getLogger(__name__)
 
 App = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
-MAX_BODY = 256 << 20  # an agent's request with its whole conversation stays far below this
+MAX_BODY = 64 << 20  # an agent's request with its whole conversation (images too) stays below this
+MAX_HEAD = 64 << 10  # request line and headers: agents are untrusted, their memory is ours
 MAX_QUEUED = 16  # pipelined requests waiting behind the one in progress
 IDLE_TIMEOUT = 75.0
 _REASONS = {s.value: s.phrase.encode() for s in HTTPStatus}
@@ -203,6 +204,7 @@ class HttpConnection(asyncio.Protocol):
         self._headers: list[tuple[bytes, bytes]] = []
         self._body: list[bytes] = []
         self._size = 0
+        self._head_size = 0
         self._expect = False
 
     # asyncio.Protocol
@@ -225,6 +227,8 @@ class HttpConnection(asyncio.Protocol):
         except httptools.HttpParserError as exc:  # a callback's exception arrives wrapped
             if self._size > MAX_BODY:
                 self._reject(413, f"Request body too large (over {MAX_BODY} bytes)")
+            elif self._head_size > MAX_HEAD:
+                self._reject(431, f"Request header fields too large (over {MAX_HEAD} bytes)")
             else:
                 self._reject(400, f"Bad Request: {exc}")
 
@@ -250,12 +254,19 @@ class HttpConnection(asyncio.Protocol):
         self._headers = []
         self._body = []
         self._size = 0
+        self._head_size = 0
         self._expect = False
 
     def on_url(self, url: bytes) -> None:
         self._url += url
+        self._head_size += len(url)
+        if self._head_size > MAX_HEAD:
+            raise ValueError("request head too large")
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        self._head_size += len(name) + len(value)
+        if self._head_size > MAX_HEAD:
+            raise ValueError("request head too large")
         name = name.lower()
         self._headers.append((name, value))
         if name == b"expect" and value.lower() == b"100-continue":

@@ -165,6 +165,13 @@ async def test_a_body_over_the_limit_gets_413(served, monkeypatch) -> None:
     assert out.startswith(b"HTTP/1.1 413") and seen == []
 
 
+async def test_a_request_head_over_the_limit_gets_431(served) -> None:
+    port, seen, _ = served
+    headers = b"".join(b"x-h%d: %s\r\n" % (n, b"v" * 1000) for n in range(80))
+    out = await exchange(port, b"GET /h HTTP/1.1\r\nhost: x\r\n" + headers + b"\r\n")
+    assert out.startswith(b"HTTP/1.1 431") and seen == []
+
+
 async def test_a_slow_reader_pauses_the_app_rather_than_growing_the_buffer(served) -> None:
     port, seen, _ = served
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
