@@ -117,7 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument(
         "--fix",
         action="store_true",
-        help="start the engine, build missing base images, remove agent layers of versions no longer used",
+        help="start the engine, build missing base images, remove agent layers no longer used "
+        "(old CLI versions, or over task images since rebuilt)",
     )
 
     explain = sub.add_parser("explain", help="explain an error class (bench explain trial_budget)")

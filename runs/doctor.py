@@ -143,36 +143,52 @@ def _images_check(client: DockerClient, fix: bool, log: Log) -> Check:
 
 
 def agent_images_check(client: DockerClient, fix: bool) -> Check:
-    """Agent CLI layers (runs/sandboxes/layers.py): those of versions no longer pinned are
-    never used again, so --fix removes them; the pinned ones are rebuilt on demand anyway."""
+    """Agent CLI layers (runs/sandboxes/layers.py). Two kinds are never used again, so --fix
+    removes them: those of CLI versions no longer pinned, and those over a task image that has
+    since been rebuilt (its old image has no tag left). The rest are rebuilt on demand anyway."""
     from runs.agents.cli_agents import SPECS
-    from runs.sandboxes.layers import LABEL_AGENT
+    from runs.sandboxes.layers import LABEL_AGENT, LABEL_BASE
 
     pinned = {f"{spec.name}-{spec.version}" for spec in SPECS.values()}
     images = client.images.list(filters={"label": LABEL_AGENT})
     old = [i for i in images if i.labels.get(LABEL_AGENT) not in pinned]
+    orphans = [i for i in images if i not in old and not _base_tagged(client, i.labels.get(LABEL_BASE))]
+    stale = old + orphans
     removed, failed = 0, []
     if fix:
-        for image in old:
+        for image in stale:
             try:
                 for ref in image.tags or [image.id]:
                     client.images.remove(ref, force=False, noprune=False)
                 removed += 1
             except docker.errors.APIError as exc:  # in use by a container, say
-                failed.append(f"{image.labels.get(LABEL_AGENT)}: {exc.explanation or exc}")
-    current = len(images) - len(old)
-    detail = f"{current} image(s) of the pinned versions ({', '.join(sorted(pinned))})"
+                failed.append(f"{image.tags[0] if image.tags else image.short_id}: {exc.explanation or exc}")
+    detail = f"{len(images) - len(stale)} image(s) in use ({', '.join(sorted(pinned))})"
     if removed:
-        detail += f"; removed {removed} of older versions"
+        detail += f"; removed {removed} no longer used"
     if failed:
         return Check("agent layers", "WARN", detail + "; could not remove: " + "; ".join(failed),
                      "stop the containers using them, then rerun `bench doctor --fix`")
-    if old and not fix:
+    if stale and not fix:
         versions = sorted({str(i.labels.get(LABEL_AGENT)) for i in old})
-        return Check("agent layers", "WARN",
-                     detail + f"; {len(old)} of versions no longer used ({', '.join(versions)})",
-                     "remove them with `bench doctor --fix` (they hold a copy of the CLI each)")
+        parts = [f"{len(old)} of CLI versions no longer pinned ({', '.join(versions)})"] if old else []
+        if orphans:
+            parts.append(f"{len(orphans)} over task images since rebuilt")
+        return Check("agent layers", "WARN", detail + "; no longer used: " + ", ".join(parts),
+                     "remove them with `bench doctor --fix` (each holds a copy of its CLI)")
     return Check("agent layers", "PASS", detail)
+
+
+def _base_tagged(client: DockerClient, base_id: str | None) -> bool:
+    """Whether the task image a layer was built over still has a tag (unknown: assume so)."""
+    if not base_id:
+        return True  # built before the base was recorded
+    try:
+        return bool(client.api.inspect_image(base_id).get("RepoTags"))
+    except docker.errors.ImageNotFound:
+        return False
+    except docker.errors.APIError:
+        return True
 
 
 def _disk_check(name: str, path: str) -> Check:

@@ -22,6 +22,7 @@ from docker.errors import APIError, ImageNotFound
 FILES_REPO = "benchflow-agent"
 LAYERED_REPO = "benchflow-env"
 LABEL_AGENT = "benchflow.agent"
+LABEL_BASE = "benchflow.agent.task_image"  # the id of the task image a layer was built over (benchflow.base is taken)
 
 
 class LayerError(Exception):
@@ -110,7 +111,7 @@ class LayerCache:
                     _build(
                         self.client,
                         tag,
-                        {LABEL_AGENT: layer.name},
+                        {LABEL_AGENT: layer.name, LABEL_BASE: image_id},
                         fileobj=io.BytesIO(dockerfile.encode()),
                     )
                 self._done[key] = tag

@@ -56,6 +56,43 @@ def test_the_layer_puts_the_folder_into_the_image_once(docker_client, tmp_path):
             docker_client.images.remove(image, force=True)
 
 
+def test_doctor_fix_removes_layers_over_task_images_since_rebuilt(docker_client, tmp_path, monkeypatch):
+    from runs.agents import cli_agents
+    from runs.doctor import agent_images_check
+
+    # given a layer of a pinned CLI version (a made-up one: a real name would replace the real
+    # files image) over a task image, which is then rebuilt
+    version = f"9.{secrets.randbelow(10**6)}"
+    fake = cli_agents.CliSpec("fakecli", "fakecli", version, "bin/fakecli", "chat")
+    monkeypatch.setattr(cli_agents, "SPECS", {**cli_agents.SPECS, "fakecli": fake})
+    source = tmp_path / "bin"
+    source.mkdir()
+    (source / "agent").write_text("x")
+    layer = AgentLayer(f"fakecli-{version}", source, "/opt/benchflow/agents/fakecli")
+    base = _base_image(docker_client, f"orphan-{secrets.token_hex(4)}")
+    stale = LayerCache(docker_client).image_with(base, layer)
+    docker_client.images.build(
+        fileobj=io.BytesIO(f"FROM {BASE}\nRUN echo rebuilt > /marker\n".encode()), tag=base, rm=True
+    )
+    fresh = LayerCache(docker_client).image_with(base, layer)
+    try:
+        # when the doctor looks, it counts the stale one
+        check = agent_images_check(docker_client, fix=False)
+        assert check.status == "WARN" and "over task images since rebuilt" in check.detail
+        # when it fixes, the stale layer is gone and the one over the current task image stays
+        check = agent_images_check(docker_client, fix=True)
+        assert check.status == "PASS" and "no longer used" in check.detail
+        with pytest.raises(Exception, match="No such image"):
+            docker_client.images.get(stale)
+        assert docker_client.images.get(fresh)
+    finally:
+        for image in (stale, fresh, base, f"benchflow-agent:fakecli-{version}"):
+            try:
+                docker_client.images.remove(image, force=True)
+            except Exception:  # noqa: BLE001 - removed by the doctor
+                pass
+
+
 def test_a_rebuilt_task_image_gets_a_new_layered_image(docker_client, tmp_path):
     source = tmp_path / "bin"
     source.mkdir()
@@ -96,7 +133,7 @@ def test_doctor_fix_removes_layers_of_agent_versions_no_longer_pinned(docker_cli
         assert docker_client.images.get(old)
         # when it fixes, the old one is gone
         check = agent_images_check(docker_client, fix=True)
-        assert check.status == "PASS" and "of older versions" in check.detail
+        assert check.status == "PASS" and "no longer used" in check.detail
         with pytest.raises(Exception, match="No such image"):
             docker_client.images.get(old)
     finally:
