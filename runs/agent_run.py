@@ -194,12 +194,20 @@ async def run_agent(
         # 127.0.0.1:PORT is the proxy itself, with no relay in between.
         pid = await loop.run_in_executor(None, sandbox.pid)
         sock = await loop.run_in_executor(None, listen_in_netns, pid, proxy.port)
-        stop_serving = await proxy.serve(sock)
+        try:
+            stop_serving = await proxy.serve(sock)
+        except BaseException:
+            sock.close()
+            raise
     relays = [LoopbackRelay(port) for port in agent.loopback_ports()]
-    if relays:
-        pid = await loop.run_in_executor(None, sandbox.pid)
-        for extra in relays:
-            await extra.start(pid, extra.target_port)
+    try:
+        if relays:
+            pid = await loop.run_in_executor(None, sandbox.pid)
+            for extra in relays:
+                await extra.start(pid, extra.target_port)
+    except BaseException:  # what was opened for this trial is closed again, whatever failed
+        await _close_openings(stop_serving, relays)
+        raise
     def tool_seen(title: str) -> None:
         loop.call_soon_threadsafe(on_tool, title)
 
@@ -228,10 +236,7 @@ async def run_agent(
         exec_result = await fut
     finally:
         budget_wait.cancel()
-        if stop_serving is not None:
-            await stop_serving()
-        for opened in relays:
-            await opened.close()
+        await _close_openings(stop_serving, relays)
     result["agent_exit_code"] = exec_result.exit_code
     result["n_tool_calls"] = result.get("n_tool_calls", 0) + watcher.tool_calls
     result["last_tool_call"] = watcher.last_tool or result.get("last_tool_call")
@@ -253,6 +258,13 @@ async def run_agent(
         result["error"] = f"install failed: the agent's command could not run (exit {exec_result.exit_code})"
         result["error_category"] = "install_failure"
     return outcome
+
+
+async def _close_openings(stop_serving: Callable[[], Awaitable[None]] | None, relays: list[LoopbackRelay]) -> None:
+    if stop_serving is not None:
+        await stop_serving()
+    for relay in relays:
+        await relay.close()
 
 
 def _solution_text(task: Task) -> str | None:
