@@ -154,18 +154,21 @@ def agent_images_check(client: DockerClient, fix: bool) -> Check:
     old = [i for i in images if i.labels.get(LABEL_AGENT) not in pinned]
     orphans = [i for i in images if i not in old and not _base_tagged(client, i.labels.get(LABEL_BASE))]
     stale = old + orphans
-    removed, failed = 0, []
+    own = _own_sizes(client)
+    removed, freed, failed = 0, 0, []
     if fix:
         for image in stale:
             try:
                 for ref in image.tags or [image.id]:
                     client.images.remove(ref, force=False, noprune=False)
                 removed += 1
+                freed += own.get(image.id, 0)
             except docker.errors.APIError as exc:  # in use by a container, say
                 failed.append(f"{image.tags[0] if image.tags else image.short_id}: {exc.explanation or exc}")
-    detail = f"{len(images) - len(stale)} image(s) in use ({', '.join(sorted(pinned))})"
+    kept = [i for i in images if i not in stale]
+    detail = f"{len(kept)} image(s) in use ({', '.join(sorted(pinned))})" + _size_text(own, kept, "holding")
     if removed:
-        detail += f"; removed {removed} no longer used"
+        detail += f"; removed {removed} no longer used" + _size_text(own, [], "freeing", freed)
     if failed:
         return Check("agent layers", "WARN", detail + "; could not remove: " + "; ".join(failed),
                      "stop the containers using them, then rerun `bench doctor --fix`")
@@ -174,9 +177,36 @@ def agent_images_check(client: DockerClient, fix: bool) -> Check:
         parts = [f"{len(old)} of CLI versions no longer pinned ({', '.join(versions)})"] if old else []
         if orphans:
             parts.append(f"{len(orphans)} over task images since rebuilt")
-        return Check("agent layers", "WARN", detail + "; no longer used: " + ", ".join(parts),
+        return Check("agent layers", "WARN",
+                     detail + "; no longer used: " + ", ".join(parts) + _size_text(own, stale, "holding"),
                      "remove them with `bench doctor --fix` (each holds a copy of its CLI)")
     return Check("agent layers", "PASS", detail)
+
+
+def _own_sizes(client: DockerClient) -> dict[str, int]:
+    """Bytes each image holds that no other image shares (what removing it frees), by id;
+    empty when the engine cannot say."""
+    try:
+        usage = client.df()
+    except (docker.errors.APIError, OSError):
+        return {}
+    sizes: dict[str, int] = {}
+    for item in usage.get("Images") or ():
+        size, shared = item.get("Size"), item.get("SharedSize")
+        if isinstance(size, int) and isinstance(shared, int) and shared >= 0:
+            sizes[item.get("Id", "")] = max(size - shared, 0)
+    return sizes
+
+
+def _size_text(own: dict[str, int], images: list[Any], verb: str, total: int | None = None) -> str:
+    """", holding 1.2 GB" for the images' own disk use, or "" when it is not known."""
+    if total is None:
+        if not images or not own or any(i.id not in own for i in images):
+            return ""
+        total = sum(own[i.id] for i in images)
+    if not own:
+        return ""
+    return f", {verb} {total / 1e9:.1f} GB" if total >= 1e9 else f", {verb} {total / 1e6:.0f} MB"
 
 
 def _base_tagged(client: DockerClient, base_id: str | None) -> bool:
