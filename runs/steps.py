@@ -19,7 +19,8 @@ from runs.agent_run import AgentRun, TrialBudget, budget_stop_text, run_agent, t
 from runs.agents.base import Agent, AgentCommand
 from runs.rewards import TOLERANCE
 from runs.sandboxes.docker import populate
-from runs.tasks import Step, Task
+from runs.task_config import Step
+from runs.tasks import Task
 from runs.verifier import VerifierOutcome, run_verifier
 from runs.workspace import EVIDENCE, save_workspace
 

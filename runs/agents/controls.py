@@ -6,7 +6,8 @@ from pathlib import Path
 
 from runs.agents.base import AGENT_HOME, Agent, AgentCommand
 from runs.sandboxes.docker import FileEntry
-from runs.tasks import Step, Task
+from runs.task_config import Step
+from runs.tasks import Task
 
 SOLUTION_DIR = "/solution"
 STEP_SOLUTIONS_DIR = "/solution-steps"  # not /solution/steps: no mount can be made inside a read-only one

@@ -7,12 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from runs.task_config import AgentConfig, SandboxConfig, TaskProblem, VerifierConfig
 from runs.tasks import (
-    AgentConfig,
-    SandboxConfig,
     TaskError,
-    TaskProblem,
-    VerifierConfig,
     environment_digest,
     find_task_dirs,
     load_task,
