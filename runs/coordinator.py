@@ -16,7 +16,7 @@ from runs import errors
 from runs.attempt import AttemptPlan, AttemptRunner, Prepared
 from runs.budgets import JobBudget
 from runs.sandboxes.docker import Sandbox
-from runs.summary import trial_line
+from runs.summary_render import trial_line
 from runs.utilization import Sample, Utilization
 
 HEARTBEAT_S = 45.0

@@ -14,6 +14,7 @@ from typing import Any
 
 from runs import results as job_results
 from runs import summary as job_summary
+from runs import summary_render
 from runs.agent_run import uses_proxy
 from runs.agents.base import Agent
 from runs.attempt import AttemptRunner
@@ -345,12 +346,12 @@ class JobRun:
             reporter.line(f"Partial summary (what finished): {shown(job_dir / 'summary.json')}")
             reporter.line(f"Resume with: bench eval resume {shown(job_dir)}")
             return SIGNAL_EXIT[name]
-        reporter.line(job_summary.job_complete_line(summary, plan.total, elapsed))
-        if after := job_summary.trial_budget_card_line(summary):
+        reporter.line(summary_render.job_complete_line(summary, plan.total, elapsed))
+        if after := summary_render.trial_budget_card_line(summary):
             reporter.line("Run card, after the run:")
             reporter.line(after)
         reporter.line("")
-        for line in job_summary.render_final_block(
+        for line in summary_render.render_final_block(
             summary, job_dir, reused=len(plan.done), elapsed_s=elapsed, color=reporter.tty
         ):
             reporter.line(line)

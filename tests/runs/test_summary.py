@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from runs import summary as s
+from runs import summary_render as sr
 
 WYCKOFF = {
     "task_name": "crystallographic-wyckoff-position-analysis",
@@ -49,29 +50,29 @@ def result(name, reward=None, error=None, verifier_error=None, **extra):
 # --- the seed page's lines ---------------------------------------------------------------------
 
 def test_seed_pass_line():
-    assert s.trial_line(WYCKOFF) == "[PASS] crystallographic-wyckoff-position-analysis (reward=1.00, tools=35)"
+    assert sr.trial_line(WYCKOFF) == "[PASS] crystallographic-wyckoff-position-analysis (reward=1.00, tools=35)"
 
 
 def test_seed_fail_line_with_the_trial_budget_error():
-    assert s.trial_line(ECON) == (
+    assert sr.trial_line(ECON) == (
         "[FAIL] econ-detrending-correlation (reward=0.00, tools=7) "
         "(trial budget reached: the token budget of 60,000…)")
 
 
 def test_seed_job_complete_line_against_the_plan():
-    assert s.job_complete_line(cap_summary(), 2, 234.0) == (
+    assert sr.job_complete_line(cap_summary(), 2, 234.0) == (
         "Job complete: 1/1 (100.0%) run, 1/2 (50.0%) of the plan, mean_reward=1.00, errors=0, "
         "idle_timeouts=0, time=3.9min")
 
 
 def test_job_complete_line_without_a_budget_is_the_0_7_form():
     summary = s.build_summary(job_name="j", results=[result("a", 1.0), result("b", 1.0)])
-    assert s.job_complete_line(summary, 2, 6.0) == (
+    assert sr.job_complete_line(summary, 2, 6.0) == (
         "Job complete: 2/2 (100.0%), mean_reward=1.00, errors=0, idle_timeouts=0, time=0.1min")
 
 
 def test_seed_final_block_of_a_job_its_cost_cap_stopped():
-    lines = s.render_final_block(cap_summary(), "jobs/2026-11-04__18-18-39", reused=0,
+    lines = sr.render_final_block(cap_summary(), "jobs/2026-11-04__18-18-39", reused=0,
                                  elapsed_s=234.0, color=False)
     assert lines[:4] == [
         "• Score: 1/1 run (100.0%), mean reward 1.00, errors=0; 1 of 2 planned tasks not run "
@@ -85,7 +86,7 @@ def test_seed_final_block_of_a_job_its_cost_cap_stopped():
 
 def test_seed_final_block_of_a_trial_its_token_budget_stopped():
     summary = s.build_summary(job_name="j", results=[ECON], settings={})
-    lines = s.render_final_block(summary, "jobs/j", reused=0, elapsed_s=130, color=False)
+    lines = sr.render_final_block(summary, "jobs/j", reused=0, elapsed_s=130, color=False)
     start = lines.index("Outcomes: 1 scored (0 passed, 1 failed), 0 unscored, 0 errored")
     assert lines[start + 1:start + 4] == [
         "  1 stopped at their trial budget (1 by tokens; each counts 0 unless its tests passed): "
@@ -98,7 +99,7 @@ def test_seed_final_block_of_a_trial_its_token_budget_stopped():
 
 def test_seed_run_card_per_trial_line_after_the_run():
     summary = s.build_summary(job_name="j", results=[ECON])
-    assert s.trial_budget_card_line(summary) == (
+    assert sr.trial_budget_card_line(summary) == (
         "  Per trial: budget 60,000 tokens; 1 of 1 trials stopped at it (1 by tokens); tokens "
         "used: median 63,260, most 63,260; turns used: median 6, most 6")
 
@@ -201,13 +202,13 @@ def test_repeated_trials_add_pass_at_k_and_the_standard_error():
 )
 def test_score_line_mark_and_errors(rows, first):
     summary = s.build_summary(job_name="j", results=rows)
-    assert s.render_final_block(summary, "jobs/j", reused=0, elapsed_s=1, color=False)[0] == first
+    assert sr.render_final_block(summary, "jobs/j", reused=0, elapsed_s=1, color=False)[0] == first
 
 
 def test_failure_lines_show_five_then_and_n_more():
     rows = [dict(result(f"t{i}", 0.0), rollout_name=f"t{i}__0000000{i}") for i in range(7)]
     rows[0]["rewards"] = {"reward": 0.0, "tests": 0.25, "lint": 1.0}
-    lines = s.render_final_block(s.build_summary(job_name="j", results=rows), "jobs/j",
+    lines = sr.render_final_block(s.build_summary(job_name="j", results=rows), "jobs/j",
                                  reused=0, elapsed_s=1, color=False)
     assert lines[1] == "  ✗ t0: reward 0.0 — tests 0.25, lint 1.0"
     assert lines[5] == "  ✗ t4: reward 0.0"
@@ -218,7 +219,7 @@ def test_failure_lines_show_five_then_and_n_more():
 def test_cause_groups_name_whose_problem_up_to_five_tasks_and_the_next_step():
     rows = [result(f"t{i}", error="ACP error: rate limit (HTTP 429)") for i in range(7)]
     rows.append(result("v", verifier_error="verifier timed out after 600s"))
-    lines = s.render_final_block(s.build_summary(job_name="j", results=rows), "jobs/j",
+    lines = sr.render_final_block(s.build_summary(job_name="j", results=rows), "jobs/j",
                                  reused=0, elapsed_s=1, color=False)
     start = lines.index("Outcomes: 0 scored (0 passed, 0 failed), 1 unscored, 7 errored")
     assert lines[start + 1:start + 5] == [
@@ -245,16 +246,16 @@ def test_cause_groups_name_whose_problem_up_to_five_tasks_and_the_next_step():
     ],
 )
 def test_cost_line_variants(rows, text):
-    assert s.cost_text(s.build_summary(job_name="j", results=rows)) == text
+    assert sr.cost_text(s.build_summary(job_name="j", results=rows)) == text
 
 
 @pytest.mark.parametrize(("seconds", "text"), [(0, "0s"), (59.6, "1m 0s"), (130, "2m 10s"), (3725, "1h 2m")])
 def test_duration_formats(seconds, text):
-    assert s.duration(seconds) == text
+    assert sr.duration(seconds) == text
 
 
 def test_time_artifacts_summary_and_view_lines():
-    lines = s.render_final_block(s.build_summary(job_name="j", results=[result("a", 1.0)]),
+    lines = sr.render_final_block(s.build_summary(job_name="j", results=[result("a", 1.0)]),
                                  "jobs/run", reused=2, elapsed_s=130, color=False)
     assert lines[-4:] == [
         "Time:      2m 10s (this run; 2 task(s) reused from before)",
@@ -266,8 +267,8 @@ def test_time_artifacts_summary_and_view_lines():
 
 def test_color_only_when_asked():
     summary = s.build_summary(job_name="j", results=[result("a", 1.0)])
-    plain = s.render_final_block(summary, "j", reused=0, elapsed_s=1, color=False)
-    colored = s.render_final_block(summary, "j", reused=0, elapsed_s=1, color=True)
+    plain = sr.render_final_block(summary, "j", reused=0, elapsed_s=1, color=False)
+    colored = sr.render_final_block(summary, "j", reused=0, elapsed_s=1, color=True)
     assert not any("\x1b[" in line for line in plain)
     assert colored[0].startswith("\x1b[1;32m✓ Score: 1/1 (100.0%)\x1b[0m")
 
@@ -284,4 +285,4 @@ def test_color_only_when_asked():
     ],
 )
 def test_trial_lines(row, line):
-    assert s.trial_line(row) == line
+    assert sr.trial_line(row) == line
