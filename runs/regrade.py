@@ -23,7 +23,8 @@ from typing import Any
 
 from runs.jobfolder import JobLock, JobLocked, new_job_name, read_json, write_json
 from runs.results import Attempt, best_attempt, outcome_of, read_attempts, reward_of
-from runs.sandboxes.docker import FileEntry, Sandbox, SandboxFactory, connect
+from runs.sandboxes.docker import Sandbox, SandboxFactory, connect
+from runs.sandboxes.files import FileEntry
 from runs.tasks import (
     Task,
     TaskError,

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 from runs.agent_run import AgentRun, TrialBudget, budget_stop_text, run_agent, trial_budget_for
 from runs.agents.base import Agent, AgentCommand
 from runs.rewards import TOLERANCE
-from runs.sandboxes.docker import populate
+from runs.sandboxes.files import populate
 from runs.task_config import Step
 from runs.tasks import Task
 from runs.verifier import VerifierOutcome, run_verifier

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runs.rewards import parse_rewards
-from runs.sandboxes.docker import Sandbox, populate, tree_files
+from runs.sandboxes.docker import Sandbox
+from runs.sandboxes.files import populate, tree_files
 from runs.tasks import Task
 
 TESTS_DIR = "/tests"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runs.sandboxes.docker import FileEntry
+from runs.sandboxes.files import FileEntry
 from runs.sandboxes.layers import AgentLayer
 from runs.tasks import Task
 

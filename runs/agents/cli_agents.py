@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from runs.agents.base import Agent, AgentCommand, AgentError
-from runs.sandboxes.docker import FileEntry
+from runs.sandboxes.files import FileEntry
 from runs.sandboxes.layers import AgentLayer
 from runs.tasks import Task
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from runs.agents.base import AGENT_HOME, Agent, AgentCommand
-from runs.sandboxes.docker import FileEntry
+from runs.sandboxes.files import FileEntry
 from runs.task_config import Step
 from runs.tasks import Task
 

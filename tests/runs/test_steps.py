@@ -12,7 +12,7 @@ from runs.agent_run import AgentRun, TrialBudget
 from runs.agents.base import Agent, AgentCommand
 from runs.agents.controls import OracleAgent
 from runs.attempt import AttemptPlan, Prepared
-from runs.sandboxes.docker import populate
+from runs.sandboxes.files import populate
 from runs.spec import RunSpec
 from runs.steps import (
     _trial_budget_record,
