@@ -23,7 +23,7 @@ from proxy.sse import SSESplitter
 
 log = logging.getLogger(__name__)
 REDACTED = b"[REDACTED]"
-# Key-looking strings: OpenAI/Anthropic/OpenRouter keys, our proxy keys, bearer tokens, AWS ids.
+# Key-looking strings: OpenAI/Anthropic/OpenRouter keys, our proxy keys, bearer tokens.
 KEY_PATTERN = re.compile(
     rb"(?:(?<=\\[nrt])|(?<![A-Za-z0-9_\-]))"
     rb"(?:sk-[A-Za-z0-9_\-]{16,}|bf-[A-Za-z0-9_\-]{24,})"
@@ -33,6 +33,7 @@ KEY_PATTERN = re.compile(
 # starts from the "-" of sk-/bf- (found with a fast scan) costs a third of searching for
 # each prefix in turn; "earer" is the Bearer shape.
 _DASH_KEY = re.compile(rb"-(?<=sk-|bf-)")
+_KEY_CHARS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 
 
 def _hinted(data: bytes) -> bool:
@@ -56,8 +57,45 @@ def _redact(line: bytes, plain: list[bytes], shaped: list[bytes]) -> bytes:
         if secret in line:
             line = line.replace(secret, REDACTED)
     if hinted:
-        line = KEY_PATTERN.sub(REDACTED, line)
+        line = redact_shapes(line)
     return line
+
+
+def redact_shapes(line: bytes) -> bytes:
+    """KEY_PATTERN.sub(REDACTED, line), with the pattern tried only where a match can start.
+
+    The pattern has no literal prefix, so sub() tries it at every byte: about 40 ns a byte,
+    4 ms for an 85 KB conversation, and a word like "task-" hints nearly every one. A match
+    starts at an sk-/bf- or a [Bb]earer, which the fast scans find; matching there, leftmost
+    first and never inside the previous match, gives what sub() gives.
+    """
+    starts = [
+        m.start() - 2
+        for m in _DASH_KEY.finditer(line)
+        # the pattern's left edge, checked here first: in "task-" the "sk-" ends a word
+        if m.start() == 2 or line[m.start() - 3] not in _KEY_CHARS or line[m.start() - 4] == 92
+    ]
+    at = line.find(b"earer")
+    while at >= 0:
+        if at:
+            starts.append(at - 1)
+        at = line.find(b"earer", at + 1)
+    if not starts:
+        return line
+    starts.sort()
+    parts: list[bytes] = []
+    done = 0
+    for start in starts:
+        if start < done:
+            continue
+        key = KEY_PATTERN.match(line, start)
+        if key is not None:
+            parts += (line[done:start], REDACTED)
+            done = key.end()
+    if not parts:
+        return line
+    parts.append(line[done:])
+    return b"".join(parts)
 
 
 _second: list[Any] = [None, ""]  # the last second formatted, and its text

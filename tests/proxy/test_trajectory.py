@@ -1,12 +1,22 @@
 from __future__ import annotations
 
 import json
+import random
 import threading
 from pathlib import Path
 
 import pytest
 
-from proxy.trajectory import TrajectoryWriter, record_line, redact, stream_events, stream_text
+from proxy.trajectory import (
+    KEY_PATTERN,
+    REDACTED,
+    TrajectoryWriter,
+    record_line,
+    redact,
+    redact_shapes,
+    stream_events,
+    stream_text,
+)
 from tests.proxy import fake_upstream as up
 
 
@@ -86,6 +96,24 @@ def test_key_looking_strings_are_redacted(text: str, redacted: bool) -> None:
     out = redact(line, [])
     assert (b"[REDACTED]" in out) is redacted
     json.loads(out)
+
+
+# Pieces that make keys, near-keys and word edges when strung together at random.
+PIECES = [b"sk-", b"bf-", b"Bearer ", b"bearer\t", b"earer", b"\\n", b"\\t", b"\\x", b"ta", b"de",
+          b"-", b"_", b".", b"/", b"=", b" ", b'"', b"abcdefgh", b"0123", b"XYZ", b"sk-proj-", b"\n"]
+
+
+def test_redact_shapes_gives_what_the_pattern_substitution_gives() -> None:
+    # given many strings made of key-like pieces, keys running into each other among them
+    rng = random.Random(7)
+    lines = [b"".join(rng.choice(PIECES) for _ in range(rng.randint(1, 40))) for _ in range(20000)]
+    changed = 0
+    for line in lines:
+        # then trying the pattern only where a hint stands matches running it everywhere
+        expected = KEY_PATTERN.sub(REDACTED, line)
+        assert redact_shapes(line) == expected, line
+        changed += expected != line
+    assert changed > 2000  # the strings do hold keys, so the comparison means something
 
 
 def test_known_secrets_are_redacted_whatever_their_shape() -> None:
