@@ -27,7 +27,7 @@ def _num(value: float | None, spec: str) -> str:
 
 def denominator_lines(job: Job) -> list[str]:
     """The counts that say what the pass rates divide by."""
-    from runs.results import pass_at_k_table, reward_stats
+    from runs.stats import pass_at_k_table, reward_stats
 
     d = job.denominators()
     unit = "attempts" if job.mode == "all" else "trials"
@@ -140,7 +140,7 @@ def strict_json(value: Any) -> Any:
 
 
 def job_document(job: Job, include_controls: bool = False) -> dict[str, Any]:
-    from runs.results import pass_at_k_table, reward_stats
+    from runs.stats import pass_at_k_table, reward_stats
 
     d = job.denominators(include_controls)
     doc: dict[str, Any] = {

@@ -12,7 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from runs import errors
-from runs.results import mean_stderr, outcome_of, pass_at_k_tasks, reward_of
+from runs.results import outcome_of, reward_of
+from runs.stats import mean_stderr, pass_at_k_tasks
 
 PHASES = ("environment_setup", "agent_setup", "agent_execution", "verifier", "total")
 USAGE_KEYS = (("total_input_tokens", "n_input_tokens"), ("total_output_tokens", "n_output_tokens"),

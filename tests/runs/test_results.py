@@ -11,7 +11,8 @@ import os
 import pytest
 
 from runs import results
-from runs.results import best_attempt, load_job, outcome_of, pass_at_k_estimate, read_attempts
+from runs.results import best_attempt, load_job, outcome_of, read_attempts
+from runs.stats import mean_stderr, pass_at_k, pass_at_k_estimate, reward_stats
 
 
 def write_attempt(job, task, hex8, *, reward=None, error=None, verifier_error=None,
@@ -178,10 +179,10 @@ def test_pass_at_k_over_repeated_trials_leaves_errors_and_short_tasks_out(tmp_pa
                       trial_name="a" if i == 0 else f"a#{i}", trial_index=i)
     write_attempt(tmp_path, "b", "0000000b", reward=1.0)
     job = load_job(tmp_path)
-    assert results.pass_at_k(job, 1) == pytest.approx((1 / 3 + 1.0) / 2)
-    assert results.pass_at_k(job, 2) == pytest.approx(2 / 3)
-    assert results.pass_at_k(job, 4) is None
-    stats = results.reward_stats(job)
+    assert pass_at_k(job, 1) == pytest.approx((1 / 3 + 1.0) / 2)
+    assert pass_at_k(job, 2) == pytest.approx(2 / 3)
+    assert pass_at_k(job, 4) is None
+    stats = reward_stats(job)
     assert stats["scored"]["n"] == 4 and stats["with_errors"]["n"] == 5
     assert stats["scored"]["mean"] == pytest.approx(0.5)
     doc = job.to_json_dict()
@@ -193,7 +194,7 @@ def test_pass_at_k_over_repeated_trials_leaves_errors_and_short_tasks_out(tmp_pa
     [([], None, None), ([1.0], 1.0, None), ([0.0, 1.0], 0.5, 0.5), ([1.0, 1.0, 1.0], 1.0, 0.0)],
 )
 def test_mean_stderr_uses_the_sample_deviation(values, mean, stderr):
-    got = results.mean_stderr(values)
+    got = mean_stderr(values)
     assert got["n"] == len(values) and got["mean"] == mean
     assert got["stderr"] == (None if stderr is None else pytest.approx(stderr))
 
