@@ -17,12 +17,10 @@ from runs.regrade import (
     MULTI_STEP,
     NO_OUTPUTS,
     RegradeError,
-    RegradeReport,
-    TrialRow,
     append_regrade,
-    change_of,
     regrade_job,
 )
+from runs.regrade_report import RegradeReport, TrialRow, change_of
 from runs.workspace import build_manifest
 from tests.conftest import REPO, job_dirs, results_of, run_bench, write_task
 
