@@ -295,7 +295,7 @@ def _trial(chosen: Attempt, attempts: list[Attempt], settings: Mapping[str, Any]
     )
 
 
-def _mean(values: Sequence[float]) -> float | None:
+def mean_of(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
@@ -337,7 +337,7 @@ class Job:
             "unscored": sum(t.assessment == "unscored" for t in trials),
             "execution_errors": sum(t.execution != "completed" for t in trials),
             "passed": sum(t.outcome == "passed" for t in trials),
-            "mean_reward": _mean([t.reward for t in scored if t.reward is not None]),
+            "mean_reward": mean_of([t.reward for t in scored if t.reward is not None]),
             "clean_scored": len(clean),
             "clean_passed": sum(t.outcome == "passed" for t in clean),
             "controls_excluded": 0 if include_controls else len(self.trials) - len(trials),

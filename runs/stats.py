@@ -9,7 +9,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from runs.results import Job, Trial, _mean
+from runs.results import Job, Trial, mean_of
 
 
 def _by_task(job: Job) -> dict[str, list[Trial]]:
@@ -32,7 +32,7 @@ def pass_at_k_estimate(n: int, c: int, k: int) -> float:
 def pass_at_k_tasks(samples: Iterable[Sequence[float]], k: int) -> float | None:
     """Mean pass@k over tasks with at least k scored samples (success: reward == 1); None if none."""
     values = [pass_at_k_estimate(len(s), sum(r == 1.0 for r in s), k) for s in samples if len(s) >= k]
-    return _mean(values)
+    return mean_of(values)
 
 
 def pass_at_k(job: Job, k: int) -> float | None:
@@ -48,7 +48,7 @@ def pass_at_k_table(job: Job, ks: Iterable[int]) -> dict[int, float | None]:
 def mean_stderr(values: Sequence[float]) -> dict[str, Any]:
     """{"n", "mean", "stderr"}: the standard error uses the sample deviation (n-1)."""
     n = len(values)
-    mean = _mean(values)
+    mean = mean_of(values)
     stderr = None
     if n >= 2 and mean is not None:
         variance = sum((v - mean) ** 2 for v in values) / (n - 1)

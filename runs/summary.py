@@ -23,7 +23,7 @@ USAGE_KEYS = (("total_input_tokens", "n_input_tokens"), ("total_output_tokens", 
 MAX_FAILURE_LINES = 5
 
 
-def _num(value: Any) -> float | None:
+def number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         return None
     return value
@@ -31,7 +31,7 @@ def _num(value: Any) -> float | None:
 
 def _usage(result: Mapping[str, Any], key: str) -> float | None:
     agent_result = result.get("agent_result")
-    return _num(agent_result.get(key)) if isinstance(agent_result, Mapping) else None
+    return number(agent_result.get(key)) if isinstance(agent_result, Mapping) else None
 
 
 def trial_name(result: Mapping[str, Any]) -> str:
@@ -78,8 +78,8 @@ def _trial_budget_check(results: Sequence[Mapping[str, Any]]) -> dict[str, Any] 
         "stopped": len(stops),
         "by_tokens": sum(by == "tokens" for _, by in stops),
         "by_turns": sum(by == "turns" for _, by in stops),
-        "tokens_used": _median_max([u["tokens"] for u in used if _num(u.get("tokens")) is not None]),
-        "turns_used": _median_max([u["turns"] for u in used if _num(u.get("turns")) is not None]),
+        "tokens_used": _median_max([u["tokens"] for u in used if number(u.get("tokens")) is not None]),
+        "turns_used": _median_max([u["turns"] for u in used if number(u.get("turns")) is not None]),
         "budget": {"tokens": tokens, "turns": turns},
         "stopped_trials": [name for name, _ in stops],
     }
@@ -90,7 +90,7 @@ def _failure_reason(result: Mapping[str, Any]) -> str:
         return short(result["verifier_error"], 300)
     reward = reward_of(result)
     rewards = result.get("rewards") or {}
-    metrics = sorted((v, k) for k, v in rewards.items() if k != "reward" and _num(v) is not None)
+    metrics = sorted((v, k) for k, v in rewards.items() if k != "reward" and number(v) is not None)
     if metrics:
         return f"reward {reward} — " + ", ".join(f"{k} {v}" for v, k in metrics[:4])
     if result.get("error"):
@@ -198,7 +198,7 @@ def build_summary(
     check = _trial_budget_check(trials)
     summary["run_checks"] = {"trial_budget": check} if check else {}
     attempts = n_attempts if n_attempts is not None else sum(
-        max(int(_num(r.get("attempt")) or 1), 1) for r in trials)
+        max(int(number(r.get("attempt")) or 1), 1) for r in trials)
     summary["n_attempts"] = attempts
     summary["retries"] = max(attempts - total, 0)
     job = job_dir if job_dir is not None else "{job}"
@@ -227,7 +227,7 @@ def _usage_fields(trials: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def _tool_and_timing_fields(trials: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    calls = [int(v) for r in trials if (v := _num(r.get("n_tool_calls"))) is not None]
+    calls = [int(v) for r in trials if (v := number(r.get("n_tool_calls"))) is not None]
     out: dict[str, Any] = {
         "total_tool_calls": sum(calls),
         "avg_tool_calls_per_task": round(sum(calls) / len(calls), 1) if calls else None,
@@ -236,7 +236,7 @@ def _tool_and_timing_fields(trials: Sequence[Mapping[str, Any]]) -> dict[str, An
     timings = [t for r in trials if isinstance(t := r.get("timing"), Mapping)]
     out["timing_coverage"] = round(len(timings) / len(trials), 4) if trials else None
     for phase in PHASES:
-        values = [v for t in timings if (v := _num(t.get(phase))) is not None]
+        values = [v for t in timings if (v := number(t.get(phase))) is not None]
         out[f"{phase}_time_sec"] = round(sum(values), 1) if values else None
         out[f"avg_{phase}_time_sec"] = round(sum(values) / len(values), 1) if values else None
         out[f"max_{phase}_time_sec"] = round(max(values), 1) if values else None

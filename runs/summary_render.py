@@ -11,7 +11,7 @@ from typing import Any
 
 from runs import errors
 from runs.results import reward_of
-from runs.summary import _num, short, trial_name
+from runs.summary import number, short, trial_name
 
 MAX_CAUSE_TASKS = 5
 LINE_LIMIT = 100
@@ -34,7 +34,7 @@ def trial_line(result: Mapping[str, Any]) -> str:
     reward = reward_of(result)
     if reward is None:
         return f"[ERR] {name}{tail or ' (no verdict)'}"
-    tools = int(_num(result.get("n_tool_calls")) or 0)
+    tools = int(number(result.get("n_tool_calls")) or 0)
     mark = "PASS" if reward == 1.0 else "FAIL"
     return f"[{mark}] {name} (reward={reward:.2f}, tools={tools}){tail}"
 

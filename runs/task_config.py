@@ -70,21 +70,21 @@ class Step:
     min_reward: float | dict[str, float] | None = None
 
 
-_TOP = set(
+TOP_KEYS = set(
     "version schema_version task metadata agent verifier sandbox environment solution oracle "
     "source artifacts steps multi_step_reward_strategy".split()
 )
-_AGENT = {"timeout_sec", "user", "token_budget", "turn_budget", "prompt_prefix"}
-_VERIFIER = {"timeout_sec", "user", "env", "reward_range"}
+AGENT_KEYS = {"timeout_sec", "user", "token_budget", "turn_budget", "prompt_prefix"}
+VERIFIER_KEYS = {"timeout_sec", "user", "env", "reward_range"}
 # Harbor keys we accept without acting on them (storage, GPUs, ...) so real Harbor tasks load.
 _SANDBOX = set(
     "docker_image image build_timeout_sec cpus memory_mb memory network_mode allow_internet "
     "workdir env os storage_mb storage gpus gpu_types skills_dir healthcheck".split()
 )
-_SOLUTION = {"env", "timeout_sec"}
+SOLUTION_KEYS = {"env", "timeout_sec"}
 _STEP = {"name", "agent", "verifier", "min_reward", "healthcheck", "artifacts"}
 _NETWORK_MODES = ("public", "no-network")
-_STRATEGIES = ("mean", "final")
+REWARD_STRATEGIES = ("mean", "final")
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _STEP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _EXAMPLES = {"cpus": 2, "memory_mb": 2048, "token_budget": 200000, "turn_budget": 50}
@@ -98,7 +98,7 @@ def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
-class _Checker:
+class Checker:
     """Reads typed values out of one config file, collecting every problem instead of raising."""
 
     def __init__(self, file: Path) -> None:
@@ -188,7 +188,7 @@ def _resolve(m: re.Match[str]) -> str:
     return default if not found and default is not None else found  # ":-" also covers "", as in sh
 
 
-def _agent(c: _Checker, raw: dict[str, Any], where: str, base: AgentConfig) -> AgentConfig:
+def agent_config(c: Checker, raw: dict[str, Any], where: str, base: AgentConfig) -> AgentConfig:
     return AgentConfig(
         timeout_sec=c.number(raw, "timeout_sec", where, base.timeout_sec),
         user=c.text(raw, "user", where, base.user),
@@ -198,7 +198,7 @@ def _agent(c: _Checker, raw: dict[str, Any], where: str, base: AgentConfig) -> A
     )
 
 
-def _verifier(c: _Checker, raw: dict[str, Any], where: str, base: VerifierConfig) -> VerifierConfig:
+def verifier_config(c: Checker, raw: dict[str, Any], where: str, base: VerifierConfig) -> VerifierConfig:
     reward_range, rr = base.reward_range, raw.get("reward_range")
     if rr is not None:
         pair = isinstance(rr, list) and len(rr) == 2 and all(map(_is_number, rr))
@@ -215,7 +215,7 @@ def _verifier(c: _Checker, raw: dict[str, Any], where: str, base: VerifierConfig
     )
 
 
-def _sandbox(c: _Checker, data: dict[str, Any]) -> SandboxConfig:
+def sandbox_config(c: Checker, data: dict[str, Any]) -> SandboxConfig:
     if "sandbox" in data and "environment" in data:
         msg = "both [environment] and [sandbox] are declared; they are the same table"
         c.add("environment", msg, "move every key into one of them: [environment] or [sandbox]")
@@ -254,7 +254,7 @@ def _sandbox(c: _Checker, data: dict[str, Any]) -> SandboxConfig:
     )
 
 
-def _read_text(c: _Checker, path: Path) -> str | None:
+def read_file_text(c: Checker, path: Path) -> str | None:
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
@@ -264,9 +264,9 @@ def _read_text(c: _Checker, path: Path) -> str | None:
     return None
 
 
-def _read_config(c: _Checker, file: Path) -> tuple[dict[str, Any] | None, str]:
+def read_config(c: Checker, file: Path) -> tuple[dict[str, Any] | None, str]:
     """(the config, or None when it cannot be read; the task.md body)."""
-    text = _read_text(c, file)
+    text = read_file_text(c, file)
     if text is None:
         return None, ""
     if file.suffix == ".toml":
@@ -298,11 +298,11 @@ def _read_config(c: _Checker, file: Path) -> tuple[dict[str, Any] | None, str]:
     return data or {}, "".join(lines[end + 1 :])
 
 
-def _first_dir(*dirs: Path) -> Path:
+def first_dir(*dirs: Path) -> Path:
     return next((d for d in dirs if d.is_dir()), dirs[0])
 
 
-def _min_reward(c: _Checker, value: Any, where: str) -> float | dict[str, float] | None:
+def _min_reward(c: Checker, value: Any, where: str) -> float | dict[str, float] | None:
     if value is None or _is_number(value):
         return None if value is None else float(value)
     if isinstance(value, dict) and all(map(_is_number, value.values())):
@@ -312,8 +312,8 @@ def _min_reward(c: _Checker, value: Any, where: str) -> float | dict[str, float]
     return None
 
 
-def _steps(
-    c: _Checker, raw: Any, root: Path, task: tuple[AgentConfig, VerifierConfig, bool]
+def steps_config(
+    c: Checker, raw: Any, root: Path, task: tuple[AgentConfig, VerifierConfig, bool]
 ) -> tuple[Step, ...]:
     """The [[steps]]; each inherits the task's [agent]/[verifier] (its own keys win)."""
     agent, verifier, shared_test = task
@@ -331,17 +331,17 @@ def _steps(
             c.add(f"{where}.name", f"needs a unique folder-safe name, got {name!r}", fix)
             continue
         folder = root / "steps" / name
-        step_agent = _agent(c, c.table(s, "agent", _AGENT, f"{where}."), f"{where}.agent", agent)
-        raw_verifier = c.table(s, "verifier", _VERIFIER, f"{where}.")
-        instruction = (_read_text(c, folder / "instruction.md") or "").strip()
+        step_agent = agent_config(c, c.table(s, "agent", AGENT_KEYS, f"{where}."), f"{where}.agent", agent)
+        raw_verifier = c.table(s, "verifier", VERIFIER_KEYS, f"{where}.")
+        instruction = (read_file_text(c, folder / "instruction.md") or "").strip()
         if not instruction:
             msg, fix = f"step {name!r} has no instruction", f"write steps/{name}/instruction.md"
             c.add("", msg, fix, folder / "instruction.md")
-        tests = _first_dir(folder / "tests", folder / "verifier")
+        tests = first_dir(folder / "tests", folder / "verifier")
         if not shared_test and not (tests / "test.sh").is_file():
             fix = f"create steps/{name}/tests/test.sh (or a shared tests/test.sh)"
             c.add("", f"step {name!r} has no verifier entrypoint", fix, tests / "test.sh")
-        solution = _first_dir(folder / "solution", folder / "oracle")
+        solution = first_dir(folder / "solution", folder / "oracle")
         steps.append(
             Step(
                 name=name,
@@ -349,7 +349,7 @@ def _steps(
                 tests_dir=tests if tests.is_dir() else None,
                 solution_dir=solution if solution.is_dir() else None,
                 agent=step_agent,
-                verifier=_verifier(c, raw_verifier, f"{where}.verifier", verifier),
+                verifier=verifier_config(c, raw_verifier, f"{where}.verifier", verifier),
                 min_reward=_min_reward(c, s.get("min_reward"), where),
             )
         )

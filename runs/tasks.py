@@ -16,24 +16,24 @@ from pathlib import Path
 from typing import Any
 
 from runs.task_config import (
-    _AGENT,
-    _SOLUTION,
-    _STRATEGIES,
-    _TOP,
-    _VERIFIER,
+    AGENT_KEYS,
+    REWARD_STRATEGIES,
+    SOLUTION_KEYS,
+    TOP_KEYS,
+    VERIFIER_KEYS,
     AgentConfig,
+    Checker,
     SandboxConfig,
     Step,
     TaskProblem,
     VerifierConfig,
-    _agent,
-    _Checker,
-    _first_dir,
-    _read_config,
-    _read_text,
-    _sandbox,
-    _steps,
-    _verifier,
+    agent_config,
+    first_dir,
+    read_config,
+    read_file_text,
+    sandbox_config,
+    steps_config,
+    verifier_config,
 )
 
 
@@ -105,11 +105,11 @@ def load_task(path: Path) -> Task:
         msg = "holds neither task.toml nor task.md"
         raise TaskError([TaskProblem(root, "", msg, _TASK_FOLDER_FIX)])
     native = config_file == md
-    c = _Checker(config_file)
-    data, body = _read_config(c, config_file)
+    c = Checker(config_file)
+    data, body = read_config(c, config_file)
     if data is None:  # unreadable config: report it and skip the checks that depend on it
         raise TaskError(c.problems + _symlink_problems(root))
-    c.unknown(data, _TOP, "")
+    c.unknown(data, TOP_KEYS, "")
     metadata = c.table(data, "metadata", None)
     c.table(data, "task", None)
     version = data.get("schema_version", data.get("version"))
@@ -119,22 +119,22 @@ def load_task(path: Path) -> Task:
         msg = "both [solution] and [oracle] are declared; they are the same table"
         c.add("oracle", msg, "keep one of them")
     sol_key = "oracle" if "oracle" in data else "solution"
-    sol_raw = c.table(data, sol_key, _SOLUTION)
-    sandbox = _sandbox(c, data)
-    agent = _agent(c, c.table(data, "agent", _AGENT), "agent", AgentConfig())
-    verifier = _verifier(c, c.table(data, "verifier", _VERIFIER), "verifier", VerifierConfig())
-    strategy = c.choice(data, "multi_step_reward_strategy", "", _STRATEGIES) or "mean"
+    sol_raw = c.table(data, sol_key, SOLUTION_KEYS)
+    sandbox = sandbox_config(c, data)
+    agent = agent_config(c, c.table(data, "agent", AGENT_KEYS), "agent", AgentConfig())
+    verifier = verifier_config(c, c.table(data, "verifier", VERIFIER_KEYS), "verifier", VerifierConfig())
+    strategy = c.choice(data, "multi_step_reward_strategy", "", REWARD_STRATEGIES) or "mean"
     t, s = ("verifier", "tests", "oracle", "solution"), ("tests", "verifier", "solution", "oracle")
     names = t if native else s  # each layout's own names first, the other's as a fallback
-    tests_dir = _first_dir(root / names[0], root / names[1])
-    solution_dir = _first_dir(root / names[2], root / names[3])
+    tests_dir = first_dir(root / names[0], root / names[1])
+    solution_dir = first_dir(root / names[2], root / names[3])
     shared_test = (tests_dir / "test.sh").is_file()
     steps = (
-        _steps(c, data["steps"], root, (agent, verifier, shared_test)) if "steps" in data else ()
+        steps_config(c, data["steps"], root, (agent, verifier, shared_test)) if "steps" in data else ()
     )
 
     instruction_file = config_file if native else root / "instruction.md"
-    instruction = (body if native else _read_text(c, instruction_file) or "").strip()
+    instruction = (body if native else read_file_text(c, instruction_file) or "").strip()
     if not instruction and not steps:
         fix = f"write the prompt into {'the body after the frontmatter' if native else 'instruction.md'}"
         c.add("", "the instruction is missing or empty", fix, instruction_file)
