@@ -21,6 +21,14 @@ import pytest
 
 from proxy.providers import override_var
 from tests.conftest import EXAMPLES, job_dirs, results_of, run_bench, write_task
+from tests.proxy.fake_upstream import (
+    CHAT_USAGE,
+    MESSAGES_USAGE,
+    chat_body,
+    chat_frames,
+    message_body,
+    messages_frames,
+)
 
 pytestmark = pytest.mark.docker
 
@@ -420,10 +428,11 @@ class FakeUpstream(ThreadingHTTPServer):
 
 
 KNOWN_MODEL = "deepseek-v4-flash"  # the fake upstream answers 404 for any other model
-CHAT_USAGE = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
 
 
 class _UpstreamHandler(BaseHTTPRequestHandler):
+    """The proxy tests' answers (tests/proxy/fake_upstream.py), served from a thread."""
+
     server: FakeUpstream
 
     def log_message(self, *args: Any) -> None:
@@ -441,51 +450,20 @@ class _UpstreamHandler(BaseHTTPRequestHandler):
         model = body.get("model", "m")
         path = urlsplit(self.path).path
         if model not in self.server.models and "*" not in self.server.models:
-            return self._send(
-                404,
-                json.dumps(
-                    {
-                        "error": {
-                            "message": f"Model Not Exist: {model}",
-                            "type": "invalid_request_error",
-                        }
-                    }
-                ).encode(),
-            )
-        if path.endswith("/messages") and body.get("stream"):
-            return self._messages_stream(model)
-        if path.endswith("/messages"):
-            reply: dict[str, Any] = {
-                "id": "msg_up",
-                "type": "message",
-                "role": "assistant",
-                "model": model,
-                "content": [{"type": "text", "text": "Hi from upstream."}],
-                "stop_reason": "end_turn",
-                "stop_sequence": None,
-                "usage": {"input_tokens": 11, "output_tokens": 7},
-            }
+            error = {"error": {"message": f"Model Not Exist: {model}", "type": "invalid_request_error"}}
+            self._send(404, json.dumps(error).encode())
+        elif path.endswith("/messages"):
+            if body.get("stream"):
+                self._send(200, b"".join(messages_frames(model)), "text/event-stream")
+            else:
+                self._send(200, json.dumps(message_body(model)).encode())
         elif path.endswith("/chat/completions"):
             if body.get("stream"):
-                return self._chat_stream(model)
-            reply = {
-                "id": "chatcmpl-up",
-                "object": "chat.completion",
-                "created": 1,
-                "model": model,
-                "choices": [
-                    {
-                        "index": 0,
-                        "finish_reason": "stop",
-                        "message": {"role": "assistant", "content": "Hi from upstream."},
-                    }
-                ],
-                "usage": CHAT_USAGE,
-            }
+                self._send(200, b"".join(chat_frames(model, True)), "text/event-stream")
+            else:
+                self._send(200, json.dumps(chat_body(model)).encode())
         else:
             self.send_error(404)
-            return
-        self._send(200, json.dumps(reply).encode())
 
     def _send(self, status: int, data: bytes, content_type: str = "application/json") -> None:
         self.send_response(status)
@@ -493,84 +471,6 @@ class _UpstreamHandler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
-
-    def _messages_stream(self, model: str) -> None:
-        events = [
-            (
-                "message_start",
-                {
-                    "type": "message_start",
-                    "message": {
-                        "id": "msg_up",
-                        "type": "message",
-                        "role": "assistant",
-                        "model": model,
-                        "content": [],
-                        "stop_reason": None,
-                        "stop_sequence": None,
-                        "usage": {"input_tokens": 11, "output_tokens": 1},
-                    },
-                },
-            ),
-            (
-                "content_block_start",
-                {
-                    "type": "content_block_start",
-                    "index": 0,
-                    "content_block": {"type": "text", "text": ""},
-                },
-            ),
-            (
-                "content_block_delta",
-                {
-                    "type": "content_block_delta",
-                    "index": 0,
-                    "delta": {"type": "text_delta", "text": "Hi from upstream."},
-                },
-            ),
-            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
-            (
-                "message_delta",
-                {
-                    "type": "message_delta",
-                    "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                    "usage": {"output_tokens": 7},
-                },
-            ),
-            ("message_stop", {"type": "message_stop"}),
-        ]
-        self._send_sse(
-            b"".join(f"event: {name}\ndata: {json.dumps(e)}\n\n".encode() for name, e in events)
-        )
-
-    def _send_sse(self, data: bytes) -> None:
-        self._send(200, data, "text/event-stream")
-
-    def _chat_stream(self, model: str) -> None:
-        base = {
-            "id": "chatcmpl-up",
-            "object": "chat.completion.chunk",
-            "created": 1,
-            "model": model,
-        }
-        chunks = [
-            {
-                **base,
-                "choices": [
-                    {
-                        "index": 0,
-                        "delta": {"role": "assistant", "content": "Hi."},
-                        "finish_reason": None,
-                    }
-                ],
-            },
-            {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
-            {**base, "choices": [], "usage": CHAT_USAGE},
-        ]
-        self._send_sse(
-            b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks)
-            + b"data: [DONE]\n\n"
-        )
 
 
 @pytest.fixture
@@ -707,7 +607,7 @@ def test_claude_login_calls_its_gateway_directly_with_usage_from_its_own_log(
     # and usage comes from the agent's own log: tokens counted, dollars unknown
     ar = result["agent_result"]
     assert ar["usage_source"] == "agent_session_log" and ar["cost_usd"] is None
-    assert ar["n_input_tokens"] >= 11 and ar["n_output_tokens"] >= 7
+    assert ar["n_input_tokens"] >= MESSAGES_USAGE["input_tokens"] and ar["n_output_tokens"] > 0
     # and the token is in no file of the job
     for path in (tmp_path / "jobs").rglob("*"):
         if path.is_file():
@@ -742,7 +642,8 @@ def test_claude_on_a_paid_provider_sends_the_host_key_upstream_only(
         assert call["body"]["model"] == "deepseek-v4-flash"
     n = len(fake_upstream.requests)
     assert result["agent_result"]["n_calls"] == n
-    assert result["agent_result"]["total_tokens"] == 18 * n
+    per_call = sum(MESSAGES_USAGE.values())  # input, cache read, cache write and output
+    assert result["agent_result"]["total_tokens"] == per_call * n
     assert result["agent_result"]["usage_source"] == "provider_response"
     # and the key is in no file of the job, the index, or the console
     for path in [*(tmp_path / "jobs").rglob("*"), *(tmp_path / "state").rglob("*")]:
