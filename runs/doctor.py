@@ -14,17 +14,19 @@ from docker import DockerClient
 
 from runs.sandboxes.baseimages import (
     BASE_VERSION,
-    DOCKERD_LOG,
     HOST_CA_BUNDLE,
     HOST_CA_GLOB,
+    base_image_status,
+    build_base_images,
+    host_ca_files,
+)
+from runs.sandboxes.engine import (
+    DOCKERD_LOG,
     SETUP_HINT,
     EngineUnavailable,
     Log,
-    base_image_status,
-    build_base_images,
     docker_host,
     ensure_engine,
-    host_ca_files,
 )
 
 

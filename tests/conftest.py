@@ -20,7 +20,7 @@ def docker_client():
     import docker
 
     try:
-        from runs.sandboxes.baseimages import ensure_engine
+        from runs.sandboxes.engine import ensure_engine
 
         ensure_engine(lambda *_: None)
         client = docker.from_env(max_pool_size=32)

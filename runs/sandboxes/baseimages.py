@@ -1,4 +1,4 @@
-"""Offline stand-ins for the base images benchmarks use (no registry here), and the engine checks.
+"""Offline stand-ins for the base images benchmarks use (no registry here): build and check them.
 
 Debian bookworm is debootstrapped from the host's mirror, imported, and tagged under the FROM
 names tasks use most (debian:bookworm[-slim], python:3.11-slim, python:3.12-slim).
@@ -11,15 +11,12 @@ import fnmatch
 import glob
 import hashlib
 import io
-import os
 import re
 import shlex
 import shutil
 import subprocess
 import tarfile
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +24,7 @@ import docker
 import docker.errors
 from docker import DockerClient
 
-Log = Callable[[str], None]
+from runs.sandboxes.engine import SETUP_HINT, Log
 
 # Bump when any recipe below changes: images at an older version get rebuilt.
 BASE_VERSION = 1
@@ -43,59 +40,10 @@ HOST_CA_GLOB = "/usr/local/share/ca-certificates/*.crt"
 HOST_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 DEFAULT_SECURITY_MIRROR = "http://deb.debian.org/debian-security"
-DOCKERD_LOG = "/var/log/dockerd.log"
-SETUP_HINT = "run scripts/setup.sh (installs docker.io and debootstrap, starts dockerd)"
 # Kept out of the rootfs tarball: Docker provides /dev, /proc, /sys; caches only add size.
 _EXCLUDED = "dev/* proc/* sys/* tmp/* debootstrap debootstrap/* var/cache/apt/*.bin var/cache/apt/archives/*.deb var/lib/apt/lists/*_*".split()
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _PHASE = re.compile(r"I: (Retrieving|Validating|Extracting|Unpacking|Configuring) ")
-
-
-class EngineUnavailable(RuntimeError):
-    """The Docker engine does not answer and cannot be started from here."""
-
-
-# --- engine -----------------------------------------------------------------------------------
-
-
-def docker_host() -> str:
-    return os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
-
-
-def engine_running() -> bool:
-    try:
-        client = docker.from_env(timeout=5)
-    except docker.errors.DockerException:
-        return False
-    try:
-        return bool(client.ping())
-    except Exception:
-        return False
-    finally:
-        client.close()
-
-
-def ensure_engine(log: Log = print) -> None:
-    """Start dockerd in the background (there is no systemd here) and wait for it to answer."""
-    if engine_running():
-        return
-    if shutil.which("dockerd") is None:
-        raise EngineUnavailable(
-            f"the Docker engine does not answer and dockerd is missing: {SETUP_HINT}"
-        )
-    log(f"starting dockerd in the background (log: {DOCKERD_LOG})")
-    with open(DOCKERD_LOG, "ab") as out:
-        cmd, null = ["nohup", "dockerd"], subprocess.DEVNULL
-        proc = subprocess.Popen(cmd, stdout=out, stderr=out, stdin=null, start_new_session=True)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if engine_running():
-            log("docker engine is up")
-            return
-        if proc.poll() is not None and not engine_running():
-            raise EngineUnavailable(f"dockerd exited with {proc.returncode}; see {DOCKERD_LOG}")
-        time.sleep(0.5)
-    raise EngineUnavailable(f"dockerd did not answer within 60 s; see {DOCKERD_LOG}")
 
 
 # --- host facts -------------------------------------------------------------------------------
@@ -354,104 +302,6 @@ def base_image_status(client: DockerClient) -> dict[str, str]:
 def local_base_images(client: DockerClient) -> list[str]:
     """The stand-in tags present locally (a real image under the same name counts)."""
     return [tag for tag, state in base_image_status(client).items() if state != "missing"]
-
-
-# --- Dockerfile FROM lines --------------------------------------------------------------------
-
-_VAR = re.compile(r"\$\{(\w+)(?::([-+])([^}]*))?\}|\$(\w+)")
-
-
-def _substitute(text: str, args: dict[str, str | None]) -> str:
-    def one(m: re.Match[str]) -> str:
-        name = m.group(1) or m.group(4)
-        value = args.get(name)
-        if m.group(2) == "-":
-            return value if value else m.group(3)
-        if m.group(2) == "+":
-            return m.group(3) if value else ""
-        return value if value is not None else m.group(0)
-
-    return _VAR.sub(one, text)
-
-
-def _instructions(text: str) -> list[tuple[str, str]]:
-    escape = "\\"
-    lines = text.splitlines()
-    directive = re.match(r"#\s*escape\s*=\s*(\S)", lines[0]) if lines else None
-    if directive:
-        escape = directive.group(1)
-    out: list[tuple[str, str]] = []
-    current = ""
-    for raw in lines:
-        line = raw.strip()
-        if line.startswith("#") or (not line and current):
-            continue
-        if line.endswith(escape):
-            current += line[:-1] + " "
-            continue
-        current += line
-        if current.strip():
-            word, _, rest = current.strip().partition(" ")
-            out.append((word.upper(), rest.strip()))
-        current = ""
-    return out
-
-
-def _split(text: str) -> list[str]:
-    try:
-        return shlex.split(text)
-    except ValueError:  # unbalanced quotes: Docker would reject it anyway
-        return text.split()
-
-
-def base_image_refs(dockerfile_text: str) -> list[str]:
-    """The external images a Dockerfile's FROM lines name (no stage aliases, no scratch)."""
-    args: dict[str, str | None] = {}
-    aliases: set[str] = set()
-    refs: list[str] = []
-    seen_from = False
-    for word, rest in _instructions(dockerfile_text):
-        if word == "ARG" and not seen_from:
-            for item in _split(rest):
-                name, eq, default = item.partition("=")
-                args[name] = _substitute(default, args) if eq else None
-        elif word == "FROM":
-            seen_from = True
-            tokens = [t for t in rest.split() if not t.startswith("--")]
-            if not tokens:
-                continue
-            image = _substitute(tokens[0], args)
-            # Only earlier stages can be referred to by name: check before adding this alias.
-            if image and image.lower() not in aliases | {"scratch"} and image not in refs:
-                refs.append(image)
-            if len(tokens) >= 3 and tokens[1].lower() == "as":
-                aliases.add(tokens[2].lower())
-    return refs
-
-
-def missing_base_images(dockerfile_text: str, client: DockerClient) -> list[str]:
-    """FROM images of this Dockerfile that are not present locally (and cannot be pulled here)."""
-    missing = []
-    for ref in base_image_refs(dockerfile_text):
-        if "$" in ref:  # an ARG without a default: nothing local can match it
-            missing.append(ref)
-            continue
-        try:
-            client.images.get(ref)
-        except docker.errors.APIError:  # ImageNotFound, or a malformed reference
-            missing.append(ref)
-    return missing
-
-
-def explain_missing_image(name: str, available: list[str]) -> str:
-    have = ", ".join(available) or "none yet (run `bench doctor --fix` to build them)"
-    return (
-        f"The base image {name} is not present locally, and no image registry is reachable on "
-        f"this machine, so it cannot be pulled. Ubuntu (and other non-Debian) bases cannot be "
-        f"built offline here either: only Debian mirrors are reachable. Locally available "
-        f"stand-ins: {have}. Fix: change the Dockerfile's FROM to one of them, or build or load "
-        f"{name} on this machine yourself (`docker load -i image.tar`) and run again."
-    )
 
 
 def __getattr__(name: str) -> Any:

@@ -287,7 +287,7 @@ class SandboxFactory:
     def _tag(self, task: Task, environment_digest: str) -> str:
         """Named by the build context's digest and the ids of its FROM images: tasks sharing a
         context share the image, and a rebuilt base image invalidates it."""
-        from runs.sandboxes.baseimages import base_image_refs
+        from runs.sandboxes.dockerfile_refs import base_image_refs
 
         assert task.environment_dir is not None
         digest = hashlib.sha256(environment_digest.encode())
@@ -307,18 +307,16 @@ class SandboxFactory:
         try:
             self.client.api.inspect_image(name)
         except ImageNotFound:
-            from runs.sandboxes.baseimages import explain_missing_image, local_base_images
+            from runs.sandboxes.baseimages import local_base_images
+            from runs.sandboxes.dockerfile_refs import explain_missing_image
 
             raise ImageBuildError(explain_missing_image(name, local_base_images(self.client))) from None
 
     def _build(self, task: Task, tag: str, build_log: Path | None) -> None:
         assert task.environment_dir is not None
         dockerfile = task.environment_dir / "Dockerfile"
-        from runs.sandboxes.baseimages import (
-            explain_missing_image,
-            local_base_images,
-            missing_base_images,
-        )
+        from runs.sandboxes.baseimages import local_base_images
+        from runs.sandboxes.dockerfile_refs import explain_missing_image, missing_base_images
 
         missing = missing_base_images(dockerfile.read_text(errors="replace"), self.client)
         if missing:

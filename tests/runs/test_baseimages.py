@@ -8,12 +8,10 @@ import docker
 import docker.errors
 import pytest
 
-from runs.sandboxes import baseimages
-from runs.sandboxes.baseimages import (
-    BASE_VERSION,
-    STAND_INS,
+from runs.sandboxes import baseimages, engine
+from runs.sandboxes.baseimages import BASE_VERSION, STAND_INS, build_base_images
+from runs.sandboxes.dockerfile_refs import (
     base_image_refs,
-    build_base_images,
     explain_missing_image,
     missing_base_images,
 )
@@ -136,8 +134,8 @@ def test_apt_mirrors_fall_back_to_deb_debian_org() -> None:
 @pytest.fixture(scope="module")
 def client() -> Iterator[docker.DockerClient]:
     try:
-        baseimages.ensure_engine(log=lambda _line: None)
-    except (baseimages.EngineUnavailable, PermissionError) as exc:
+        engine.ensure_engine(log=lambda _line: None)
+    except (engine.EngineUnavailable, PermissionError) as exc:
         pytest.skip(f"Docker engine cannot start here: {exc}")
     client = docker.from_env(timeout=300)
     build_base_images(client, log=lambda _line: None)  # seconds when already built

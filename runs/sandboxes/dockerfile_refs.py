@@ -1,0 +1,104 @@
+"""A Dockerfile's FROM lines: the base images it names, which are absent here, and why that fails."""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+import docker.errors
+from docker import DockerClient
+
+_VAR = re.compile(r"\$\{(\w+)(?::([-+])([^}]*))?\}|\$(\w+)")
+
+
+def _substitute(text: str, args: dict[str, str | None]) -> str:
+    def one(m: re.Match[str]) -> str:
+        name = m.group(1) or m.group(4)
+        value = args.get(name)
+        if m.group(2) == "-":
+            return value if value else m.group(3)
+        if m.group(2) == "+":
+            return m.group(3) if value else ""
+        return value if value is not None else m.group(0)
+
+    return _VAR.sub(one, text)
+
+
+def _instructions(text: str) -> list[tuple[str, str]]:
+    escape = "\\"
+    lines = text.splitlines()
+    directive = re.match(r"#\s*escape\s*=\s*(\S)", lines[0]) if lines else None
+    if directive:
+        escape = directive.group(1)
+    out: list[tuple[str, str]] = []
+    current = ""
+    for raw in lines:
+        line = raw.strip()
+        if line.startswith("#") or (not line and current):
+            continue
+        if line.endswith(escape):
+            current += line[:-1] + " "
+            continue
+        current += line
+        if current.strip():
+            word, _, rest = current.strip().partition(" ")
+            out.append((word.upper(), rest.strip()))
+        current = ""
+    return out
+
+
+def _split(text: str) -> list[str]:
+    try:
+        return shlex.split(text)
+    except ValueError:  # unbalanced quotes: Docker would reject it anyway
+        return text.split()
+
+
+def base_image_refs(dockerfile_text: str) -> list[str]:
+    """The external images a Dockerfile's FROM lines name (no stage aliases, no scratch)."""
+    args: dict[str, str | None] = {}
+    aliases: set[str] = set()
+    refs: list[str] = []
+    seen_from = False
+    for word, rest in _instructions(dockerfile_text):
+        if word == "ARG" and not seen_from:
+            for item in _split(rest):
+                name, eq, default = item.partition("=")
+                args[name] = _substitute(default, args) if eq else None
+        elif word == "FROM":
+            seen_from = True
+            tokens = [t for t in rest.split() if not t.startswith("--")]
+            if not tokens:
+                continue
+            image = _substitute(tokens[0], args)
+            # Only earlier stages can be referred to by name: check before adding this alias.
+            if image and image.lower() not in aliases | {"scratch"} and image not in refs:
+                refs.append(image)
+            if len(tokens) >= 3 and tokens[1].lower() == "as":
+                aliases.add(tokens[2].lower())
+    return refs
+
+
+def missing_base_images(dockerfile_text: str, client: DockerClient) -> list[str]:
+    """FROM images of this Dockerfile that are not present locally (and cannot be pulled here)."""
+    missing = []
+    for ref in base_image_refs(dockerfile_text):
+        if "$" in ref:  # an ARG without a default: nothing local can match it
+            missing.append(ref)
+            continue
+        try:
+            client.images.get(ref)
+        except docker.errors.APIError:  # ImageNotFound, or a malformed reference
+            missing.append(ref)
+    return missing
+
+
+def explain_missing_image(name: str, available: list[str]) -> str:
+    have = ", ".join(available) or "none yet (run `bench doctor --fix` to build them)"
+    return (
+        f"The base image {name} is not present locally, and no image registry is reachable on "
+        f"this machine, so it cannot be pulled. Ubuntu (and other non-Debian) bases cannot be "
+        f"built offline here either: only Debian mirrors are reachable. Locally available "
+        f"stand-ins: {have}. Fix: change the Dockerfile's FROM to one of them, or build or load "
+        f"{name} on this machine yourself (`docker load -i image.tar`) and run again."
+    )
