@@ -302,12 +302,3 @@ def base_image_status(client: DockerClient) -> dict[str, str]:
 def local_base_images(client: DockerClient) -> list[str]:
     """The stand-in tags present locally (a real image under the same name counts)."""
     return [tag for tag, state in base_image_status(client).items() if state != "missing"]
-
-
-def __getattr__(name: str) -> Any:
-    # The checks live with the doctor; re-exported lazily because runs.doctor imports this module.
-    if name in ("Check", "doctor_checks"):
-        import runs.doctor
-
-        return getattr(runs.doctor, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

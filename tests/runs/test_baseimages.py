@@ -8,6 +8,7 @@ import docker
 import docker.errors
 import pytest
 
+from runs.doctor import doctor_checks
 from runs.sandboxes import baseimages, engine
 from runs.sandboxes.baseimages import BASE_VERSION, STAND_INS, build_base_images
 from runs.sandboxes.dockerfile_refs import (
@@ -210,6 +211,6 @@ def test_ubuntu_is_reported_missing_and_stand_ins_are_not(client: docker.DockerC
 
 @pytest.mark.docker
 def test_doctor_passes_engine_and_image_checks(client: docker.DockerClient) -> None:
-    checks = {c.name: c for c in baseimages.doctor_checks(client, fix=False, log=lambda _l: None)}
+    checks = {c.name: c for c in doctor_checks(client, fix=False, log=lambda _l: None)}
     assert checks["docker engine"].status == "PASS"
     assert checks["base images"].status == "PASS"
