@@ -18,7 +18,8 @@ from typing import Any
 from runs.agent_run import run_agent, trial_budget_for
 from runs.agents.base import Agent
 from runs.jobfolder import new_attempt_dir, write_json
-from runs.sandboxes.docker import ImageBuildError, Sandbox, SandboxError, SandboxFactory
+from runs.sandboxes.docker import Sandbox, SandboxError, SandboxFactory
+from runs.sandboxes.images import ImageBuildError
 from runs.sandboxes.layers import LayerError
 from runs.spec import RunSpec
 from runs.steps import run_steps
@@ -121,19 +122,18 @@ class AttemptRunner:
         self.events("attempt_created", plan=plan, attempt_dir=attempt_dir)
         t = time.monotonic()
         try:
-            image = await self._call(
-                self.factory.image_for, plan.task, plan.env_digest, self.job_dir / "builds" / f"{plan.task.name}.log"
-            )
+            build_log = self.job_dir / "builds" / f"{plan.task.name}.log"
+            image = await self._call(self.factory.images.image_for, plan.task, plan.env_digest, build_log)
             layer = self.agent.image_layer()
             if layer is not None:
                 try:
-                    image = await self._call(self.factory.with_layer, image, layer)
+                    image = await self._call(self.factory.images.with_layer, image, layer)
                 except LayerError as exc:
                     prepared.error = f"install failed: could not add {layer.name} to the task image: {exc}"
                     prepared.error_category = "install_failure"
                     prepared.timing["environment_setup"] = time.monotonic() - t
                     return prepared
-            prepared.workdir = plan.task.sandbox.workdir or await self._call(self.factory.image_workdir, image)
+            prepared.workdir = plan.task.sandbox.workdir or await self._call(self.factory.images.image_workdir, image)
             mounts = {**self.agent.mounts(plan.task), TESTS_DIR: (self.staging(attempt_dir) / "tests", "rw")}
             def create() -> Sandbox:
                 made = self.factory.create(plan.task, image, attempt_dir.name, logs_dir=attempt_dir, mounts=mounts)

@@ -268,7 +268,7 @@ async def _regrade_one(run: _Run, plan: _Plan, gate: asyncio.Semaphore) -> None:
             _republish_logs(plan.dir, out_dir)
             files = await loop.run_in_executor(None, _workspace_files, plan)
             image = await loop.run_in_executor(
-                None, run.factory.image_for, task, environment_digest(task), out_dir / "build.log"
+                None, run.factory.images.image_for, task, environment_digest(task), out_dir / "build.log"
             )
             tests = staging / "tests"
             tests.mkdir(parents=True, exist_ok=True)
@@ -281,7 +281,7 @@ async def _regrade_one(run: _Run, plan: _Plan, gate: asyncio.Semaphore) -> None:
             await loop.run_in_executor(None, run.factory.start, sandbox)
             workdir = str(plan.manifest.get("workdir") or task.sandbox.workdir or "")
             if not workdir:
-                workdir = await loop.run_in_executor(None, run.factory.image_workdir, image)
+                workdir = await loop.run_in_executor(None, run.factory.images.image_workdir, image)
             block["workdir"] = workdir
             await loop.run_in_executor(None, _swap_in, sandbox, workdir, files)
             outcome = await run_verifier(sandbox, task, out_dir, staged_tests=tests)

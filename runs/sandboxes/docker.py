@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import io
 import os
 import socket
@@ -14,10 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import docker
-from docker.errors import APIError, ImageNotFound, NotFound
+from docker.errors import APIError, NotFound
 
 from runs.sandboxes.files import FileEntry, make_tar
-from runs.sandboxes.layers import AgentLayer, LayerCache
+from runs.sandboxes.images import TaskImages
 from runs.tasks import Task
 
 LABEL_OWNED = "benchflow.owned"
@@ -26,7 +25,6 @@ LABEL_PID = "benchflow.pid"
 LABEL_PID_START = "benchflow.pid_start"
 LABEL_JOB = "benchflow.job"
 LABEL_ATTEMPT = "benchflow.attempt"
-IMAGE_REPO = "benchflow-env"
 OUTPUT_CAP_BYTES = 8 * 1024 * 1024  # per stream of one exec; the rest is counted, not kept
 ARCHIVE_CAP_BYTES = 200 * 1024 * 1024  # of /logs copied back into the attempt folder
 
@@ -42,10 +40,6 @@ STOP_ALL_SCRIPT = (
 
 class SandboxError(Exception):
     """The sandbox could not be created or started (an infrastructure problem)."""
-
-
-class ImageBuildError(Exception):
-    """The task's image could not be built (a task or setup problem)."""
 
 
 def _pid_start(pid: int) -> str:
@@ -253,109 +247,10 @@ class SandboxFactory:
 
     client: docker.DockerClient
     job_name: str
-    _build_locks: dict[str, threading.Lock] = field(default_factory=dict)
-    _locks_guard: threading.Lock = field(default_factory=threading.Lock)
-    _resolved: dict[str, str] = field(default_factory=dict)
-    _layers: LayerCache | None = None
+    images: TaskImages = field(init=False)
 
-    def with_layer(self, image: str, layer: AgentLayer) -> str:
-        """`image` with the agent's files layered on top (built once); raises LayerError."""
-        if self._layers is None:
-            self._layers = LayerCache(self.client)
-        return self._layers.image_with(image, layer)
-
-    def image_for(self, task: Task, environment_digest: str, build_log: Path | None = None) -> str:
-        """The task's image, built once per build context and base image (a second run builds nothing)."""
-        if task.sandbox.docker_image:
-            self._require_image(task.sandbox.docker_image)
-            return task.sandbox.docker_image
-        with self._locks_guard:
-            if environment_digest in self._resolved:
-                return self._resolved[environment_digest]
-            lock = self._build_locks.setdefault(environment_digest, threading.Lock())
-        with lock:
-            if environment_digest in self._resolved:
-                return self._resolved[environment_digest]
-            tag = self._tag(task, environment_digest)
-            try:
-                self.client.api.inspect_image(tag)
-            except ImageNotFound:
-                self._build(task, tag, build_log)
-            self._resolved[environment_digest] = tag
-        return tag
-
-    def _tag(self, task: Task, environment_digest: str) -> str:
-        """Named by the build context's digest and the ids of its FROM images: tasks sharing a
-        context share the image, and a rebuilt base image invalidates it."""
-        from runs.sandboxes.dockerfile_refs import base_image_refs
-
-        assert task.environment_dir is not None
-        digest = hashlib.sha256(environment_digest.encode())
-        for ref in base_image_refs((task.environment_dir / "Dockerfile").read_text(errors="replace")):
-            try:
-                digest.update(self.client.api.inspect_image(ref)["Id"].encode())
-            except (ImageNotFound, APIError):
-                digest.update(ref.encode())
-        return f"{IMAGE_REPO}:{digest.hexdigest()[:16]}"
-
-    def image_workdir(self, image: str) -> str:
-        """The image's WORKDIR (the agent's working folder when the task sets none); / if unset."""
-        config = self.client.api.inspect_image(image).get("Config") or {}
-        return config.get("WorkingDir") or "/"
-
-    def _require_image(self, name: str) -> None:
-        try:
-            self.client.api.inspect_image(name)
-        except ImageNotFound:
-            from runs.sandboxes.baseimages import local_base_images
-            from runs.sandboxes.dockerfile_refs import explain_missing_image
-
-            raise ImageBuildError(explain_missing_image(name, local_base_images(self.client))) from None
-
-    def _build(self, task: Task, tag: str, build_log: Path | None) -> None:
-        assert task.environment_dir is not None
-        dockerfile = task.environment_dir / "Dockerfile"
-        from runs.sandboxes.baseimages import local_base_images
-        from runs.sandboxes.dockerfile_refs import explain_missing_image, missing_base_images
-
-        missing = missing_base_images(dockerfile.read_text(errors="replace"), self.client)
-        if missing:
-            available = local_base_images(self.client)
-            raise ImageBuildError(
-                f"image build failed for task {task.name}: "
-                + " ".join(explain_missing_image(m, available) for m in missing)
-            )
-        lines: list[str] = []
-        deadline = time.monotonic() + task.sandbox.build_timeout_sec
-        error = None
-        try:
-            for item in self.client.api.build(
-                path=str(task.environment_dir),
-                tag=tag,
-                rm=True,
-                forcerm=True,
-                decode=True,
-                labels={"benchflow.task": task.name},
-                timeout=task.sandbox.build_timeout_sec,
-            ):
-                if "stream" in item:
-                    lines.append(item["stream"])
-                if "error" in item:
-                    error = item["error"].strip()
-                if time.monotonic() > deadline:
-                    error = f"the build took longer than build_timeout_sec={task.sandbox.build_timeout_sec:g}"
-                    break
-        except (APIError, OSError) as exc:
-            error = str(exc)
-        if build_log is not None:
-            build_log.parent.mkdir(parents=True, exist_ok=True)
-            build_log.write_text("".join(lines) + (f"\nERROR: {error}\n" if error else ""))
-        if error:
-            tail = "".join(lines[-8:]).strip()
-            raise ImageBuildError(
-                f"image build failed for task {task.name} ({task.environment_dir}/Dockerfile): {error}"
-                + (f"\n{tail}" if tail else "")
-            )
+    def __post_init__(self) -> None:
+        self.images = TaskImages(self.client)
 
     def create(
         self,

@@ -21,16 +21,19 @@ class LayeredAgent(Agent):
 
 
 class FailingLayers:
-    """The factory's seam: the task image builds, the agent's layer over it does not."""
-
-    def __init__(self) -> None:
-        self.created = 0
+    """The images seam: the task image builds, the agent's layer over it does not."""
 
     def image_for(self, task, digest, build_log=None) -> str:
         return "benchflow-env:task"
 
     def with_layer(self, image: str, layer: AgentLayer) -> str:
         raise LayerError("the build ran out of disk")
+
+
+class Factory:
+    def __init__(self) -> None:
+        self.images = FailingLayers()
+        self.created = 0
 
     def create(self, *args, **kwargs):
         self.created += 1
@@ -40,7 +43,7 @@ class FailingLayers:
 async def test_a_layer_that_cannot_be_built_is_an_install_failure(tmp_path) -> None:
     # given
     task = load_task(write_task(tmp_path / "tasks", "t", test_sh="true\n"))
-    factory = FailingLayers()
+    factory = Factory()
     runner = AttemptRunner(
         RunSpec(tasks_dir=tmp_path / "tasks", agent="layered"), LayeredAgent(), factory,  # type: ignore[arg-type]
         tmp_path / "job", lambda *a, **k: None, set(),
