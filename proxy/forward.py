@@ -168,7 +168,11 @@ async def _relay_stream(
         await batches.aclose()  # releases (or closes) the upstream connection at once
     if not last:
         out.client_disconnected = bool(gone)
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        if out.error is None:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        # else: no final chunk. The response stays incomplete, so the server closes the
+        # connection and the client sees a broken stream, not a clean end with a tool
+        # call cut short.
     if not watcher.done():
         watcher.cancel()
     tap.close()

@@ -183,6 +183,7 @@ class FakeUpstream:
     gate: asyncio.Event | None = None  # when set, each call waits for it before answering
     echo_auth: bool = False
     frame_pause: float = 0.0
+    break_after: int | None = None  # frames sent before the upstream dies mid-response
     in_flight: int = 0
     peak_in_flight: int = 0
     finished: int = 0
@@ -275,7 +276,9 @@ class FakeUpstream:
         self.sent.append(b"".join(frames))
         headers = [(b"content-type", ctype), (b"x-request-id", b"req_up_1")]
         await send({"type": "http.response.start", "status": status, "headers": headers})
-        for frame in frames:
+        for n, frame in enumerate(frames):
+            if self.break_after is not None and n >= self.break_after:
+                raise ConnectionAbortedError("the fake upstream dies mid-response")
             await send({"type": "http.response.body", "body": frame, "more_body": True})
             if self.frame_pause:
                 await asyncio.sleep(self.frame_pause)

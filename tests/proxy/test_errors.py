@@ -89,6 +89,25 @@ async def test_anthropic_sdk_sees_a_rate_limit(proxy, register, upstream) -> Non
     assert proxy.registry.usage(key).errors == {"provider_rate_limit": 1}
 
 
+async def test_a_stream_the_upstream_breaks_reaches_the_agent_broken(proxy, register, upstream) -> None:
+    # given an upstream that dies after two frames of a stream
+    key, log = register("openai/gpt-4o")
+    upstream.break_after = 2
+    # when the official SDK reads the stream through the proxy
+    client = openai_client(proxy, key)
+    got: list[str] = []
+    with pytest.raises((openai.APIError, httpx.HTTPError)):
+        stream = await client.chat.completions.create(model="gpt-4o", messages=MSGS, stream=True)
+        async for chunk in stream:
+            got += [c.delta.content or "" for c in chunk.choices]
+    # then it saw the two frames and then an error, not a clean end of a cut-short answer
+    assert got == ["Hi ", "from "]
+    u = proxy.registry.usage(key)
+    assert u.errors == {"api_error": 1} and "upstream stream broke" in (u.last_error or "")
+    [line] = read_log(proxy, log)
+    assert line["error_class"] == "api_error"
+
+
 async def test_an_in_band_stream_error_is_recorded(proxy, register, upstream, monkeypatch) -> None:
     key, _ = register("anthropic/claude-sonnet-4-6")
     error_frame = sse(
