@@ -12,7 +12,7 @@ from proxy.mock_wire import error_body
 from proxy.prices import Price
 from proxy.providers import ProviderError, Route
 from proxy.registry import AttemptState, Registry, error_class_for
-from proxy.trajectory import TrajectoryWriter
+from proxy.trajectory import TrajectoryWriter, redact
 from proxy.upstream import UpstreamClient
 
 Scope = dict[str, Any]
@@ -223,6 +223,7 @@ class ProxyApp:
             passed,
             send,
             receive,
+            self.writer.secrets,
         )
         if not out.headers_sent:
             await _respond(
@@ -286,6 +287,8 @@ class ProxyApp:
         finally:
             if out is None:
                 out = Outcome(500, error_class="proxy_error", error="the proxy failed this call")
+            elif out.error:  # a provider's words, on their way to result.json and the console
+                out.error = redact(out.error.encode(), self.writer.secrets()).decode("utf-8", "replace")
             cost = self.registry.end_call(
                 call.state,
                 out.usage,
@@ -303,7 +306,15 @@ class ProxyApp:
         if scope.get("query_string"):
             url += "?" + scope["query_string"].decode("latin-1")
         out = await forward(
-            self.client, call.route, call.protocol, url, call.sent, call.passed, send, receive
+            self.client,
+            call.route,
+            call.protocol,
+            url,
+            call.sent,
+            call.passed,
+            send,
+            receive,
+            self.writer.secrets,
         )
         if not out.headers_sent:
             out.raw = jsonio.dumps(error_body(call.protocol, out.status, out.error or ""))

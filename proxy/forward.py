@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from proxy import jsonio
 from proxy.providers import Route
 from proxy.registry import error_class_for
+from proxy.trajectory import REDACTED
 from proxy.upstream import UpstreamClient, UpstreamError, encode_headers
 from proxy.usage import StreamTap, Usage, error_text, usage_from_body
 
@@ -105,9 +107,15 @@ async def forward(
     passed: list[tuple[bytes, bytes]],
     send: Send,
     receive: Receive,
+    secrets: Callable[[], list[bytes]] = list,
 ) -> Outcome:
     """POST upstream and relay the answer; a client gone mid-stream does not stop the read,
-    so the call is still counted in full (the provider bills it in full)."""
+    so the call is still counted in full (the provider bills it in full).
+
+    An error body is the one answer not passed on byte for byte: a provider may quote the
+    key it was sent, and that key must not reach the sandbox, so `secrets()` are redacted
+    from it first.
+    """
     try:
         resp = await client.post(url, upstream_header_block(route, protocol, passed), body)
     except UpstreamError as exc:
@@ -121,6 +129,10 @@ async def forward(
         data = await resp.read()
     except UpstreamError as exc:
         return Outcome(502, error_class="infra_failure", error=f"upstream read failed: {exc}")
+    if status >= 400:
+        for secret in secrets():
+            if secret in data:
+                data = data.replace(secret, REDACTED)
     headers.append((b"content-length", str(len(data)).encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": data})

@@ -244,10 +244,12 @@ class TrajectoryWriter:
             self._timer = None
         self.flush()
 
+    def secrets(self) -> list[bytes]:
+        """The exact values to redact (upstream keys and the like), longest first."""
+        return sorted({s.encode() for s in self._secrets() if len(s) >= 8}, key=len, reverse=True)
+
     def _write(self, batch: list[tuple[Path, dict[str, Any]]]) -> None:
-        secrets = sorted(
-            {s.encode() for s in self._secrets() if len(s) >= 8}, key=len, reverse=True
-        )
+        secrets = self.secrets()
         plain = [s for s in secrets if not _hinted(s)]
         shaped = [s for s in secrets if _hinted(s)]
         lines: dict[Path, list[bytes]] = defaultdict(list)

@@ -63,6 +63,26 @@ async def test_upstream_errors_reach_the_agent_and_are_recorded(
     assert (line["status"], line["error_class"], line["response"]) == (status, cls, body)
 
 
+async def test_an_upstream_key_quoted_in_an_error_reaches_neither_the_agent_nor_the_record(
+    proxy, register, upstream
+) -> None:
+    # given a provider that quotes the key it was sent in its rate-limit error
+    key, log = register("openai/gpt-4o")
+    quoted = {"error": {"message": f"Rate limit reached for key {OPENAI_UPSTREAM_KEY}", "type": "requests"}}
+    upstream.fail_next.append((429, quoted))
+    # when the agent's call gets that answer
+    with pytest.raises(openai.RateLimitError) as err:
+        await openai_client(proxy, key).chat.completions.create(model="gpt-4o", messages=MSGS)
+    # then the agent sees the error without the key, and so do the usage record and the log
+    assert OPENAI_UPSTREAM_KEY not in json.dumps(err.value.body)
+    assert "Rate limit reached for key [REDACTED]" in err.value.body["message"]
+    u = proxy.registry.usage(key)
+    assert u.errors == {"provider_rate_limit": 1}
+    assert "Rate limit reached for key" in (u.last_error or "") and OPENAI_UPSTREAM_KEY not in (u.last_error or "")
+    [line] = read_log(proxy, log)
+    assert OPENAI_UPSTREAM_KEY not in json.dumps(line)
+
+
 async def test_error_bodies_pass_through_byte_for_byte(proxy, register, upstream) -> None:
     key, _ = register("anthropic/claude-sonnet-4-6")
     overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
