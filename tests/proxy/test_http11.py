@@ -106,6 +106,23 @@ async def test_a_chunked_request_body_arrives_whole(served) -> None:
     assert b"POST /c hello world" in out and seen[0]["body"] == b"hello world"
 
 
+async def test_a_body_in_many_tiny_chunks_arrives_whole_and_is_not_kept_afterwards(served) -> None:
+    # given a chunked body sent as 20000 two-byte chunks on a keep-alive connection
+    port, seen, server = served
+    pieces = [b"%02d" % (n % 100) for n in range(20000)]
+    raw = (b"POST /t HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n"
+           + b"".join(b"2\r\n%s\r\n" % p for p in pieces) + b"0\r\n\r\n")
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(raw)
+    # when it has been answered
+    await asyncio.wait_for(reader.readuntil(b"POST /t "), 5)
+    # then the app got it whole, as bytes, and the idle connection holds no body buffer
+    assert seen[0]["body"] == b"".join(pieces) and type(seen[0]["body"]) is bytes
+    (conn,) = server.connections
+    assert not conn.closed and not conn._body
+    writer.close()
+
+
 async def test_expect_100_continue_is_answered_before_the_body(served) -> None:
     port, _, _ = served
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
