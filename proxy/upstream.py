@@ -21,6 +21,10 @@ import httptools
 
 Headers = list[tuple[bytes, bytes]]
 HIGH_WATER = 1 << 20  # pause reading the upstream when this much body waits for the client
+# A pooled connection that fails before any answer is sent again only if it failed this soon
+# after the write: a server that had already closed it fails it at once, while one that
+# fails later may have run (and billed) the call, and must not get it twice.
+STALE_WINDOW = 0.5
 
 
 def encode_headers(headers: Headers) -> bytes:
@@ -284,6 +288,7 @@ class UpstreamClient:
             conn.transport.write(request)
             if body:
                 conn.transport.write(body)
+            sent_at = conn.loop.time()
             self._busy.add(conn)
             if self._sweeper is None:
                 self._sweeper = conn.loop.call_later(1.0, self._sweep)
@@ -294,8 +299,9 @@ class UpstreamClient:
                 self._busy.discard(conn)
                 conn.close()
                 # A pooled connection the server had already closed: safe to send again,
-                # since the server never answered on it.
-                if reused and not conn.got_bytes and not isinstance(exc, UpstreamTimeout):
+                # since the server never answered on it and failed it at once.
+                stale = conn.loop.time() - sent_at < STALE_WINDOW
+                if reused and stale and not conn.got_bytes and not isinstance(exc, UpstreamTimeout):
                     continue
                 raise
             except BaseException:  # cancelled: the connection's state is unknown, drop it

@@ -111,6 +111,34 @@ async def test_a_stale_pooled_connection_is_retried_once(serve) -> None:
     await client.aclose()
 
 
+async def test_a_pooled_connection_that_fails_late_is_not_sent_again(serve) -> None:
+    # given an upstream that answers the first call, then works on the second for a while
+    # and drops the connection without an answer (it may have run, and billed, the call)
+    requests = 0
+
+    async def handler(reader, writer) -> None:
+        nonlocal requests
+        await read_request(reader)
+        requests += 1
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+        await writer.drain()
+        await read_request(reader)
+        requests += 1
+        await asyncio.sleep(0.8)
+        writer.transport.abort()
+
+    url = await serve(handler)
+    client = UpstreamClient()
+    assert await (await client.post(url, [], b"1")).read() == b"ok"
+    # when the second call goes out on the pooled connection
+    with pytest.raises(UpstreamError, match="closed the connection"):
+        await client.post(url, [], b"2")
+    # then it was sent once: the failure is the caller's to see, not a silent second call
+    await asyncio.sleep(0.1)
+    assert requests == 2
+    await client.aclose()
+
+
 async def test_nothing_listening_is_an_upstream_error() -> None:
     client = UpstreamClient(connect_timeout=2)
     with pytest.raises(UpstreamError, match="cannot connect"):
