@@ -98,7 +98,7 @@ class Call:
 
     __slots__ = (
         "protocol", "state", "route", "price", "obj", "raw", "requested", "passed",
-        "started_at", "t0", "sent",
+        "started_at", "t0", "sent", "strict",
     )
 
     def __init__(
@@ -117,6 +117,7 @@ class Call:
         self.started_at = time.time()
         self.t0 = time.perf_counter()
         self.sent = raw
+        self.strict = True  # raw is strict JSON (no NaN, no integer beyond 64 bits)
 
 
 class ProxyApp:
@@ -239,7 +240,7 @@ class ProxyApp:
         if state is None:
             return 401, jsonio.dumps(_auth_error(protocol))
         try:
-            obj = jsonio.loads(raw)
+            obj, strict = jsonio.parse(raw)
             if not isinstance(obj, dict):
                 raise ValueError("not an object")
         except ValueError:
@@ -263,7 +264,9 @@ class ProxyApp:
                     code="protocol_not_served",
                 )
             )
-        return Call(protocol, state, route, price, obj, raw, requested, passed)
+        call = Call(protocol, state, route, price, obj, raw, requested, passed)
+        call.strict = strict
+        return call
 
     async def _api(self, protocol: str, scope: Scope, receive: Any, send: Any) -> None:
         call = self._admit(protocol, scope["headers"], await _read_body(receive))
@@ -382,6 +385,7 @@ class ProxyApp:
                 "refused": refused,
                 "client_disconnected": out.client_disconnected,
                 "request_raw": call.sent,  # the body as sent upstream
+                "request_json": call.strict or call.sent is not call.raw,  # may be spliced in
                 "response_raw": out.raw,
                 "response_json": out.parsed is not None,
             },

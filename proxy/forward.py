@@ -140,7 +140,9 @@ async def forward(
     parsed: Any = None
     if data[:1] == b"{":
         try:
-            parsed = out.parsed = jsonio.loads(data)
+            parsed, strict = jsonio.parse(data)
+            if strict:  # else the log re-serialises it rather than splice it in
+                out.parsed = parsed
         except ValueError:
             parsed = None
     if status < 300:

@@ -9,11 +9,15 @@ try:
     import orjson
 
     def loads(data: bytes | str) -> Any:
+        return parse(data)[0]
+
+    def parse(data: bytes | str) -> tuple[Any, bool]:
+        """(the value, whether `data` is strict JSON that may be spliced into a line as is)."""
         try:
-            return orjson.loads(data)
+            return orjson.loads(data), True
         except orjson.JSONDecodeError:
-            # orjson refuses integers beyond 64 bits; the standard library does not.
-            return json.loads(data)
+            # orjson refuses integers beyond 64 bits, and NaN; the standard library does not.
+            return json.loads(data), False
 
     Fragment = orjson.Fragment  # valid JSON bytes that dumps() splices in as they are
 
@@ -36,6 +40,9 @@ except ImportError:  # pragma: no cover - exercised only without orjson
 
     def loads(data: bytes | str) -> Any:
         return json.loads(data)
+
+    def parse(data: bytes | str) -> tuple[Any, bool]:
+        return json.loads(data), True
 
     def dumps(obj: Any) -> bytes:
         return json.dumps(

@@ -156,10 +156,12 @@ def record_line(rec: dict[str, Any]) -> bytes:
 
     Bodies the proxy already knows to be valid JSON are spliced in as received rather
     than parsed and serialised again: that is most of the cost for 100 KB agent requests.
-    Keys ending in _raw are such bodies: request_raw (JSON, or the text of a body that
-    was not JSON), response_raw (a stream, an error text, or JSON when response_json).
+    Keys ending in _raw are such bodies: request_raw (strict JSON when request_json, else
+    re-serialised, or the text of a body that was not JSON), response_raw (a stream, an
+    error text, or strict JSON when response_json).
     """
     req_raw = rec.pop("request_raw", None)
+    req_json = rec.pop("request_json", True)
     resp_raw = rec.pop("response_raw", None)
     resp_json = rec.pop("response_json", False)
     response: Any = None
@@ -175,7 +177,7 @@ def record_line(rec: dict[str, Any]) -> bytes:
                 response = jsonio.Fragment(jsonio.dumps(jsonio.loads(resp_raw)))
             except ValueError:
                 response = resp_raw.decode("utf-8", "replace")
-    if _embeddable(req_raw):
+    if req_json and _embeddable(req_raw):
         request: Any = jsonio.Fragment(req_raw)
     elif req_raw:
         try:

@@ -8,6 +8,7 @@ import json
 import anthropic
 import httpx
 import openai
+import orjson
 import pytest
 
 from proxy.registry import Attempt
@@ -81,6 +82,23 @@ async def test_an_upstream_key_quoted_in_an_error_reaches_neither_the_agent_nor_
     assert "Rate limit reached for key" in (u.last_error or "") and OPENAI_UPSTREAM_KEY not in (u.last_error or "")
     [line] = read_log(proxy, log)
     assert OPENAI_UPSTREAM_KEY not in json.dumps(line)
+
+
+async def test_a_request_with_nan_still_makes_a_strict_json_log_line(proxy, register, upstream) -> None:
+    # given a request body that Python's json accepts but JSON does not (NaN), sent unchanged
+    key, log = register("openai/gpt-4o")
+    body = b'{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}],"temperature":NaN}'
+    # when it goes through the proxy
+    async with httpx.AsyncClient() as http:
+        r = await http.post(proxy.url + "/v1/chat/completions", content=body,
+                            headers={"authorization": f"Bearer {key}", "content-type": "application/json"})
+    assert r.status_code == 200
+    assert upstream.seen[-1].raw == body  # passed on unchanged
+    # then the log line is strict JSON, the request in it re-serialised (NaN as null)
+    proxy.writer.flush()
+    [line] = log.read_bytes().splitlines()
+    doc = orjson.loads(line)
+    assert doc["request"]["temperature"] is None and doc["request"]["model"] == "gpt-4o"
 
 
 async def test_error_bodies_pass_through_byte_for_byte(proxy, register, upstream) -> None:
