@@ -145,12 +145,13 @@ class ProxyApp:
                 await _respond(
                     send, 200, b"BenchFlow model proxy\n", (b"content-type", b"text/plain")
                 )
-            else:
+            else:  # in the client's own error format, so its SDK can say what went wrong
+                fmt = "messages" if parse_headers(scope["headers"])[1] else "chat"
                 await _respond(
                     send,
                     404,
                     jsonio.dumps(
-                        error_body("chat", 404, f"no route for {method} {path}", code="not_found")
+                        error_body(fmt, 404, f"no route for {method} {path}", code="not_found")
                     ),
                 )
         elif kind == "lifespan":

@@ -24,6 +24,23 @@ async def test_claude_codes_probe_is_answered(proxy: ProxyServer) -> None:
     assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
 
 
+async def test_an_unknown_path_is_answered_in_the_clients_own_error_format(proxy, register) -> None:
+    key, _ = register("anthropic/claude-sonnet-4-6")
+    # an Anthropic client (x-api-key) gets Anthropic's shape, which its SDK reads
+    with pytest.raises(anthropic.NotFoundError) as err:
+        await anthropic_client(proxy, key).messages.batches.list()
+    assert err.value.body == {
+        "type": "error",
+        "error": {"type": "not_found_error", "message": "no route for GET /v1/messages/batches"},
+    }
+    # an OpenAI client gets OpenAI's
+    async with httpx.AsyncClient() as http:
+        r = await http.get(proxy.url + "/v1/nothing", headers={"authorization": f"Bearer {key}"})
+    assert r.json()["error"] == {
+        "message": "no route for GET /v1/nothing", "type": "not_found_error", "param": None, "code": "not_found",
+    }
+
+
 async def test_models_lists_the_attempts_model_for_both_sdks(proxy, register) -> None:
     key, _ = register("anthropic/claude-sonnet-4-6")
     page = await openai_client(proxy, key).models.list()
