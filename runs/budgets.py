@@ -9,7 +9,7 @@ the job spent before (a resume) counts too.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -183,7 +183,11 @@ class JobBudget:
             return False
         return self._check_reached(sum(elapsed))
 
-    def summary_block(self, cancelled: list[str], not_started: list[str]) -> dict[str, Any]:
+    def summary_block(
+        self, cancelled: Sequence[str], not_started: Sequence[str], retries_stopped: Sequence[str] = ()
+    ) -> dict[str, Any]:
+        """`cancelled` and `not_started` are trials kept from running (no failures); `retries_stopped`
+        errored trials whose retry the cap kept from running, counted by their last attempt."""
         s = self.spent
         return {
             "caps": self.caps(),
@@ -199,6 +203,7 @@ class JobBudget:
             "reason": self.reason,
             "cancelled": list(cancelled),
             "not_started": list(not_started),
+            "retries_stopped": list(retries_stopped),
         }
 
 

@@ -31,6 +31,7 @@ class TrialPlan:
     trial_name: str
     env_digest: str
     previous_attempts: int = 0
+    finished_before: bool = False  # an earlier run gave it a finished attempt (a result.json)
 
 
 @dataclass
@@ -61,6 +62,10 @@ class Coordinator:
     stopping: bool = False
     not_started: list[str] = field(default_factory=list)
     cancelled: list[str] = field(default_factory=list)
+    # errored trials whose retry the budget kept from running or cancelled: their last attempt counts
+    retries_stopped: list[str] = field(default_factory=list)
+    stopped_running: int = 0  # running attempts cancelled (a cap or a signal), retries included
+    _finished: set[str] = field(default_factory=set)  # trials with a finished attempt in this run
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
     _breaker: errors.CircuitBreaker = field(default_factory=errors.CircuitBreaker)
     _announced: bool = False
@@ -81,7 +86,8 @@ class Coordinator:
                 if self.budget.reached:  # spent before this run (a resume): stops at once
                     self._announce_budget()
                 if self.stopping or self.budget.reached:
-                    self.not_started.extend(t.trial_name for t in wave)
+                    for t in wave:
+                        self._kept_from_running(t)
                     continue
                 await self._run_wave(wave)
         finally:
@@ -106,8 +112,9 @@ class Coordinator:
         try:
             await self._attempts(trial, run_slots, sandbox_slots)
         except asyncio.CancelledError:
-            # cancelled before its agent ran (waiting for admission, a slot or its sandbox): kept from running
-            self._kept_from_running(trial.trial_name)
+            # cancelled before its agent ran (waiting for admission, a slot, its sandbox or a retry's
+            # backoff): kept from running
+            self._kept_from_running(trial)
             raise
 
     async def _attempts(self, trial: TrialPlan, run_slots: asyncio.Semaphore, sandbox_slots: asyncio.Semaphore) -> None:
@@ -124,7 +131,7 @@ class Coordinator:
                     first = False
                 if not admitted:
                     self._announce_budget()
-                    self._kept_from_running(trial.trial_name)
+                    self._kept_from_running(trial)
                     return
                 plan = AttemptPlan(trial.task, trial.trial_name, trial.trial_index, attempt, trial.env_digest)
                 prepared = await self.runner.prepare(plan)
@@ -132,11 +139,13 @@ class Coordinator:
                     if self.stopping:
                         self.runner.discard(prepared)
                         self.budget.on_discard()
-                        self._kept_from_running(trial.trial_name)
+                        self._kept_from_running(trial)
                         return
-                    result = await self._run_prepared(prepared)
+                    result = await self._run_prepared(prepared, trial)
             self._breaker.record(result)
-            if retries_left > 0 and errors.should_retry(result) and not self.stopping:
+            if retries_left > 0 and errors.should_retry(result) and self.budget.reached and not self.stopping:
+                self._kept_from_running(trial)  # no retry starts after the cap: its last attempt counts
+            elif retries_left > 0 and errors.should_retry(result) and not self.stopping:
                 retries_left -= 1
                 wait = errors.backoff_seconds(attempt)
                 preview = (result.get("error") or result.get("verifier_error") or "")[:60]
@@ -147,18 +156,23 @@ class Coordinator:
                 continue
             return
 
-    async def _run_prepared(self, prepared: Prepared) -> dict[str, Any]:
+    async def _run_prepared(self, prepared: Prepared, trial: TrialPlan) -> dict[str, Any]:
         key = prepared.attempt_dir.name
         self.running[key] = Running(prepared.plan, prepared.t0, last_beat=time.monotonic())
         try:
             result = await self.runner.run(prepared)
         except asyncio.CancelledError:
-            self.cancelled.append(prepared.plan.trial_name)
+            self.stopped_running += 1
+            if self._has_finished(trial):
+                self._kept_from_running(trial)
+            else:
+                self.cancelled.append(trial.trial_name)
             self.budget.on_discard()
             raise
         finally:
             self.running.pop(key, None)
         self.results.append(result)
+        self._finished.add(trial.trial_name)
         if self.budget.on_finish(result):
             self._announce_budget()
         if result.get("error_category") == "trial_budget":
@@ -182,9 +196,18 @@ class Coordinator:
             for task in others:
                 task.cancel()
 
-    def _kept_from_running(self, trial_name: str) -> None:
-        if trial_name not in self.not_started and trial_name not in self.cancelled:
-            self.not_started.append(trial_name)
+    def _has_finished(self, trial: TrialPlan) -> bool:
+        return trial.finished_before or trial.trial_name in self._finished
+
+    def _kept_from_running(self, trial: TrialPlan) -> None:
+        """A trial with a finished attempt counts by its last one (an errored trial, not "not started");
+        one with none is listed apart as not started, unless it was cancelled while it ran."""
+        name = trial.trial_name
+        if self._has_finished(trial):
+            if self.budget.reached and name not in self.retries_stopped:
+                self.retries_stopped.append(name)
+        elif name not in self.not_started and name not in self.cancelled:
+            self.not_started.append(name)
 
     def note_tool_call(self, rollout_name: str, title: str) -> None:
         if run := self.running.get(rollout_name):

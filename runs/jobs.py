@@ -90,7 +90,7 @@ def choose_job(spec: RunSpec) -> JobChoice:
 def budget_block(budgets: dict[int, JobBudget], c: Coordinator) -> dict[str, Any]:
     """summary.json's budget: the job's, or with --trials the repeats' together (each had its own cap)."""
     if len(budgets) == 1:
-        return next(iter(budgets.values())).summary_block(c.cancelled, c.not_started)
+        return next(iter(budgets.values())).summary_block(c.cancelled, c.not_started, c.retries_stopped)
     blocks = {i: b.summary_block([], []) for i, b in sorted(budgets.items())}
     first = next(iter(blocks.values()))
     spent = {k: sum(b["spent"][k] for b in blocks.values()) for k in first["spent"]}
@@ -102,6 +102,7 @@ def budget_block(budgets: dict[int, JobBudget], c: Coordinator) -> dict[str, Any
         "reason": "; ".join(reasons) or None,
         "cancelled": list(c.cancelled),
         "not_started": list(c.not_started),
+        "retries_stopped": list(c.retries_stopped),
         "per_repeat": {str(i): {"spent": b["spent"], "stopped": b["stopped"], "reason": b["reason"]} for i, b in blocks.items()},
     }
 
@@ -148,7 +149,8 @@ def plan_job(job_dir: Path, tasks: list[Task], trials: int) -> Plan:
             if best is not None and best.result is not None and outcome_of(best.result) in ("passed", "failed"):
                 done[name] = best.result
                 continue
-            waves[index].append(TrialPlan(task, index, name, digest, previous_attempts=len(attempts)))
+            finished_before = any(a.result is not None for a in attempts)
+            waves[index].append(TrialPlan(task, index, name, digest, len(attempts), finished_before))
     return Plan(len(tasks) * trials, done, [w for w in waves if w], earlier)
 
 
@@ -256,7 +258,7 @@ class JobRun:
             await remove_all(self.live)
             if proxy is not None:
                 await proxy.stop()
-        stopped = len(coordinator.cancelled)
+        stopped = coordinator.stopped_running
         elapsed = time.monotonic() - t0
         return self._finish(job_dir, plan, budgets, coordinator, elapsed, stopped, resumed=choice.resumed)
 

@@ -190,6 +190,7 @@ def build_summary(
         block = dict(budget)
         block.setdefault("cancelled", [])
         block.setdefault("not_started", [])
+        block.setdefault("retries_stopped", [])
         summary["budget"] = block
     summary["not_run"] = list(dict.fromkeys(not_run))
     stops = [r for r in trials if _stopped_by(r)]

@@ -165,7 +165,7 @@ def render_final_block(
         lines.append(f"{_paint('Budget:', 'warn', color)} {budget.get('reason')}; "
                      f"{len(budget.get('cancelled') or [])} running trial(s) cancelled, "
                      f"{len(budget.get('not_started') or [])} not started (not counted as "
-                     "failures; resume the job to run them)")
+                     f"failures; resume the job to run them){_retries_stopped(budget)}")
     lines.extend(_outcome_lines(summary, job, color))
     lines.append(f"{_paint('Cost:', 'dim', color)}      {cost_text(summary)}")
     tail = f" (this run; {reused} task(s) reused from before)" if reused else ""
@@ -174,6 +174,14 @@ def render_final_block(
     lines.append(f"{_paint('Summary:', 'dim', color)}   {job}/summary.json")
     lines.append(f"{_paint('View:', 'dim', color)}      bench view {job}")
     return lines
+
+
+def _retries_stopped(budget: Mapping[str, Any]) -> str:
+    """Errored trials whose retry the cap stopped are no "not started" trials: they count as errored."""
+    n = len(budget.get("retries_stopped") or [])
+    if not n:
+        return ""
+    return f"; {n} errored trial(s) not retried (the cap stopped their retry; their last attempt counts)"
 
 
 def _outcome_lines(summary: Mapping[str, Any], job: str, color: bool) -> list[str]:

@@ -311,3 +311,28 @@ def test_with_trials_each_repeat_is_a_job_with_its_own_cap(docker_client, bench_
     assert sorted(summary["not_run"]) == kept_out
     assert sorted(summary["budget"]["not_started"]) == kept_out
     assert any(line.endswith("2 of 4 planned tasks not run (budget), so 2/4 (50.0%) of the plan") for line in out)
+
+
+def test_an_errored_trial_whose_retry_the_rollout_cap_blocks_is_errored_not_not_started(docker_client, bench_env, tmp_path):
+    # given two tasks whose agent cannot run (exit 127, retried) and whose verifier writes no reward
+    for name in ("a1", "b1"):
+        write_task(tmp_path / "t2", name, test_sh="true\n")
+    agent = make_agent(tmp_path, "fail127.sh", "#!/bin/bash\nexit 127\n")
+    # when a cap of two rollouts runs out before their retries
+    proc = run_bench(["run", "t2", "-a", f"script:{agent}", "-j", "1", "--max-rollouts", "2", "--jobs-dir", "jobs"],
+                     env=bench_env, cwd=tmp_path)
+    # then each ran once and counts as errored; neither is listed as not started
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    out = proc.stdout.splitlines()
+    [job] = job_dirs(tmp_path / "jobs")
+    assert sorted(r["trial_name"] for r in results_of(job)) == ["a1", "b1"]
+    reached = "budget reached: 2 rollouts started of a 2 cap"
+    assert (f"Budget: {reached}; 0 running trial(s) cancelled, 0 not started {NOT_FAILURES}; 2 errored trial(s) "
+            "not retried (the cap stopped their retry; their last attempt counts)") in out
+    assert "Outcomes: 0 scored (0 passed, 0 failed), 0 unscored, 2 errored" in out
+    summary = summary_of(job)
+    assert (summary["total"], summary["errored"], summary["not_run"]) == (2, 2, [])
+    budget = summary["budget"]
+    assert budget["not_started"] == [] and budget["cancelled"] == []
+    assert sorted(budget["retries_stopped"]) == ["a1", "b1"]
+    assert budget["spent"]["rollouts"] == 2

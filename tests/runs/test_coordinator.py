@@ -169,3 +169,55 @@ def test_cost_cap_cancels_running_trials():
     assert [r["task_name"] for r in results] == ["cheap"]
     assert c.cancelled == ["slow"]
     assert "budget reached: $1.0000 USD spent of a $0.5000 cap; stopping: no new rollouts, 1 running trial(s) cancelled" in lines
+
+
+INSTALL_FAILED = {"error": "install failed: the agent's command could not run (exit 127)",
+                  "error_category": "install_failure"}
+
+
+def test_an_errored_trial_whose_retry_the_rollout_cap_blocks_counts_as_errored_not_as_not_started(monkeypatch):
+    # given two trials whose agents cannot start (a retryable error), -j 1 and a cap of two rollouts
+    monkeypatch.setattr("runs.errors.backoff_seconds", lambda attempt: 0.0)
+    runner = FakeRunner({"a1": [INSTALL_FAILED] * 3, "b1": [INSTALL_FAILED] * 3})
+    c = coordinator(runner, budget=JobBudget(max_rollouts=2))
+    # when
+    results = asyncio.run(c.run([[trial("a1"), trial("b1")]]))
+    # then each ran once; the cap kept their retries from running, so they are errored trials
+    assert sorted(r["trial_name"] for r in results) == ["a1", "b1"]
+    assert c.not_started == [] and c.cancelled == []
+    assert sorted(c.retries_stopped) == ["a1", "b1"]
+
+
+def test_an_errored_trial_cancelled_in_its_retry_backoff_counts_as_errored(monkeypatch):
+    # given a trial that fails fast and waits out a long backoff while a costly one reaches the cap
+    monkeypatch.setattr("runs.errors.backoff_seconds", lambda attempt: 30.0)
+    outcomes = {"costly": [{"rewards": {"reward": 1.0}, "agent_result": {"cost_usd": 1.0, "total_tokens": 10}}],
+                "flaky": [SANDBOX_FAILED, PASS]}
+    runner = FakeRunner(outcomes)
+    original_run = runner.run
+
+    async def run(prepared):
+        if prepared.plan.task.name == "costly":
+            await asyncio.sleep(0.1)
+        return await original_run(prepared)
+
+    runner.run = run  # type: ignore[method-assign]
+    c = coordinator(runner, j=2, budget=JobBudget(max_cost_usd=0.5))
+    # when
+    results = asyncio.run(asyncio.wait_for(c.run([[trial("costly"), trial("flaky")]]), 10))
+    # then the cap cancelled the backoff: flaky's one attempt counts, and it is not listed as not started
+    assert sorted(r["trial_name"] for r in results) == ["costly", "flaky"]
+    assert c.not_started == [] and c.cancelled == []
+    assert c.retries_stopped == ["flaky"]
+
+
+def test_a_resumed_trial_with_an_errored_attempt_kept_out_by_a_spent_cap_is_not_listed_as_not_started():
+    # given a resume whose cap was spent before; one trial errored then, the other never ran
+    budget = JobBudget(max_rollouts=1)
+    budget.seed([{"error": "install failed", "agent_result": {}, "timing": {"total": 1.0}}])
+    errored_before = TrialPlan(SimpleNamespace(name="a1"), 0, "a1", "x", previous_attempts=1, finished_before=True)
+    c = coordinator(FakeRunner({}), budget=budget)
+    # when
+    asyncio.run(c.run([[errored_before, trial("b1")]]))
+    # then
+    assert c.not_started == ["b1"] and c.retries_stopped == ["a1"]

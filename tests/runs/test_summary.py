@@ -286,3 +286,16 @@ def test_color_only_when_asked():
 )
 def test_trial_lines(row, line):
     assert sr.trial_line(row) == line
+
+
+def test_the_budget_line_says_errored_trials_whose_retry_the_cap_stopped_count_by_their_last_attempt():
+    budget = {**CAP_BUDGET, "reason": "budget reached: 2 rollouts started of a 2 cap", "not_started": [],
+              "retries_stopped": ["a1", "b1"]}
+    errored = [result("a1", error="install failed: exit 127"), result("b1", error="install failed: exit 127")]
+    summary = s.build_summary(job_name="j", results=errored, plan_total=2, not_run=[], budget=budget)
+    lines = sr.render_final_block(summary, "jobs/j", reused=0, elapsed_s=5.0, color=False)
+    assert ("Budget: budget reached: 2 rollouts started of a 2 cap; 0 running trial(s) cancelled, 0 not started "
+            "(not counted as failures; resume the job to run them); 2 errored trial(s) not retried (the cap "
+            "stopped their retry; their last attempt counts)") in lines
+    assert "Outcomes: 0 scored (0 passed, 0 failed), 0 unscored, 2 errored" in lines
+    assert summary["not_run"] == [] and summary["errored"] == 2
