@@ -210,7 +210,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         print("Error classes: " + ", ".join(c.name for c in errors.ERROR_CLASSES))
         print("Run bench explain CLASS for one of them.")
         return 0
-    if errors.lookup(args.error_class) is None:
+    if errors.explained(args.error_class) is None:
         hints = errors.suggest(args.error_class)
         raise UsageError(
             f"unknown error class {args.error_class!r}"

@@ -83,8 +83,9 @@ ERROR_CLASSES: tuple[ErrorClass, ...] = (
         next="switch to another login or wait for the reset, then `bench eval resume {job}`; "
              "`bench doctor` shows each login's headroom",
         explain="A subscription login (Claude or Codex) hit its usage window. The trial is "
-                "unscored, not retried, and the job starts no more trials; usage_limit_info in "
-                "result.json has the login, the window and when it resets.",
+                "unscored and not retried. The agent's own message (result.json's error) says when"
+                " the window resets; BenchFlow's usage_limit_info, when present, has the login, "
+                "the window and the reset.",
     ),
     ErrorClass(
         "agent_integration", "agent", retried=False, graded=False, fault="setup",
@@ -111,20 +112,22 @@ ERROR_CLASSES: tuple[ErrorClass, ...] = (
         "idle_timeout", "agent", retried=True, graded=True, fault="agent",
         markers=_m(10, "agent idle for"),
         cause="the agent went silent and the idle watchdog stopped it",
-        next="raise --agent-idle-timeout if the agent thinks for long; idle_timeout_info in "
-             "result.json has the details",
-        explain="No tool call, message or thought arrived for --agent-idle-timeout seconds, so the"
-                " watchdog stopped the agent. The attempt is retried in a new sandbox; a fallback "
-                "reward from grading the hung attempt does not stop the retry unless it is a pass.",
+        next="BenchFlow's --agent-idle-timeout sets the watchdog; `bench run` here has none and "
+             "stops an agent only at the task's timeout",
+        explain="BenchFlow's idle watchdog stopped the agent: no tool call, message or thought "
+                "arrived for --agent-idle-timeout seconds. BenchFlow retries the attempt in a new "
+                "sandbox. `bench run` here has no idle watchdog, so this class comes only from job "
+                "folders BenchFlow wrote, which `bench results` and `bench view` read.",
     ),
     ErrorClass(
         "install_failure", "agent", retried=True, graded=False, fault="infrastructure",
         markers=_m(20, "install failed"),
         cause="the agent's install failed",
-        next="`bench doctor` checks the network to npm; the trial's agent/install-stdout.txt has "
-             "the log",
-        explain="Installing the agent CLI in the sandbox failed, usually a network or registry "
-                "hiccup. Retried in a new sandbox.",
+        next="`bench doctor` checks npm and the agent layers; result.json's error has the last "
+             "lines of npm's output or of the layer build",
+        explain="Installing the agent CLI failed: npm on this machine (once per CLI version), or "
+                "the build of the agent's layer over the task image, usually a network, registry "
+                "or disk hiccup. Retried in a new sandbox.",
     ),
     ErrorClass(
         "pipe_closed", "agent", retried=True, graded=True, fault="infrastructure",
@@ -132,8 +135,8 @@ ERROR_CLASSES: tuple[ErrorClass, ...] = (
         cause="the connection to the agent closed",
         next=_RESUME,
         explain="The agent process's stdout (or its PTY) closed mid-run: the process died or the "
-                "transport dropped. Retried in a new sandbox; transport_error_info in result.json "
-                "has the exit code when there was one.",
+                "transport dropped. Retried in a new sandbox; result.json's error and the agent's "
+                "log (agent/<agent>.txt) say how it ended.",
     ),
     ErrorClass(
         "suspected_api_error", "agent", retried=False, graded=False, fault="setup",
@@ -147,7 +150,8 @@ ERROR_CLASSES: tuple[ErrorClass, ...] = (
         "api_error", "agent", retried=True, graded=False, fault="infrastructure",
         markers=_m(41, "provider api error", "circuit breaker open"),
         cause="the model provider's API failed",
-        next="`bench eval resume {job}` reruns it; api_error_info in result.json has the status",
+        next="`bench eval resume {job}` reruns it; result.json's error has the HTTP status and "
+             "the provider's message",
         explain="Every model call the proxy forwarded failed. The message reads `provider api "
                 "error [<kind>/<transient|permanent>] HTTP <status>`: transient ones (rate limits,"
                 " 5xx) are retried, permanent ones (auth, quota, unknown model, rejected request) "
@@ -225,7 +229,7 @@ ERROR_CLASSES: tuple[ErrorClass, ...] = (
         markers=_m(61, "sandbox startup", "sandbox creation", "failed to resolve source metadata",
                    "pull access denied", "manifest unknown"),
         cause="the sandbox did not start",
-        next="`bench doctor`; sandbox_startup_info in result.json has the error",
+        next="`bench doctor`; result.json's error has Docker's message",
         explain="Creating or starting the sandbox failed (Docker daemon, registry metadata, "
                 "resources). Retried in a new sandbox.",
     ),
@@ -233,7 +237,8 @@ ERROR_CLASSES: tuple[ErrorClass, ...] = (
         "timeout", "agent", retried=False, graded=True, fault="agent",
         markers=_m(70, "prompt exceeded wall-clock budget") + _m(90, "timed out"),
         cause="the agent ran out of time",
-        next="raise the task's agent timeout (task.md agent.timeout_sec) or --timeout",
+        next="raise the task's agent timeout ([agent] timeout_sec in task.toml, agent.timeout_sec "
+             "in task.md)",
         explain="The agent used its whole wall-clock timeout. The verifier still grades what it "
                 "left (a missing reward counts 0); never retried.",
     ),

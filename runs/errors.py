@@ -163,7 +163,8 @@ _INTEGRATION: dict[str, tuple[str, Fault, str]] = {
     "agent_model": ("it does not offer the model", "setup",
                     "pick a model the agent lists in the error"),
     "agent_install": ("its install or runtime is broken", "infrastructure",
-                      "`bench doctor --agent-start <agent>`"),
+                      "`bench doctor`; delete the agent's folder in ~/.cache/benchflow-site/agents to "
+                      "reinstall it"),
     "agent_budget": ("its model calls bypass the proxy, so its budget cannot be enforced",
                      "setup", "give the agent an API key instead of a login"),
 }
@@ -230,9 +231,15 @@ def _errored_cause(result: Mapping[str, Any], category: str, job: str | None,
     return _cause(category, job, task)
 
 
+def explained(name: str) -> ErrorClass | None:
+    """The class `bench explain NAME` explains: a class, or an agent_integration cause
+    (agent_budget, agent_auth, ...), which explains its class."""
+    return lookup(name) or (_BY_NAME["agent_integration"] if _normal(name) in _INTEGRATION else None)
+
+
 def explain_text(name: str) -> str:
     """What `bench explain CLASS` prints; an unknown name gets a did-you-mean answer."""
-    cls = lookup(name)
+    cls = explained(name)
     if cls is None:
         close = suggest(name)
         hint = f" Did you mean: {', '.join(close)}?" if close else ""

@@ -185,6 +185,20 @@ def test_explain_text_for_api_error_says_transient_only():
     assert "only when transient" in errors.explain_text("api_error")
 
 
+def test_explain_of_an_integration_cause_explains_its_class():
+    text = errors.explain_text("agent_budget")
+    assert text.startswith("agent_integration: ") and "(agent_budget)" in text
+
+
+def test_explain_texts_name_no_command_or_flag_bench_lacks():
+    # `bench explain` must point at things that exist here (BenchFlow's own are named as such)
+    for cls in errors.ERROR_CLASSES:
+        text = cls.next + " " + cls.explain
+        assert "install-stdout" not in text and "--timeout " not in text and "--agent-start" not in text
+        for field in ("api_error_info", "sandbox_startup_info", "transport_error_info", "idle_timeout_info"):
+            assert field not in text, (cls.name, field)
+
+
 def test_explain_text_for_an_unknown_class_suggests_names():
     text = errors.explain_text("idle_timout")
     assert text.startswith("Unknown error class 'idle_timout'. Did you mean: idle_timeout")
