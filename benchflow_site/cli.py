@@ -121,6 +121,16 @@ def build_parser() -> argparse.ArgumentParser:
         "(old CLI versions, or over task images since rebuilt)",
     )
 
+    tasks = sub.add_parser("tasks", help="tasks check: each task's problems, before any job")
+    tasks_sub = tasks.add_subparsers(dest="tasks_command", metavar="VERB")
+    check = tasks_sub.add_parser(
+        "check", help="check task folders: config, instruction, tests, symlinks, FROM images",
+        description="Check each task folder as bench run would, task by task, and whether its FROM "
+        "images can be had on this machine. Exit 1 when any task has a problem.",
+    )
+    check.add_argument("tasks", type=Path, nargs="+", metavar="TASKS",
+                       help="a task folder, a folder of tasks, or a folder holding tasks/")
+
     explain = sub.add_parser("explain", help="explain an error class (bench explain trial_budget)")
     explain.add_argument("error_class", metavar="CLASS", nargs="?")
 
@@ -221,6 +231,37 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tasks(args: argparse.Namespace) -> int:
+    from runs.sandboxes.engine import engine_running
+    from runs.task_check import check_tasks
+    from runs.tasks import TaskError
+
+    if args.tasks_command != "check":
+        raise UsageError("bench tasks needs a verb: bench tasks check TASKS")
+    client = None
+    if engine_running():
+        from runs.sandboxes.docker import connect
+
+        client = connect()
+    else:
+        print("Docker engine not running: FROM images not checked (bash scripts/setup.sh starts it)")
+    reports = []
+    for root in args.tasks:
+        try:
+            reports += check_tasks(root, client)
+        except TaskError as exc:
+            raise UsageError("; ".join(str(p) for p in exc.problems)) from None
+    for report in reports:
+        print(f"{'ok  ' if report.ok else 'FAIL'} {report.path.name}")
+        for line in report.problems:
+            print(f"     {line}")
+        for line in report.notes:
+            print(f"     note: {line}")
+    bad = sum(not r.ok for r in reports)
+    print(f"Checked {len(reports)} task(s): {len(reports) - bad} ok, {bad} with problems")
+    return 1 if bad else 0
+
+
 def cmd_results(args: argparse.Namespace) -> int:
     from runs import results
 
@@ -281,6 +322,7 @@ def main(argv: list[str] | None = None) -> int:
         "run": cmd_run,
         "doctor": cmd_doctor,
         "explain": cmd_explain,
+        "tasks": cmd_tasks,
         "results": cmd_results,
         "regrade": regrade_cli.run,
         "proxy": cmd_proxy,

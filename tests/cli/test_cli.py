@@ -87,3 +87,45 @@ def test_a_jobs_dir_that_is_a_file_is_refused(tmp_path, capsys, monkeypatch):
     tasks = __import__("pathlib").Path(__file__).resolve().parents[2] / "examples" / "tasks"
     assert main(["run", str(tasks), "-a", "oracle", "--jobs-dir", "jobs"]) == 2
     assert "--jobs-dir jobs: it is a file" in capsys.readouterr().err
+
+
+def _task(root, name, toml="", dockerfile="FROM debian:bookworm-slim\n"):
+    folder = root / name
+    (folder / "environment").mkdir(parents=True)
+    (folder / "tests").mkdir()
+    (folder / "task.toml").write_text(toml)
+    (folder / "instruction.md").write_text("Write hello.\n")
+    (folder / "environment" / "Dockerfile").write_text(dockerfile)
+    (folder / "tests" / "test.sh").write_text("echo 1 > /logs/verifier/reward.txt\n")
+    return folder
+
+
+def test_tasks_check_reports_each_task_with_file_field_and_fix(tmp_path, capsys, monkeypatch):
+    # given two tasks, one with a bad field; the engine is not consulted here
+    monkeypatch.setattr("runs.sandboxes.engine.engine_running", lambda: False)
+    _task(tmp_path, "good")
+    _task(tmp_path, "bad", toml='[agent]\ntimeout_sec = "soon"\n')
+    # when
+    code = main(["tasks", "check", str(tmp_path)])
+    # then the bad one is named with its file, field and fix, the good one passes, exit 1
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "ok   good" in out and "FAIL bad" in out
+    assert f"{tmp_path}/bad/task.toml: agent.timeout_sec: must be a positive number" in out and "fix:" in out
+    assert "Checked 2 task(s): 1 ok, 1 with problems" in out
+    assert "FROM images not checked" in out
+
+
+def test_tasks_check_passes_the_examples(capsys, monkeypatch):
+    monkeypatch.setattr("runs.sandboxes.engine.engine_running", lambda: False)
+    assert main(["tasks", "check", "examples/tasks"]) == 0
+    assert "Checked 8 task(s): 8 ok, 0 with problems" in capsys.readouterr().out
+
+
+@pytest.mark.docker
+def test_tasks_check_names_a_from_image_this_machine_cannot_have(tmp_path, capsys):
+    _task(tmp_path, "ubuntu", dockerfile="FROM ubuntu:24.04\nRUN true\n")
+    assert main(["tasks", "check", str(tmp_path / "ubuntu")]) == 1
+    out = capsys.readouterr().out
+    assert f"{tmp_path}/ubuntu/environment/Dockerfile: FROM: The base image ubuntu:24.04 is not present" in out
+    assert "Locally available stand-ins: " in out and "debian:bookworm" in out

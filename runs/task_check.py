@@ -1,0 +1,63 @@
+"""`bench tasks check`: every problem of each task folder, before any job, with its fix.
+
+The same checks as `bench run`'s (task.toml / task.md, instruction, tests, symlinks), reported
+task by task, plus the one a build would hit later: FROM images this machine cannot have.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runs.sandboxes.dockerfile_refs import explain_missing_image, missing_base_images
+from runs.tasks import Task, TaskError, find_task_dirs, load_task
+
+
+@dataclass
+class TaskReport:
+    path: Path
+    problems: list[str] = field(default_factory=list)  # each "file: field: what; fix: how"
+    notes: list[str] = field(default_factory=list)  # worth knowing, not a failure
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def check_tasks(root: Path, client: Any | None) -> list[TaskReport]:
+    """A report per task folder under root (raises TaskError when root holds none). Without a
+    Docker client the FROM images are not checked."""
+    reports = []
+    for folder in find_task_dirs(root):
+        report = TaskReport(folder)
+        try:
+            task = load_task(folder)
+        except TaskError as exc:
+            report.problems = [str(p) for p in exc.problems]
+        else:
+            if client is not None:
+                report.problems += _image_problems(task, client)
+            stepped = bool(task.steps) and all(step.solution_dir for step in task.steps)
+            if task.solution_dir is None and not stepped:
+                report.notes.append("no solution/ (oracle/): `-a oracle` cannot check the task")
+        reports.append(report)
+    return reports
+
+
+def _image_problems(task: Task, client: Any) -> list[str]:
+    from runs.sandboxes.baseimages import local_base_images
+
+    if task.sandbox.docker_image:
+        missing = missing_base_images(f"FROM {task.sandbox.docker_image}\n", client)
+        where = f"{task.config_file}: environment.docker_image"
+    elif task.environment_dir is not None:
+        dockerfile = task.environment_dir / "Dockerfile"
+        missing = missing_base_images(dockerfile.read_text(errors="replace"), client)
+        where = f"{dockerfile}: FROM"
+    else:
+        return []
+    if not missing:
+        return []
+    available = local_base_images(client)
+    return [f"{where}: {explain_missing_image(name, available)}" for name in missing]
