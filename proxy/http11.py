@@ -26,7 +26,12 @@ App = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
 MAX_BODY = 64 << 20  # an agent's request with its whole conversation (images too) stays below this
 MAX_HEAD = 64 << 10  # request line and headers: agents are untrusted, their memory is ours
 MAX_QUEUED = 16  # pipelined requests waiting behind the one in progress
-IDLE_TIMEOUT = 75.0
+# Open connections per listener, more are closed at once: no sandbox takes the fds others need.
+MAX_CONNECTIONS = 1024  # on the main listener
+MAX_SANDBOX_CONNECTIONS = 256  # on each listener given to add_listener
+HEAD_TIMEOUT = 30.0  # from a request's first byte to its last header's; none once it is served
+IDLE_TIMEOUT = 75.0  # for a keep-alive connection between requests
+SWEEP_EVERY = 5.0
 _REASONS = {s.value: s.phrase.encode() for s in HTTPStatus}
 _ASGI = {"version": "3.0", "spec_version": "2.3"}
 _DISCONNECT = {"type": "http.disconnect"}
@@ -185,8 +190,8 @@ class _Cycle:
 class HttpConnection(asyncio.Protocol):
     """One client connection; requests on it are served one after the other."""
 
-    def __init__(self, app: App, server: HttpServer, group: set[HttpConnection] | None = None) -> None:
-        self.app, self.server, self.group = app, server, group
+    def __init__(self, app: App, server: HttpServer, group: set[HttpConnection], cap: int):
+        self.app, self.server, self.group, self.cap = app, server, group, cap
         self.loop = server.loop
         self.parser = httptools.HttpRequestParser(self)
         self.transport: asyncio.Transport | None = None
@@ -200,6 +205,7 @@ class HttpConnection(asyncio.Protocol):
         self.queue: deque[_Request] = deque()
         self.reading_paused = False
         self.last_active = self.loop.time()
+        self.head_since: float | None = None  # while a request head is incomplete
         self._url = b""
         self._headers: list[tuple[bytes, bytes]] = []
         self._body: bytes | bytearray = b""
@@ -210,13 +216,16 @@ class HttpConnection(asyncio.Protocol):
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        if len(self.group) >= self.cap:
+            self.closed = True
+            transport.close()
+            return
         peer = transport.get_extra_info("peername")
         sock = transport.get_extra_info("sockname")
         self.peer = tuple(peer[:2]) if isinstance(peer, tuple) else None  # type: ignore[assignment]
         self.sockname = tuple(sock[:2]) if isinstance(sock, tuple) else None  # type: ignore[assignment]
         self.server.connections.add(self)
-        if self.group is not None:
-            self.group.add(self)
+        self.group.add(self)
 
     def data_received(self, data: bytes) -> None:
         self.last_active = self.loop.time()
@@ -235,8 +244,7 @@ class HttpConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.server.connections.discard(self)
-        if self.group is not None:
-            self.group.discard(self)
+        self.group.discard(self)
         if self.cycle is not None:
             self.cycle._wake()
         self._release_drain()
@@ -250,6 +258,7 @@ class HttpConnection(asyncio.Protocol):
 
     # httptools callbacks
     def on_message_begin(self) -> None:
+        self.head_since = self.last_active
         self._url = b""
         self._headers = []
         self._body = b""
@@ -273,6 +282,7 @@ class HttpConnection(asyncio.Protocol):
             self._expect = True
 
     def on_headers_complete(self) -> None:
+        self.head_since = None
         if self._expect and self.cycle is None and not self.queue:
             self.write(b"HTTP/1.1 100 Continue\r\n\r\n")
 
@@ -352,14 +362,15 @@ class HttpServer:
         self.app = app
         self.loop = asyncio.get_running_loop()
         self.connections: set[HttpConnection] = set()
+        self._main: set[HttpConnection] = set()  # those of the main listener
         self._server: asyncio.AbstractServer | None = None
         self._sweeper: asyncio.TimerHandle | None = None
 
     async def start(self, sock: Any) -> None:
         self._server = await self.loop.create_server(
-            lambda: HttpConnection(self.app, self), sock=sock, backlog=2048
-        )
-        self._sweeper = self.loop.call_later(IDLE_TIMEOUT / 5, self._sweep)
+            lambda: HttpConnection(self.app, self, self._main, MAX_CONNECTIONS), sock=sock,
+            backlog=2048)
+        self._sweeper = self.loop.call_later(SWEEP_EVERY, self._sweep)
 
     async def add_listener(self, sock: Any) -> Callable[[], Awaitable[None]]:
         """Also serve a listening socket made elsewhere (inside a sandbox's network namespace,
@@ -367,8 +378,8 @@ class HttpServer:
         function that stops it and closes what it accepted."""
         group: set[HttpConnection] = set()
         listener = await self.loop.create_server(
-            lambda: HttpConnection(self.app, self, group), sock=sock, backlog=256
-        )
+            lambda: HttpConnection(self.app, self, group, MAX_SANDBOX_CONNECTIONS), sock=sock,
+            backlog=256)
 
         async def close() -> None:
             listener.close()
@@ -384,12 +395,18 @@ class HttpServer:
         return close
 
     def _sweep(self) -> None:
-        """Close keep-alive connections idle for longer than IDLE_TIMEOUT."""
+        """Answer 408 to a request head not all in HEAD_TIMEOUT after its first byte (a byte now
+        and then is activity, not progress); close keep-alive connections idle for IDLE_TIMEOUT."""
         now = self.loop.time()
-        for conn in [c for c in self.connections if c.cycle is None and not c.queue]:
-            if now - conn.last_active > IDLE_TIMEOUT:
+        for conn in list(self.connections):
+            if conn.head_since is not None and not conn.reading_paused:  # paused: the wait is ours
+                if now - conn.head_since > HEAD_TIMEOUT:
+                    conn._reject(408, f"Request Timeout: the head took over {HEAD_TIMEOUT:g} s")
+            elif conn.cycle is None and not conn.queue and now - conn.last_active > IDLE_TIMEOUT:
                 conn.close()
-        self._sweeper = self.loop.call_later(IDLE_TIMEOUT / 5, self._sweep)
+        if self._sweeper is not None:
+            self._sweeper.cancel()  # when called early
+        self._sweeper = self.loop.call_later(SWEEP_EVERY, self._sweep)
 
     async def close(self) -> None:
         if self._sweeper is not None:

@@ -17,7 +17,8 @@ Seen = list[dict[str, Any]]
 
 
 async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    """Echoes the request; /stream answers in chunks until the client goes; /boom raises."""
+    """Echoes the request; /stream answers in chunks until the client goes; /hold takes its
+    time; /boom raises."""
     body = (await receive())["body"]
     path = scope["path"]
     scope["_seen"].append({"method": scope["method"], "path": path, "body": body,
@@ -26,6 +27,13 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         raise RuntimeError("the app failed")
     if path == "/silent":
         return
+    if path == "/hold":  # works `body` seconds, client or not, as the proxy finishes a stream
+        try:
+            await asyncio.sleep(float(body))
+        except asyncio.CancelledError:
+            scope["_seen"].append({"held": "cancelled"})
+            raise
+        scope["_seen"].append({"held": "done"})
     if path == "/many":  # 32 MB in 1 MB chunks: a reader that does not read holds it back
         await send({"type": "http.response.start", "status": 200, "headers": []})
         for n in range(32):
@@ -104,6 +112,15 @@ async def test_a_chunked_request_body_arrives_whole(served) -> None:
            b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n")
     out = await exchange(port, raw, until=b"hello world")
     assert b"POST /c hello world" in out and seen[0]["body"] == b"hello world"
+
+
+async def refused(port: int) -> bool:
+    """Whether the server closes a new connection without answering its request."""
+    try:
+        out = await exchange(port, b"GET /r HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+    except ConnectionResetError:
+        return True
+    return out == b""
 
 
 async def test_a_body_in_many_tiny_chunks_arrives_whole_and_is_not_kept_afterwards(served) -> None:
@@ -237,3 +254,58 @@ async def test_an_added_listener_is_served_until_its_closer_runs(served) -> None
     with pytest.raises(OSError):
         await asyncio.open_connection("127.0.0.1", port)
     assert seen[0]["path"] == "/x"
+
+
+async def test_a_request_head_sent_a_byte_at_a_time_gets_408_at_its_deadline(
+    served, monkeypatch
+) -> None:
+    port, seen, server = served
+    monkeypatch.setattr(http11, "HEAD_TIMEOUT", 0.2)
+    # given a request the app works on for a while, and another whose head trickles in
+    busy_reader, busy_writer = await asyncio.open_connection("127.0.0.1", port)
+    busy_writer.write(b"POST /hold HTTP/1.1\r\nhost: x\r\ncontent-length: 1\r\n\r\n1")
+    slow_reader, slow_writer = await asyncio.open_connection("127.0.0.1", port)
+    for byte in b"GET /slow":
+        slow_writer.write(bytes([byte]))
+        await asyncio.sleep(0.05)  # active all along, as far as the idle timeout can tell
+    # when the sweeper runs after the head's deadline
+    assert seen[0]["path"] == "/hold" and len(seen) == 1  # still at work
+    server._sweep()
+    # then the trickling client gets 408 and a closed connection; the request at work does not
+    assert (await asyncio.wait_for(slow_reader.read(), 5)).startswith(b"HTTP/1.1 408")
+    assert b"POST /hold 1" in await asyncio.wait_for(busy_reader.readuntil(b"POST /hold 1"), 5)
+    slow_writer.close()
+    busy_writer.close()
+
+
+async def test_each_listener_closes_connections_over_its_own_cap_at_once(
+    served, monkeypatch
+) -> None:
+    port, _, server = served
+    monkeypatch.setattr(http11, "MAX_CONNECTIONS", 1)
+    monkeypatch.setattr(http11, "MAX_SANDBOX_CONNECTIONS", 1)
+    extra = socket.socket()
+    extra.bind(("127.0.0.1", 0))
+    extra.listen(8)
+    extra.setblocking(False)
+    sandbox_port = extra.getsockname()[1]
+    close = await server.add_listener(extra)
+    # given one connection kept open on the sandbox's listener
+    reader, writer = await asyncio.open_connection("127.0.0.1", sandbox_port)
+    writer.write(b"GET /k HTTP/1.1\r\nhost: x\r\n\r\n")
+    await asyncio.wait_for(reader.readuntil(b"GET /k "), 5)
+    # then a second there is closed unanswered, while the main listener still serves one
+    assert await refused(sandbox_port)
+    main_reader, main_writer = await asyncio.open_connection("127.0.0.1", port)
+    main_writer.write(b"GET /m HTTP/1.1\r\nhost: x\r\n\r\n")
+    await asyncio.wait_for(main_reader.readuntil(b"GET /m "), 5)
+    assert await refused(port)
+    # and once the held connection goes, its listener serves a new one
+    writer.close()
+    for _ in range(100):
+        if len(server.connections) == 1:
+            break
+        await asyncio.sleep(0.02)
+    assert not await refused(sandbox_port)
+    main_writer.close()
+    await close()
