@@ -22,6 +22,7 @@ from runs.sandboxes.netns import LoopbackRelay, listen_in_netns
 from runs.tasks import Task
 
 BUDGET_STOP_GRACE_S = 0.5  # lets the agent print its last lines before it is stopped
+CALLS_SETTLE_S = 30.0  # how long a stopped agent's calls still in flight may take to be counted
 
 
 @dataclass
@@ -245,6 +246,8 @@ async def run_agent(
         result["error_category"] = "timeout"
         result["agent_timeout_info"] = {"timeout_sec": timeout, "elapsed_sec": round(time.monotonic() - t, 1)}
     if key is not None and proxy is not None:
+        if left := await calls_settled(proxy, attempt_dir.name):
+            result["usage_incomplete_info"] = {"calls_in_flight": left, "waited_sec": CALLS_SETTLE_S}
         usage = proxy.unregister(key)
         _record_usage(result, usage, budget, outcome, watcher.subagents())
     elif agent.needs_model and watcher.final_usage:
@@ -258,6 +261,21 @@ async def run_agent(
         result["error"] = f"install failed: the agent's command could not run (exit {exec_result.exit_code})"
         result["error_category"] = "install_failure"
     return outcome
+
+
+async def calls_settled(proxy: ModelGateway, attempt_id: str, timeout_s: float = CALLS_SETTLE_S) -> int:
+    """Wait until none of the attempt's model calls is in flight; returns how many still were when
+    the wait gave up (0: every call is counted).
+
+    A stopped agent's streams disconnect, but the proxy reads each of its calls to the end to count
+    it (the provider bills it in full); unregistering takes the attempt's usage as it stands, so it
+    waits for them.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while (left := proxy.in_flight(attempt_id)) and loop.time() < deadline:
+        await asyncio.sleep(0.05)
+    return left
 
 
 async def _close_openings(stop_serving: Callable[[], Awaitable[None]] | None, relays: list[LoopbackRelay]) -> None:

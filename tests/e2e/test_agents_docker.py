@@ -11,6 +11,7 @@ import json
 import secrets
 import string
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -421,6 +422,7 @@ class FakeUpstream(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _UpstreamHandler)
         self.requests: list[dict[str, Any]] = []
         self.models = {KNOWN_MODEL}  # any other model gets a 404, as DeepSeek answers
+        self.frame_pause = 0.0  # seconds between a stream's frames
 
     @property
     def url(self) -> str:
@@ -459,18 +461,23 @@ class _UpstreamHandler(BaseHTTPRequestHandler):
                 self._send(200, json.dumps(message_body(model)).encode())
         elif path.endswith("/chat/completions"):
             if body.get("stream"):
-                self._send(200, b"".join(chat_frames(model, True)), "text/event-stream")
+                self._send(200, chat_frames(model, True), "text/event-stream")
             else:
                 self._send(200, json.dumps(chat_body(model)).encode())
         else:
             self.send_error(404)
 
-    def _send(self, status: int, data: bytes, content_type: str = "application/json") -> None:
+    def _send(self, status: int, data: bytes | list[bytes], content_type: str = "application/json") -> None:
+        frames = [data] if isinstance(data, bytes) else data
         self.send_response(status)
         self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Content-Length", str(sum(len(f) for f in frames)))
         self.end_headers()
-        self.wfile.write(data)
+        for n, frame in enumerate(frames):
+            if n:
+                time.sleep(self.server.frame_pause)
+            self.wfile.write(frame)
+            self.wfile.flush()
 
 
 @pytest.fixture
@@ -492,6 +499,20 @@ req = urllib.request.Request(os.environ["OPENAI_BASE_URL"] + "/chat/completions"
                              headers={"Authorization": "Bearer " + os.environ["OPENAI_API_KEY"],
                                       "Content-Type": "application/json"})
 print(urllib.request.urlopen(req, timeout=60).read().decode())
+'
+"""
+
+
+# Starts a streamed chat completion through the proxy, reads its first frame, and waits to be stopped.
+START_A_STREAM = """#!/bin/bash
+python3 -c '
+import json, os, time, urllib.request
+body = {"model": os.environ["BENCHFLOW_MODEL"], "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+req = urllib.request.Request(os.environ["OPENAI_BASE_URL"] + "/chat/completions", data=json.dumps(body).encode(),
+                             headers={"Authorization": "Bearer " + os.environ["OPENAI_API_KEY"],
+                                      "Content-Type": "application/json"})
+print(urllib.request.urlopen(req, timeout=60).readline().decode(), flush=True)
+time.sleep(600)
 '
 """
 
@@ -572,6 +593,33 @@ def test_upstream_key_reaches_the_upstream_and_nothing_else(
     assert json.loads(config)["agent_env"] == {"OPENAI_ORG": "visible"}
     assert "MY_TOKEN" in json.loads(evaluation)["agent_env_secret_keys"]
     assert owned_containers(docker_client, job.name) == []
+
+
+def test_a_call_still_streaming_at_the_agent_timeout_is_counted(docker_client, clean_env, tmp_path, fake_upstream):
+    # given an agent whose one call streams for about 7 s, and a task that stops its agent after 3 s
+    clean_env["DEEPSEEK_API_KEY"] = f"sk-bench-secret-{random_text(32)}"
+    clean_env[override_var("deepseek")] = fake_upstream.url
+    fake_upstream.frame_pause = 1.0
+    write_task(tmp_path / "tasks", "slow", dockerfile="FROM python:3.12-slim\nWORKDIR /app\n",
+               toml="[agent]\ntimeout_sec = 3\n", test_sh=REWARD_1)
+    agent = tmp_path / "agent.sh"
+    agent.write_text(START_A_STREAM)
+    agent.chmod(0o755)
+    # when
+    proc = run_bench(
+        ["run", "tasks", "-a", f"script:{agent}", "-m", "deepseek/deepseek-v4-flash", "--jobs-dir", "jobs"],
+        env=clean_env, cwd=tmp_path, timeout=AGENT_RUN_TIMEOUT,
+    )
+    # then the agent was stopped mid-call, and the call it left is counted in full
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [job] = job_dirs(tmp_path / "jobs")
+    [result] = results_of(job)
+    assert result["error_category"] == "timeout", result
+    assert "chatcmpl-up" in (job / result["rollout_name"] / "agent" / "script.txt").read_text()
+    assert result["agent_result"]["total_tokens"] == CHAT_USAGE["total_tokens"], result["agent_result"]
+    assert result["agent_result"]["n_calls"] == 1 and "usage_incomplete_info" not in result
+    [call] = trajectory(job, result)
+    assert call["usage"]["total_tokens"] == CHAT_USAGE["total_tokens"]
 
 
 def test_claude_login_calls_its_gateway_directly_with_usage_from_its_own_log(
