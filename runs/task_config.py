@@ -166,8 +166,13 @@ class Checker:
         self.add(f"{where}.{key}".lstrip("."), msg, fix)
         return None
 
-    def env(self, table: dict[str, Any], key: str, where: str) -> dict[str, str]:
-        """A dict of strings, ${VAR} and ${VAR:-default} resolved from the host environment."""
+    def env(self, table: dict[str, Any], key: str, where: str, agent_sees: bool = False) -> dict[str, str]:
+        """A dict of strings, ${VAR} and ${VAR:-default} resolved from the host environment.
+
+        With `agent_sees` (the sandbox's own env) an upstream model key is refused: the proxy
+        keeps those on this machine, and the agent must not read one. The verifier's env is
+        set only while the tests run, after the agent is stopped, so a judge may have one.
+        """
         out: dict[str, str] = {}
         for name, raw in self.table(table, key, None, f"{where}.").items():
             dotted = f"{where}.{key}.{name}"
@@ -175,12 +180,22 @@ class Checker:
                 fix = f'quote it: {name} = "{raw}"'
                 self.add(dotted, f"must be a string, got {_kind(raw)}", fix)
                 continue
+            for var in (m[1] for m in _ENV_REF.finditer(raw) if agent_sees and m[1] in _model_keys()):
+                msg = f"${{{var}}} would put a model provider's key into the sandbox, where the agent reads it"
+                fix = "remove it: agents reach their model through the proxy; a verifier that needs it can have it in [verifier] env"
+                self.add(dotted, msg, fix)
             refs = _ENV_REF.finditer(raw)
             for var in (m[1] for m in refs if m[1] not in os.environ and m[2] is None):
                 fix = f"export {var}=... before running, or write ${{{var}:-default}}"
                 self.add(dotted, f"${{{var}}} is not set in the environment", fix)
             out[name] = _ENV_REF.sub(_resolve, raw)
         return out
+
+
+def _model_keys() -> set[str]:
+    from proxy.providers import upstream_key_vars
+
+    return upstream_key_vars() | {"ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"}
 
 
 def _resolve(m: re.Match[str]) -> str:
@@ -250,7 +265,7 @@ def sandbox_config(c: Checker, data: dict[str, Any]) -> SandboxConfig:
         memory_mb=memory_mb,
         network_mode=mode or "public",
         workdir=workdir,
-        env=c.env(raw, "env", where),
+        env=c.env(raw, "env", where, agent_sees=True),
     )
 
 

@@ -202,6 +202,26 @@ def test_verifier_env_resolves_host_variables_and_defaults(tmp_path, monkeypatch
     assert task.verifier.env == {"A": "secret", "B": "fallback", "C": "x-secret-y"}
 
 
+@pytest.mark.parametrize("section", ["environment", "sandbox"])
+def test_a_model_key_in_the_sandbox_env_is_refused(tmp_path, monkeypatch, section):
+    # the agent reads the sandbox's env; the proxy keeps provider keys on this machine
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-host-secret-0123456789")
+
+    problem = only_problem(split_task(tmp_path, f'[{section}.env]\nJUDGE_KEY = "${{OPENAI_API_KEY}}"\n'))
+
+    assert problem.field == f"{section}.env.JUDGE_KEY"
+    assert "${OPENAI_API_KEY}" in problem.message and "[verifier] env" in problem.fix
+
+
+def test_a_model_key_in_the_verifier_env_is_resolved_for_a_judge(tmp_path, monkeypatch):
+    # the verifier's env is set only while the tests run, after the agent is stopped
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-host-secret-0123456789")
+
+    task = load_task(split_task(tmp_path, '[verifier.env]\nJUDGE_KEY = "${OPENAI_API_KEY}"\n'))
+
+    assert task.verifier.env == {"JUDGE_KEY": "sk-host-secret-0123456789"}
+
+
 def test_unset_env_variable_without_default_is_a_problem(tmp_path, monkeypatch):
     monkeypatch.delenv("BF_TEST_UNSET", raising=False)
 
