@@ -18,6 +18,7 @@ from typing import Any
 from runs.agent_run import run_agent, trial_budget_for
 from runs.agents.base import Agent
 from runs.jobfolder import new_attempt_dir, write_json
+from runs.results import NOT_STARTED_MARK
 from runs.sandboxes.docker import Sandbox, SandboxError, SandboxFactory
 from runs.sandboxes.images import ImageBuildError
 from runs.sandboxes.layers import LayerError
@@ -117,9 +118,11 @@ class AttemptRunner:
     async def prepare(self, plan: AttemptPlan) -> Prepared:
         """Make the attempt folder and a started sandbox with the agent's files in place."""
         attempt_dir = new_attempt_dir(self.job_dir, plan.task.name)
+        # Until the attempt takes its slot it is no rollout: readers skip the folder (and a resume does
+        # not count it against --max-rollouts); `run` removes the mark, `discard` the whole folder.
+        (attempt_dir / NOT_STARTED_MARK).touch()
         prepared = Prepared(plan, attempt_dir, _now(), time.monotonic())
         write_json(attempt_dir / "config.json", self._config(plan, attempt_dir, prepared.started_at))
-        self.events("attempt_created", plan=plan, attempt_dir=attempt_dir)
         t = time.monotonic()
         try:
             build_log = self.job_dir / "builds" / f"{plan.task.name}.log"
@@ -160,6 +163,8 @@ class AttemptRunner:
     async def run(self, prepared: Prepared) -> dict[str, Any]:
         """Agent, verifier, result.json; the sandbox is removed in every case (in the background)."""
         plan, attempt_dir = prepared.plan, prepared.attempt_dir
+        (attempt_dir / NOT_STARTED_MARK).unlink(missing_ok=True)
+        self.events("attempt_created", plan=plan, attempt_dir=attempt_dir)
         result: dict[str, Any] = self._base_result(prepared)
         try:
             if prepared.sandbox is not None and prepared.error is None:
@@ -183,13 +188,22 @@ class AttemptRunner:
         return result
 
     def discard(self, prepared: Prepared) -> None:
-        """Remove the attempt's sandbox in the background: the next trial need not wait for it."""
+        """Remove the attempt's sandbox in the background: the next trial need not wait for it.
+        An attempt that never started leaves no folder either."""
         sandbox, prepared.sandbox = prepared.sandbox, None
-        if sandbox is not None:
+        never_started = (prepared.attempt_dir / NOT_STARTED_MARK).exists()
+        if sandbox is not None or never_started:
             staging = self.job_dir / ".staging" / prepared.attempt_dir.name
-            task = asyncio.get_running_loop().create_task(self._remove(sandbox, staging))
+            unused = prepared.attempt_dir if never_started else None
+            task = asyncio.get_running_loop().create_task(self._remove(sandbox, staging, unused))
             self._removals.add(task)
             task.add_done_callback(self._removals.discard)
+
+    def remove_never_started(self) -> None:
+        """At the job's end: folders of attempts cancelled while their sandbox was prepared."""
+        for mark in self.job_dir.glob(f"*__*/{NOT_STARTED_MARK}"):
+            if not (mark.parent / "result.json").exists():
+                shutil.rmtree(mark.parent, ignore_errors=True)
 
     def staging(self, attempt_dir: Path) -> Path:
         """Host folders mounted into the attempt's sandbox (its /tests); removed with the sandbox."""
@@ -202,13 +216,17 @@ class AttemptRunner:
         while self._removals:
             await asyncio.gather(*list(self._removals), return_exceptions=True)
 
-    async def _remove(self, sandbox: Sandbox, staging: Path | None = None) -> None:
+    async def _remove(self, sandbox: Sandbox | None, staging: Path | None = None, unused: Path | None = None) -> None:
         try:
-            await self._call(sandbox.remove)
+            if sandbox is not None:
+                await self._call(sandbox.remove)
         finally:
-            self.live.discard(sandbox)
+            if sandbox is not None:
+                self.live.discard(sandbox)
             if staging is not None:
                 shutil.rmtree(staging, ignore_errors=True)
+            if unused is not None:  # after the sandbox: its bind mounts write into the folder
+                shutil.rmtree(unused, ignore_errors=True)
 
     def _base_result(self, prepared: Prepared) -> dict[str, Any]:
         plan = prepared.plan

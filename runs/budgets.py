@@ -56,6 +56,7 @@ class JobBudget:
     reached_by: str | None = None
     running_seconds: float = 0.0
     in_progress: int = 0  # rollouts admitted in this run and not yet ended (sandbox set-up included)
+    pending: int = 0  # admitted, sandbox prepared or preparing, not yet started: no rollout yet
     _warned_usd: bool = False
     _changed: asyncio.Event | None = None
 
@@ -141,22 +142,41 @@ class JobBudget:
                 return False
         return True
 
+    def _rollouts_left(self) -> bool:
+        """Room for one more admitted rollout: those started plus those admitted and not yet started."""
+        return self.max_rollouts is None or self.spent.rollouts + self.pending < self.max_rollouts
+
     async def admit(self, running: Callable[[], int]) -> bool:
-        """Wait for a start to be allowed; False once a cap is reached (start nothing more)."""
+        """Wait for a rollout to be allowed to prepare and start; False once a cap is reached (start
+        nothing more). The rollout counts once it starts (`on_start`), not here: a warm-pool sandbox
+        that never runs is no rollout."""
         while True:
             if self._check_reached(self.running_seconds):
                 return False
-            if self._projection_allows(running()):
-                self.spent.rollouts += 1
+            if self._rollouts_left() and self._projection_allows(running()):
+                self.pending += 1
                 self.in_progress += 1
-                if self.max_rollouts is not None and self.spent.rollouts >= self.max_rollouts:
-                    self.reached_by = "rollouts"
-                    self.reason = f"budget reached: {self.spent.rollouts} rollouts started of a {self.max_rollouts} cap"
                 return True
             if self._changed is None:
                 self._changed = asyncio.Event()
             self._changed.clear()
             await self._changed.wait()
+
+    def on_start(self) -> bool:
+        """An admitted rollout starts (takes its slot): it counts now; True when this start reached the
+        rollout cap."""
+        self.pending = max(self.pending - 1, 0)
+        self.spent.rollouts += 1
+        self._wake()
+        if self.reached or self.max_rollouts is None or self.spent.rollouts < self.max_rollouts:
+            return False
+        self.reached_by = "rollouts"
+        self.reason = f"budget reached: {self.spent.rollouts} rollouts started of a {self.max_rollouts} cap"
+        return True
+
+    def _wake(self) -> None:
+        if self._changed is not None:
+            self._changed.set()
 
     def on_finish(self, result: dict[str, Any]) -> bool:
         """Count a finished rollout; True when this finish reached a spend cap."""
@@ -167,15 +187,16 @@ class JobBudget:
         if self.max_cost_usd is not None and usage.get("cost_usd") is None and not self._warned_usd:
             self._warned_usd = True
             self.warn(USD_UNKNOWN_WARNING)
-        if self._changed is not None:
-            self._changed.set()
+        self._wake()
         return self._check_reached() and not was
 
-    def on_discard(self) -> None:
-        """A started rollout that ended without a result (cancelled): wake waiters."""
+    def on_discard(self, started: bool = True) -> None:
+        """An admitted rollout that ended without a result: cancelled while it ran (`started`), or
+        its prepared sandbox was discarded before it started (no rollout): wake waiters."""
         self.in_progress = max(self.in_progress - 1, 0)
-        if self._changed is not None:
-            self._changed.set()
+        if not started:
+            self.pending = max(self.pending - 1, 0)
+        self._wake()
 
     def check_running(self, elapsed: list[float]) -> bool:
         """The sandbox-seconds cap counts running trials too; True when it is reached now."""

@@ -134,14 +134,23 @@ class Coordinator:
                     self._kept_from_running(trial)
                     return
                 plan = AttemptPlan(trial.task, trial.trial_name, trial.trial_index, attempt, trial.env_digest)
-                prepared = await self.runner.prepare(plan)
-                async with run_slots:
-                    if self.stopping:
-                        self.runner.discard(prepared)
-                        self.budget.on_discard()
-                        self._kept_from_running(trial)
-                        return
-                    result = await self._run_prepared(prepared, trial)
+                prepared: Prepared | None = None
+                started = False
+                try:
+                    prepared = await self.runner.prepare(plan)
+                    async with run_slots:
+                        if self.stopping or self.budget.reached:
+                            self._never_started(prepared)
+                            self._kept_from_running(trial)
+                            return
+                        started = True
+                        if self.budget.on_start():  # the rollout cap is checked at each start
+                            self._announce_budget()
+                        result = await self._run_prepared(prepared, trial)
+                except asyncio.CancelledError:
+                    if not started:  # cancelled while its sandbox was prepared or waited for a slot
+                        self._never_started(prepared)
+                    raise
             self._breaker.record(result)
             if retries_left > 0 and errors.should_retry(result) and self.budget.reached and not self.stopping:
                 self._kept_from_running(trial)  # no retry starts after the cap: its last attempt counts
@@ -155,6 +164,12 @@ class Coordinator:
                 await asyncio.sleep(wait)
                 continue
             return
+
+    def _never_started(self, prepared: Prepared | None) -> None:
+        """An admitted attempt that never took its slot: no rollout; its sandbox and folder go."""
+        self.budget.on_discard(started=False)
+        if prepared is not None:
+            self.runner.discard(prepared)
 
     async def _run_prepared(self, prepared: Prepared, trial: TrialPlan) -> dict[str, Any]:
         key = prepared.attempt_dir.name

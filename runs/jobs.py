@@ -256,6 +256,7 @@ class JobRun:
             reporter.stop_live()
             await runner.drain()
             await remove_all(self.live)
+            runner.remove_never_started()
             if proxy is not None:
                 await proxy.stop()
         stopped = coordinator.stopped_running

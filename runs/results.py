@@ -21,6 +21,9 @@ from runs import errors
 Outcome = Literal["passed", "failed", "errored", "verifier_errored", "interrupted"]
 AttemptsMode = Literal["best", "all"]
 CONTROL_AGENTS = {"oracle": "oracle", "nop": "empty"}
+# In an attempt folder whose sandbox was prepared ahead (warm pool) and that has not started yet:
+# no attempt, no rollout (removed when it starts; the folder is removed if it never does).
+NOT_STARTED_MARK = ".not-started"
 
 
 def reward_of(result: Mapping[str, Any] | None) -> float | None:
@@ -151,6 +154,8 @@ def _attempt(entry: os.DirEntry[str]) -> Attempt | None:
     result = data if isinstance(data, dict) else None
     if result is not None and result.get("purpose") == "reviewer":
         return None
+    if result is None and os.path.exists(os.path.join(entry.path, NOT_STARTED_MARK)):
+        return None  # prepared ahead and never started (or a job stopped hard before it did)
     meta = result if result is not None else _read_json(os.path.join(entry.path, "config.json"))
     meta = meta if isinstance(meta, dict) else {}
     task = str(meta.get("task_name") or _split_folder(entry.name))

@@ -336,3 +336,37 @@ def test_an_errored_trial_whose_retry_the_rollout_cap_blocks_is_errored_not_not_
     assert budget["not_started"] == [] and budget["cancelled"] == []
     assert sorted(budget["retries_stopped"]) == ["a1", "b1"]
     assert budget["spent"]["rollouts"] == 2
+
+
+def started_folders(job: Path) -> list[Path]:
+    return sorted(p for p in job.iterdir() if p.is_dir() and "__" in p.name)
+
+
+def test_a_warm_pool_sandbox_that_never_ran_is_no_rollout_live_or_on_resume(docker_client, bench_env, tmp_path):
+    # given four tasks at -j 2 (one sandbox prepared ahead) and a cost cap of about one and a half trials
+    names = ["alpha", "beta", "gamma", "delta"]
+    make_tasks(tmp_path, names)
+    agent = make_agent(tmp_path, "spend.sh", SPEND)
+    base = ["run", "tasks", "-a", f"script:{agent}", "-m", "mock/oracle", "-j", "2", "--jobs-dir", "jobs"]
+    # when
+    proc = run_bench([*base, "--max-cost-usd", "0.003"], env=bench_env, cwd=tmp_path)
+    # then every rollout counted is an attempt that started: a sandbox prepared and discarded leaves
+    # no folder and no rollout
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [job] = job_dirs(tmp_path / "jobs")
+    budget = summary_of(job)["budget"]
+    assert budget["stopped"] is True, proc.stdout
+    folders = started_folders(job)
+    assert budget["spent"]["rollouts"] == len(folders), proc.stdout
+    assert {f.name.split("__")[0] for f in folders}.isdisjoint(budget["not_started"])
+    assert len(folders) + len(budget["not_started"]) == 4
+
+    # when it resumes with room for exactly one more rollout
+    cap = budget["spent"]["rollouts"] + 1
+    rerun = run_bench([*base, "--max-rollouts", str(cap)], env=bench_env, cwd=tmp_path)
+    # then one more trial starts, and the job's rollouts are its attempt folders
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    again = summary_of(job)["budget"]
+    assert len(started_folders(job)) == len(folders) + 1, rerun.stdout
+    assert again["spent"]["rollouts"] == cap
+    assert again["reason"] == f"budget reached: {cap} rollouts started of a {cap} cap"

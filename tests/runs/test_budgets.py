@@ -33,6 +33,8 @@ def test_rollout_cap_is_checked_at_each_start_and_lets_running_trials_finish():
     budget = JobBudget(max_rollouts=2)
     assert asyncio.run(budget.admit(lambda: 0))
     assert asyncio.run(budget.admit(lambda: 1))
+    assert budget.on_start() is False
+    assert budget.on_start() is True
     assert budget.reason == "budget reached: 2 rollouts started of a 2 cap"
     assert not asyncio.run(budget.admit(lambda: 0))
     assert budget.reached_line(running=2).endswith("; stopping: no new rollouts, 2 running trial(s) finish")
@@ -97,3 +99,32 @@ def test_unpriced_rollouts_warn_once_and_are_counted_apart():
 def test_a_budget_with_any_cap_is_active(cap):
     assert JobBudget(**{cap: 1}).active
     assert not JobBudget().active
+
+
+def test_a_rollout_counts_when_it_starts_not_when_its_sandbox_is_prepared():
+    # given a rollout admitted (its warm-pool sandbox prepared) that is discarded before it starts
+    budget = JobBudget(max_rollouts=2)
+    assert asyncio.run(budget.admit(lambda: 0))
+    budget.on_discard(started=False)
+    # then it spent no rollout
+    assert budget.spent.rollouts == 0 and not budget.reached
+    assert budget.summary_block([], [])["spent"]["rollouts"] == 0
+
+
+def test_admission_waits_while_prepared_rollouts_would_fill_the_cap():
+    budget = JobBudget(max_rollouts=1)
+
+    async def scenario():
+        assert await budget.admit(lambda: 0)
+        # a second one waits: the first, once it starts, fills the cap
+        waiter = asyncio.create_task(budget.admit(lambda: 0))
+        await asyncio.sleep(0.02)
+        assert not waiter.done()
+        # the first is discarded before it starts: the second may go
+        budget.on_discard(started=False)
+        assert await asyncio.wait_for(waiter, 1) is True
+        budget.on_start()
+        return await budget.admit(lambda: 1)
+
+    assert asyncio.run(scenario()) is False
+    assert budget.spent.rollouts == 1 and budget.reason == "budget reached: 1 rollouts started of a 1 cap"

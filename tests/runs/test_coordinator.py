@@ -42,7 +42,7 @@ class FakeRunner:
         return outcome
 
     def discard(self, prepared: Prepared) -> None:
-        pass
+        self.events.append(("discard", prepared.plan.task.name, time.monotonic()))
 
 
 def trial(name: str) -> TrialPlan:
@@ -221,3 +221,28 @@ def test_a_resumed_trial_with_an_errored_attempt_kept_out_by_a_spent_cap_is_not_
     asyncio.run(c.run([[errored_before, trial("b1")]]))
     # then
     assert c.not_started == ["b1"] and c.retries_stopped == ["a1"]
+
+
+def test_a_warm_pool_sandbox_that_never_ran_is_no_rollout():
+    # given -j 2 with a warm pool: gamma's sandbox is prepared while alpha and beta run, and beta
+    # reaches the cost cap, which cancels alpha and gamma before gamma takes a slot
+    outcomes = {"alpha": [PASS], "beta": [{"rewards": {"reward": 1.0}, "agent_result": {"cost_usd": 1.0}}],
+                "gamma": [PASS], "delta": [PASS]}
+    runner = FakeRunner(outcomes)
+    original_run = runner.run
+
+    async def run(prepared):
+        await asyncio.sleep(5 if prepared.plan.task.name == "alpha" else 0.05)
+        return await original_run(prepared)
+
+    runner.run = run  # type: ignore[method-assign]
+    budget = JobBudget(max_cost_usd=0.5)
+    c = coordinator(runner, j=2, warm=1, budget=budget)
+    # when
+    asyncio.run(asyncio.wait_for(c.run([[trial(n) for n in ("alpha", "beta", "gamma", "delta")]]), 10))
+    # then two rollouts started; gamma's prepared sandbox was discarded and is not counted
+    assert "gamma" in runner.prepared
+    assert ("discard", "gamma") in [(kind, name) for kind, name, _ in runner.events]
+    assert c.cancelled == ["alpha"] and sorted(c.not_started) == ["delta", "gamma"]
+    assert budget.spent.rollouts == 2
+    assert budget.summary_block(c.cancelled, c.not_started)["spent"]["rollouts"] == 2
