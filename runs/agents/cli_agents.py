@@ -142,6 +142,8 @@ class ModelAgent(Agent):
         return AgentCommand(self.argv(instruction), env=env, user=task.agent.user, workdir=task.sandbox.workdir)
 
     def argv(self, instruction: str) -> list[str]:
+        """The CLI's command line; the instruction comes last, after `--`, so that one opening
+        with "-" (a bullet list, "---") is not read as an option."""
         raise NotImplementedError
 
     def tool_title(self, event: dict[str, Any]) -> list[str]:
@@ -223,8 +225,8 @@ class ClaudeAgent(ModelAgent):
         }
 
     def argv(self, instruction: str) -> list[str]:
-        return [self.binary, "-p", instruction, "--dangerously-skip-permissions", "--model",
-                cli_model_name(self.model), "--output-format", "stream-json", "--verbose"]
+        return [self.binary, "-p", "--dangerously-skip-permissions", "--model", cli_model_name(self.model),
+                "--output-format", "stream-json", "--verbose", "--", instruction]
 
     def tool_title(self, event: dict[str, Any]) -> list[str]:
         if event.get("type") != "assistant":
@@ -278,7 +280,7 @@ class OpenCodeAgent(ModelAgent):
         }
 
     def argv(self, instruction: str) -> list[str]:
-        return [self.binary, "run", "-m", f"benchflow/{cli_model_name(self.model)}", "--format", "json", instruction]
+        return [self.binary, "run", "-m", f"benchflow/{cli_model_name(self.model)}", "--format", "json", "--", instruction]
 
     def tool_title(self, event: dict[str, Any]) -> list[str]:
         if event.get("type") != "tool_use":
@@ -319,7 +321,7 @@ apps = false
 
     def argv(self, instruction: str) -> list[str]:
         return [self.binary, "exec", "--dangerously-bypass-approvals-and-sandbox", "--skip-git-repo-check",
-                "--json", instruction]
+                "--json", "--", instruction]
 
     def tool_title(self, event: dict[str, Any]) -> list[str]:
         if event.get("type") != "item.started":

@@ -95,3 +95,23 @@ def test_opencode_and_codex_configs_point_at_the_proxy(tmp_path):
                                              ("mock/script:replies.json", "script-replies.json"), ("sonnet", "sonnet")])
 def test_cli_model_names(model, name):
     assert cli_model_name(model) == name
+
+
+@pytest.mark.parametrize("instruction", ["- first step\n- second step", "---\ntitle: x\n---\nDo it.", "--help", "plain"])
+@pytest.mark.parametrize("agent_class", [ClaudeAgent, OpenCodeAgent, CodexAgent])
+def test_the_instruction_is_passed_whole_after_the_end_of_options(agent_class, instruction):
+    # given an instruction.md that opens with a bullet list, front matter or something option-like
+    agent = agent_class()
+    agent.model = "mock/oracle"
+    # when
+    argv = agent.argv(instruction)
+    # then it is the last argument, after `--`, and no option follows the `--`
+    assert argv[-2:] == ["--", instruction]
+    assert argv.index("--") == len(argv) - 2
+
+
+def test_claude_is_told_to_print_before_the_instruction():
+    agent = ClaudeAgent()
+    agent.model = "sonnet"
+    argv = agent.argv("- do it")
+    assert argv.index("-p") < argv.index("--") and "--output-format" in argv[: argv.index("--")]
