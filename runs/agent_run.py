@@ -1,15 +1,17 @@
 """Running the agent inside its sandbox: its model calls through the proxy, its time limit and budget.
 
 The agent is stopped at its wall-clock limit or, within about a second, once the proxy refuses a
-call for the trial's budget; either way the verifier then grades what it left.
+call for the trial's budget; either way the verifier then grades what it left. A Claude login calls
+its provider directly: its usage comes from Claude Code's own session log, read once it stops.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -91,6 +93,7 @@ class OutputWatcher:
         self.tool_calls = 0
         self.last_tool: str | None = None
         self.final_usage: dict[str, Any] | None = None
+        self.session_id: str | None = None  # Claude Code's: the name of its session log
         # Claude Code's own log of its calls: message id -> (tokens, made by a subagent?)
         self.calls: dict[str, tuple[int, bool]] = {}
 
@@ -126,6 +129,8 @@ class OutputWatcher:
                 continue
             if event.get("type") == "result" and isinstance(event.get("usage"), dict):
                 self.final_usage = event["usage"]
+            if self.session_id is None and isinstance(event.get("session_id"), str):
+                self.session_id = event["session_id"]
             self._note_call(event)
             titles: list[str] = getattr(self.agent, "tool_title", lambda _e: [])(event)
             for title in titles:
@@ -250,8 +255,15 @@ async def run_agent(
             result["usage_incomplete_info"] = {"calls_in_flight": left, "waited_sec": CALLS_SETTLE_S}
         usage = proxy.unregister(key)
         _record_usage(result, usage, budget, outcome, watcher.subagents())
-    elif agent.needs_model and watcher.final_usage:
-        _record_native_usage(result, watcher.final_usage)
+    elif agent.needs_model:  # a login: its calls bypass the proxy, so the agent's own log is all there is
+        native, source = None, "agent_session_log"
+        config_dir = env.get("CLAUDE_CONFIG_DIR")
+        if config_dir and watcher.session_id:
+            native = await loop.run_in_executor(None, read_session_usage, sandbox, config_dir, watcher.session_id)
+        if native is None:  # no session log: the final result line, which a stopped agent never prints
+            native, source = watcher.final_usage, "agent_result_line"
+        if native is not None:
+            _record_native_usage(result, native, source)
     if exec_result.exit_code == 137 and not (outcome.timed_out or outcome.budget_stopped):
         # SIGKILL that we did not send: most often the task's memory_mb is too small for the agent
         kills = await loop.run_in_executor(None, sandbox.oom_kills)
@@ -350,7 +362,62 @@ def _record_usage(
             result["error_category"] = "trial_budget"
 
 
-def _record_native_usage(result: dict[str, Any], usage: dict[str, Any]) -> None:
+SESSION_USAGE_KEYS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens", "output_tokens")
+
+
+def session_log_usage(lines: Iterable[bytes | str], session_id: str) -> dict[str, int] | None:
+    """What one Claude Code session's calls used, from its log lines (its subagents' included):
+    {input_tokens, cache_read_input_tokens, cache_creation_input_tokens, output_tokens, calls}, or
+    None when no line is of that session.
+
+    The log writes an assistant entry per content block, each with its message's id and usage:
+    a message is counted once, with the largest figures any of its entries has.
+    """
+    seen_session = False
+    calls: dict[str, dict[str, int]] = {}
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(entry, dict) or entry.get("sessionId") != session_id:
+            continue
+        seen_session = True
+        message = entry.get("message")
+        if entry.get("type") != "assistant" or not isinstance(message, dict):
+            continue
+        usage = message.get("usage")
+        if not isinstance(usage, dict) or not message.get("id"):
+            continue
+        counts = calls.setdefault(str(message["id"]), dict.fromkeys(SESSION_USAGE_KEYS, 0))
+        for k in SESSION_USAGE_KEYS:
+            if isinstance(usage.get(k), int):
+                counts[k] = max(counts[k], usage[k])
+    if not seen_session:
+        return None
+    total = {k: sum(c[k] for c in calls.values()) for k in SESSION_USAGE_KEYS}
+    total["calls"] = len(calls)
+    return total
+
+
+def read_session_usage(sandbox: Sandbox, config_dir: str, session_id: str) -> dict[str, int] | None:
+    """A Claude Code session's usage from its logs in the sandbox, read after the agent stopped:
+    $CLAUDE_CONFIG_DIR/projects/<cwd>/<session>.jsonl, its subagents' in <session>/subagents/."""
+    with tempfile.TemporaryDirectory(prefix="bench-session-") as tmp:
+        try:
+            sandbox.copy_dir_to(f"{config_dir}/projects", Path(tmp))
+        except Exception:  # noqa: BLE001 - no log is no usage from it: the result line is the fallback
+            return None
+
+        def lines() -> Iterator[bytes]:
+            for path in sorted(Path(tmp).rglob("*.jsonl")):
+                with path.open("rb") as fh:
+                    yield from fh
+
+        return session_log_usage(lines(), session_id)
+
+
+def _record_native_usage(result: dict[str, Any], usage: dict[str, Any], source: str) -> None:
     """A login's calls bypass the proxy: the agent's own log of its calls is all there is."""
     ar = result["agent_result"]
     cache_read = int(usage.get("cache_read_input_tokens") or 0)
@@ -359,4 +426,6 @@ def _record_native_usage(result: dict[str, Any], usage: dict[str, Any]) -> None:
     out = int(usage.get("output_tokens") or 0)
     ar.update(n_input_tokens=inp, n_output_tokens=out, n_cache_read_tokens=cache_read,
               n_cache_creation_tokens=cache_write, total_tokens=inp + out, cost_usd=None,
-              usage_source="agent_session_log", price_source=None)
+              usage_source=source, price_source=None)
+    if "calls" in usage:
+        ar["n_calls"] = usage["calls"]

@@ -7,13 +7,13 @@ provider where a test needs to see what the proxy sends upstream.
 
 from __future__ import annotations
 
+import itertools
 import json
 import secrets
-import shutil
 import string
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from tests.proxy.fake_upstream import (
     chat_frames,
     message_body,
     messages_frames,
+    sse,
 )
 
 pytestmark = pytest.mark.docker
@@ -146,19 +147,12 @@ def test_claude_passes_two_examples_at_j2_with_usage_tools_and_trajectory(
     assert image in ids and docker_client.images.get(image).id == ids[image]
 
 
-@pytest.mark.parametrize("bullet", [False, True], ids=["plain", "bullet"])
 @pytest.mark.parametrize("agent", ["opencode", "codex"])
-def test_opencode_and_codex_pass_through_the_proxy(docker_client, clean_env, tmp_path, agent, bullet):
-    tasks = EXAMPLES
-    if bullet:  # an instruction.md opening with a list item, which the CLI must not read as an option
-        tasks = tmp_path / "tasks"
-        shutil.copytree(EXAMPLES / "hello-world", tasks / "hello-world")
-        instruction = tasks / "hello-world" / "instruction.md"
-        instruction.write_text("- " + instruction.read_text())
+def test_opencode_and_codex_pass_through_the_proxy(docker_client, clean_env, tmp_path, agent):
     proc = run_bench(
         [
             "run",
-            str(tasks),
+            str(EXAMPLES),
             "-i",
             "hello-world",
             "-a",
@@ -179,8 +173,6 @@ def test_opencode_and_codex_pass_through_the_proxy(docker_client, clean_env, tmp
     assert result["rewards"] == {"reward": 1.0} and result["error"] is None, result
     assert_agent_ran_through_proxy(job, result)
     assert (job / result["rollout_name"] / "agent" / f"{agent}.txt").is_file()
-    if bullet:  # the instruction reached the model whole
-        assert "- Create the file" in json.dumps(trajectory(job, result)[-1]["request"])
     assert owned_containers(docker_client, job.name) == []
 
 
@@ -433,6 +425,8 @@ class FakeUpstream(ThreadingHTTPServer):
         self.requests: list[dict[str, Any]] = []
         self.models = {KNOWN_MODEL}  # any other model gets a 404, as DeepSeek answers
         self.frame_pause = 0.0  # seconds between a stream's frames
+        self.replies: list[Callable[[str], list[bytes]]] = []  # the next streamed Messages answers, in order
+        self.message_ids = itertools.count(1)  # each Messages answer has an id of its own, as the API's do
 
     @property
     def url(self) -> str:
@@ -465,10 +459,12 @@ class _UpstreamHandler(BaseHTTPRequestHandler):
             error = {"error": {"message": f"Model Not Exist: {model}", "type": "invalid_request_error"}}
             self._send(404, json.dumps(error).encode())
         elif path.endswith("/messages"):
+            own_id = f'"msg_{next(self.server.message_ids)}"'.encode()
             if body.get("stream"):
-                self._send(200, b"".join(messages_frames(model)), "text/event-stream")
+                frames = self.server.replies.pop(0)(model) if self.server.replies else messages_frames(model)
+                self._send(200, [f.replace(b'"msg_up"', own_id) for f in frames], "text/event-stream")
             else:
-                self._send(200, json.dumps(message_body(model)).encode())
+                self._send(200, json.dumps(message_body(model)).encode().replace(b'"msg_up"', own_id))
         elif path.endswith("/chat/completions"):
             if body.get("stream"):
                 self._send(200, chat_frames(model, True), "text/event-stream")
@@ -488,6 +484,28 @@ class _UpstreamHandler(BaseHTTPRequestHandler):
                 time.sleep(self.server.frame_pause)
             self.wfile.write(frame)
             self.wfile.flush()
+
+
+def tool_call_frames(model: str, command: str) -> list[bytes]:
+    """A streamed Messages answer of two content blocks, a text and a Bash tool call, with the usual
+    usage (Claude Code logs such a message once per block)."""
+    start = {**message_body(model), "content": [], "stop_reason": None,
+             "usage": {**MESSAGES_USAGE, "output_tokens": 1}}
+    call = json.dumps({"command": command, "description": "run it"})
+    events = [
+        {"type": "message_start", "message": start},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Running it."}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "content_block_start", "index": 1,
+         "content_block": {"type": "tool_use", "id": "toolu_up", "name": "Bash", "input": {}}},
+        {"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": call}},
+        {"type": "content_block_stop", "index": 1},
+        {"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+         "usage": {"output_tokens": MESSAGES_USAGE["output_tokens"]}},
+        {"type": "message_stop"},
+    ]
+    return [sse(e, e["type"]) for e in events]
 
 
 @pytest.fixture
@@ -648,7 +666,8 @@ def test_claude_login_calls_its_gateway_directly_with_usage_from_its_own_log(
     )
     assert refused.returncode == 2 and "Claude login" in refused.stdout + refused.stderr
     assert not (tmp_path / "jobs").exists() or job_dirs(tmp_path / "jobs") == []
-    # when it runs without one
+    # when it runs without one, its first answer a tool call and its second the final text
+    fake_upstream.replies = [lambda model: tool_call_frames(model, "echo hello > /app/hello.txt")]
     proc = run_bench(
         ["run", "tasks", "-a", "claude", "-m", "sonnet", "--jobs-dir", "jobs"],
         env=clean_env, cwd=tmp_path, timeout=AGENT_RUN_TIMEOUT,
@@ -662,14 +681,53 @@ def test_claude_login_calls_its_gateway_directly_with_usage_from_its_own_log(
     assert calls and all(c["headers"].get("authorization") == f"Bearer {token}" for c in calls)
     assert all(c["body"]["model"].startswith("claude-sonnet") for c in calls)  # -m sonnet, as Claude names it
     assert not (job / result["rollout_name"] / "trajectory" / "llm_trajectory.jsonl").exists()
-    # and usage comes from the agent's own log: tokens counted, dollars unknown
+    # and usage comes from the agent's own log: what the gateway reported for every call, dollars unknown
     ar = result["agent_result"]
     assert ar["usage_source"] == "agent_session_log" and ar["cost_usd"] is None
-    assert ar["n_input_tokens"] >= MESSAGES_USAGE["input_tokens"] and ar["n_output_tokens"] > 0
+    assert len(calls) == 2 and result["n_tool_calls"] == 1
+    assert_login_usage(ar, len(calls))
     # and the token is in no file of the job
     for path in (tmp_path / "jobs").rglob("*"):
         if path.is_file():
             assert token.encode() not in path.read_bytes(), path
+
+
+def assert_login_usage(ar: dict[str, Any], n: int) -> None:
+    """agent_result is what the fake gateway reported for n Messages calls (input includes the cache's)."""
+    cache_read, cache_write = MESSAGES_USAGE["cache_read_input_tokens"], MESSAGES_USAGE["cache_creation_input_tokens"]
+    assert (ar["n_calls"], ar["n_input_tokens"], ar["n_output_tokens"], ar["n_cache_read_tokens"],
+            ar["n_cache_creation_tokens"], ar["total_tokens"]) == (
+        n, n * (MESSAGES_USAGE["input_tokens"] + cache_read + cache_write), n * MESSAGES_USAGE["output_tokens"],
+        n * cache_read, n * cache_write, n * sum(MESSAGES_USAGE.values())), ar
+
+
+def test_claude_login_stopped_at_its_timeout_keeps_the_usage_of_the_calls_it_made(
+    docker_client, clean_env, tmp_path, fake_upstream
+):
+    # given a Claude login whose gateway answers its first call with a tool call that never ends
+    clean_env["CLAUDE_CODE_OAUTH_TOKEN"] = f"oauth-token-{random_text(24)}"
+    clean_env["ANTHROPIC_BASE_URL"] = fake_upstream.url
+    fake_upstream.models = {"*"}
+    fake_upstream.replies = [lambda model: tool_call_frames(model, "sleep 600")]
+    write_task(tmp_path / "tasks", "stuck", toml="[agent]\ntimeout_sec = 15\n", test_sh=REWARD_1)
+    # when the task's timeout stops the agent in its tool call
+    proc = run_bench(
+        ["run", "tasks", "-a", "claude", "-m", "sonnet", "--jobs-dir", "jobs"],
+        env=clean_env, cwd=tmp_path, timeout=AGENT_RUN_TIMEOUT,
+    )
+    # then the agent never printed its final result line
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [job] = job_dirs(tmp_path / "jobs")
+    [result] = results_of(job)
+    assert result["error_category"] == "timeout", result
+    agent_log = (job / result["rollout_name"] / "agent" / "claude.txt").read_text()
+    assert "sleep 600" in agent_log and '"type":"result"' not in agent_log
+    # and its usage is still there, from its session log
+    calls = [c for c in fake_upstream.requests if urlsplit(c["path"]).path == "/v1/messages"]
+    assert len(calls) == 1
+    assert result["agent_result"]["usage_source"] == "agent_session_log"
+    assert_login_usage(result["agent_result"], 1)
+    assert owned_containers(docker_client, job.name) == []
 
 
 def test_claude_on_a_paid_provider_sends_the_host_key_upstream_only(
