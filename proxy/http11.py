@@ -5,7 +5,8 @@ uvicorn spent a third of the proxy's CPU per call on things a model proxy does n
 does only what the proxy's clients use: keep-alive, pipelining, request bodies by length
 or chunked, `Expect: 100-continue`, responses by length or chunked, back-pressure and a
 disconnect seen by the app. Status line and headers leave with the first body bytes in
-one write. No WebSocket, no lifespan, no HTTP/2.
+one write. No WebSocket, no lifespan, no HTTP/2. Clients are agents' code, so request heads
+and bodies, connections per listener and the time to send a head are bounded.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ App = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
 MAX_BODY = 64 << 20  # an agent's request with its whole conversation (images too) stays below this
 MAX_HEAD = 64 << 10  # request line and headers: agents are untrusted, their memory is ours
 MAX_QUEUED = 16  # pipelined requests waiting behind the one in progress
-# Open connections per listener, more are closed at once: no sandbox takes the fds others need.
+# Connections per listener (with requests still running for clients gone); more are closed at
+# once: no sandbox takes the fds or the memory that other trials need.
 MAX_CONNECTIONS = 1024  # on the main listener
 MAX_SANDBOX_CONNECTIONS = 256  # on each listener given to add_listener
 HEAD_TIMEOUT = 30.0  # from a request's first byte to its last header's; none once it is served
@@ -106,14 +108,17 @@ class _Cycle:
             if not self.started and not conn.closed:
                 conn.write(_error_response(500, "Internal Server Error"))
             conn.close()
-            return
-        if not self.complete:
+        else:
+            if self.complete:
+                conn.cycle_done(self)
+                return
             if not self.started and not conn.closed:
                 log.error("the proxy app sent no response to %s %s", req.method, path.decode("latin-1"))
                 conn.write(_error_response(500, "Internal Server Error"))
             conn.close()  # a half-sent response cannot be followed on this connection
-            return
-        conn.cycle_done(self)
+        finally:
+            if conn.lost:  # connection_lost left the connection counted until now
+                conn.forget()
 
     async def receive(self) -> dict[str, Any]:
         if not self.body_read:
@@ -198,6 +203,7 @@ class HttpConnection(asyncio.Protocol):
         self.peer: tuple[str, int] | None = None
         self.sockname: tuple[str, int] | None = None
         self.closed = False
+        self.lost = False  # the client is gone; a request may still run, to be counted in full
         self.paused = False
         self._drain: asyncio.Future[None] | None = None
         self.cycle: _Cycle | None = None
@@ -242,9 +248,9 @@ class HttpConnection(asyncio.Protocol):
                 self._reject(400, f"Bad Request: {exc}")
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
-        self.server.connections.discard(self)
-        self.group.discard(self)
+        self.closed = self.lost = True
+        if self.task is None or self.task.done():
+            self.forget()
         if self.cycle is not None:
             self.cycle._wake()
         self._release_drain()
@@ -354,6 +360,11 @@ class HttpConnection(asyncio.Protocol):
             self.transport.close()
         self.closed = True
 
+    def forget(self) -> None:
+        """Stop counting this connection: its socket is shut and its last request done."""
+        self.server.connections.discard(self)
+        self.group.discard(self)
+
 
 class HttpServer:
     """Serves `app` on a listening socket in the running loop until close()."""
@@ -372,24 +383,19 @@ class HttpServer:
             backlog=2048)
         self._sweeper = self.loop.call_later(SWEEP_EVERY, self._sweep)
 
-    async def add_listener(self, sock: Any) -> Callable[[], Awaitable[None]]:
+    async def add_listener(self, sock: Any) -> Callable[..., Awaitable[None]]:
         """Also serve a listening socket made elsewhere (inside a sandbox's network namespace,
         say): connections it accepts are served here directly, with no relay. Returns the
-        function that stops it and closes what it accepted."""
+        function that stops it: it closes what it accepted, gives requests still running (their
+        clients gone or not) `timeout` s to finish and be counted in full, then cancels them."""
         group: set[HttpConnection] = set()
         listener = await self.loop.create_server(
             lambda: HttpConnection(self.app, self, group, MAX_SANDBOX_CONNECTIONS), sock=sock,
             backlog=256)
 
-        async def close() -> None:
+        async def close(timeout: float = 10.0) -> None:
             listener.close()
-            tasks = [c.task for c in group if c.task is not None]
-            for conn in list(group):
-                conn.close()
-            for task in tasks:
-                task.cancel()
-            if tasks:
-                await asyncio.gather(*tasks, return_exceptions=True)
+            await _stop(group, timeout)
             await listener.wait_closed()
 
         return close
@@ -414,13 +420,22 @@ class HttpServer:
             self._sweeper = None
         if self._server is not None:
             self._server.close()
-        tasks = [c.task for c in self.connections if c.task is not None]
-        for conn in list(self.connections):
-            conn.close()
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+        await _stop(self.connections, 0)
         if self._server is not None:
             await self._server.wait_closed()
             self._server = None
+
+
+async def _stop(conns: set[HttpConnection], timeout: float) -> None:
+    """Close `conns` now, give their requests `timeout` s to finish, then cancel the rest."""
+    tasks = {c.task for c in conns if c.task is not None and not c.task.done()}
+    for conn in list(conns):
+        conn.closed = True
+        if conn.transport is not None:  # unread output goes: it could keep a request in drain()
+            conn.transport.abort()
+    if tasks and timeout > 0:
+        tasks = (await asyncio.wait(tasks, timeout=timeout))[1]
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        await asyncio.gather(*tasks, return_exceptions=True)

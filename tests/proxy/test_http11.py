@@ -309,3 +309,31 @@ async def test_each_listener_closes_connections_over_its_own_cap_at_once(
     assert not await refused(sandbox_port)
     main_writer.close()
     await close()
+
+
+async def test_a_listeners_closer_waits_for_requests_whose_clients_left_then_cancels_them(
+    served,
+) -> None:
+    # given a sandbox's listener and two requests on it that the app works on after their
+    # clients leave (as the proxy reads a model stream to its end): one short, one long
+    _, seen, server = served
+    extra = socket.socket()
+    extra.bind(("127.0.0.1", 0))
+    extra.listen(8)
+    extra.setblocking(False)
+    close = await server.add_listener(extra)
+    for hold in (b"0.5", b"60"):
+        _, writer = await asyncio.open_connection("127.0.0.1", extra.getsockname()[1])
+        writer.write(b"POST /hold HTTP/1.1\r\nhost: x\r\ncontent-length: %d\r\n\r\n%s"
+                     % (len(hold), hold))
+        writer.close()
+    for _ in range(100):
+        if len(seen) == 2 and all(c.closed for c in server.connections):
+            break
+        await asyncio.sleep(0.02)
+    assert len(seen) == 2
+    # when the listener is closed with a timeout
+    await close(timeout=1.0)
+    # then the short request was let finish and the long one cancelled at the timeout
+    assert {"held": "done"} in seen and {"held": "cancelled"} in seen
+    assert not server.connections
