@@ -205,3 +205,27 @@ async def test_a_login_that_left_neither_keeps_its_empty_usage(tmp_path, login, 
 def test_session_log_usage(_case, entries, expected):
     lines = [e if isinstance(e, str) else json.dumps(e) for e in entries]
     assert session_log_usage(lines, "s1") == expected
+
+
+async def test_the_steps_of_a_multi_step_login_trial_add_up(tmp_path, login, sandbox):
+    # given a first step whose session made one call
+    sandbox.stdout = [init("s1"), result_line("s1", USAGE)]
+    sandbox.logs = {f"{projects(login)}/s1.jsonl": [assistant("s1", "msg_1")]}
+    result = base_result()
+    await run(login, sandbox, tmp_path, result)
+    # when the second step, in the same sandbox (the first step's log still there), makes two more
+    sandbox.stdout = [init("s2"), result_line("s2", {**USAGE, "input_tokens": 200})]
+    sandbox.logs = {f"{projects(login)}/s2.jsonl": [assistant("s2", "msg_2"), assistant("s2", "msg_3")]}
+    await run(login, sandbox, tmp_path, result)
+    # then the trial's usage is both steps', each call once
+    assert tokens(result["agent_result"]) == calls_of(3)
+    assert result["agent_result"]["n_calls"] == 3
+
+
+async def test_result_lines_of_steps_without_a_session_log_add_up(tmp_path, login, sandbox):
+    result = base_result()
+    for session in ("s1", "s2"):
+        sandbox.stdout = [init(session), result_line(session, USAGE)]
+        await run(login, sandbox, tmp_path, result)
+
+    assert tokens(result["agent_result"]) == calls_of(2)
