@@ -55,6 +55,7 @@ class Prepared:
     error: str | None = None
     error_category: str | None = None
     timing: dict[str, float] = field(default_factory=dict)
+    cancelled_by: str | None = None  # the cap's `budget reached: ...`, set before a job cap cancels it
 
 
 def instruction_for(task: Task) -> str:
@@ -170,22 +171,30 @@ class AttemptRunner:
             if prepared.sandbox is not None and prepared.error is None:
                 await self._agent_and_verifier(prepared, result)
         except asyncio.CancelledError:
-            # no result.json, but the seconds it ran count toward --max-sandbox-seconds on a resume
-            write_json(attempt_dir / "timing.json", {"total": round(time.monotonic() - prepared.t0, 1), "cancelled": True})
+            if prepared.cancelled_by is not None:
+                # a job cap cancelled it: a result.json that says so (budget_cancelled, no failure)
+                result["error"] = f"cancelled by the job budget: {prepared.cancelled_by}"
+                result["error_category"] = "budget_cancelled"
+                self._write_result(prepared, result)
+            else:  # a signal: no result.json, but the seconds it ran count toward --max-sandbox-seconds on a resume
+                write_json(attempt_dir / "timing.json", {"total": round(time.monotonic() - prepared.t0, 1), "cancelled": True})
             self.discard(prepared)
             raise
         except Exception as exc:  # noqa: BLE001
             result["error"] = result["error"] or f"infrastructure error: connection lost to the sandbox ({exc})"
             result["error_category"] = result["error_category"] or "infra_failure"
+        self._write_result(prepared, result)
+        self.discard(prepared)
+        self.events("attempt_finished", plan=plan, attempt_dir=attempt_dir, result=result)
+        return result
+
+    def _write_result(self, prepared: Prepared, result: dict[str, Any]) -> None:
         timing = {k: round(v, 3) for k, v in prepared.timing.items()}
         timing["total"] = round(time.monotonic() - prepared.t0, 3)
         result["timing"] = timing
         result["finished_at"] = _now()
-        write_json(attempt_dir / "timing.json", {k: round(v, 1) for k, v in timing.items()})
-        write_json(attempt_dir / "result.json", result)
-        self.discard(prepared)
-        self.events("attempt_finished", plan=plan, attempt_dir=attempt_dir, result=result)
-        return result
+        write_json(prepared.attempt_dir / "timing.json", {k: round(v, 1) for k, v in timing.items()})
+        write_json(prepared.attempt_dir / "result.json", result)
 
     def discard(self, prepared: Prepared) -> None:
         """Remove the attempt's sandbox in the background: the next trial need not wait for it.

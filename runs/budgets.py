@@ -43,6 +43,10 @@ class Spent:
         self.sandbox_seconds += float((result.get("timing") or {}).get("total") or 0.0)
         self.finished += 1
 
+    def add_cancelled(self, result: dict[str, Any]) -> None:
+        """An attempt a job cap cancelled: its seconds count, but it is no finished trial."""
+        self.sandbox_seconds += float((result.get("timing") or {}).get("total") or 0.0)
+
 
 @dataclass
 class JobBudget:
@@ -77,7 +81,9 @@ class JobBudget:
         while it ran (no result.json), or None for one with neither."""
         for result in earlier_results:
             self.spent.rollouts += 1
-            if isinstance(result, dict):
+            if isinstance(result, dict) and result.get("error_category") == "budget_cancelled":
+                self.spent.add_cancelled(result)
+            elif isinstance(result, dict):
                 self.spent.add_finished(result)
             elif result is not None:  # seconds of an attempt cancelled while it ran
                 self.spent.sandbox_seconds += float(result)

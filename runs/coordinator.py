@@ -38,6 +38,7 @@ class TrialPlan:
 class Running:
     plan: AttemptPlan
     started: float
+    prepared: Prepared | None = None
     phase: str = "setup"
     last_beat: float = 0.0
     tool_calls: int = 0
@@ -173,7 +174,7 @@ class Coordinator:
 
     async def _run_prepared(self, prepared: Prepared, trial: TrialPlan) -> dict[str, Any]:
         key = prepared.attempt_dir.name
-        self.running[key] = Running(prepared.plan, prepared.t0, last_beat=time.monotonic())
+        self.running[key] = Running(prepared.plan, prepared.t0, prepared, last_beat=time.monotonic())
         try:
             result = await self.runner.run(prepared)
         except asyncio.CancelledError:
@@ -208,6 +209,9 @@ class Coordinator:
         others = [t for t in self._tasks if t is not asyncio.current_task()]
         self.say(self.budget.reached_line(running=len(self.running)))
         if cancel:
+            for run in self.running.values():
+                if run.prepared is not None:  # its result.json says the cap cancelled it
+                    run.prepared.cancelled_by = self.budget.reason
             for task in others:
                 task.cancel()
 

@@ -149,20 +149,21 @@ def plan_job(job_dir: Path, tasks: list[Task], trials: int) -> Plan:
             if best is not None and best.result is not None and outcome_of(best.result) in ("passed", "failed"):
                 done[name] = best.result
                 continue
-            finished_before = any(a.result is not None for a in attempts)
+            finished_before = any(a.result is not None and not job_results.budget_cancelled(a.result) for a in attempts)
             waves[index].append(TrialPlan(task, index, name, digest, len(attempts), finished_before))
     return Plan(len(tasks) * trials, done, [w for w in waves if w], earlier)
 
 
 def best_results(job_dir: Path) -> dict[str, dict[str, Any]]:
-    """trial_name -> its best attempt's result (the same rule as resume and bench results)."""
+    """trial_name -> its best attempt's result (the same rule as resume and bench results); a trial
+    whose every attempt a job cap cancelled has none: it was kept from running."""
     by_trial: dict[str, list[job_results.Attempt]] = {}
     for attempt in job_results.read_attempts(job_dir):
         by_trial.setdefault(attempt.trial_name, []).append(attempt)
     best = {}
     for name, attempts in by_trial.items():
         chosen = job_results.best_attempt(attempts)
-        if chosen is not None and chosen.result is not None:
+        if chosen.result is not None and not job_results.budget_cancelled(chosen.result):
             best[name] = chosen.result
     return best
 

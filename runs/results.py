@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from runs import errors
 
-Outcome = Literal["passed", "failed", "errored", "verifier_errored", "interrupted"]
+Outcome = Literal["passed", "failed", "errored", "verifier_errored", "interrupted", "cancelled"]
 AttemptsMode = Literal["best", "all"]
 CONTROL_AGENTS = {"oracle": "oracle", "nop": "empty"}
 # In an attempt folder whose sandbox was prepared ahead (warm pool) and that has not started yet:
@@ -37,8 +37,14 @@ def reward_of(result: Mapping[str, Any] | None) -> float | None:
     return float(value)
 
 
+def budget_cancelled(result: Mapping[str, Any] | None) -> bool:
+    """A job cap cancelled this attempt while it ran: no failure, and not the trial's last word."""
+    return result is not None and result.get("error_category") == "budget_cancelled"
+
+
 def outcome_of(result: Mapping[str, Any] | None) -> Outcome:
-    """passed / failed (a reward wins over an error) / errored / verifier_errored / interrupted."""
+    """passed / failed (a reward wins over an error) / errored / verifier_errored / interrupted /
+    cancelled (by a job cap)."""
     return _outcome(result, reward_of(result))
 
 
@@ -47,6 +53,8 @@ def _outcome(result: Mapping[str, Any] | None, reward: float | None) -> Outcome:
         return "interrupted"
     if reward is not None:
         return "passed" if reward == 1.0 else "failed"
+    if budget_cancelled(result):
+        return "cancelled"
     if result.get("error") or not result.get("verifier_error"):
         return "errored"  # an agent error, or no verdict at all
     return "verifier_errored"
@@ -59,6 +67,8 @@ def execution_of(result: Mapping[str, Any] | None) -> str:
     category = errors.error_category(result)
     if category is None or category == "trial_budget":
         return "completed"
+    if category == "budget_cancelled":
+        return "cancelled"
     if category == "agent_integration":
         return "integration_failed"
     return "timed_out" if category in ("timeout", "idle_timeout") else "errored"
@@ -217,7 +227,7 @@ def oldest_first(attempts: Iterable[Attempt]) -> list[Attempt]:
 
 
 def best_attempt(attempts: Sequence[Attempt]) -> Attempt:
-    """The newest scored attempt, else the newest attempt."""
+    """The newest scored attempt, else the newest attempt a job cap did not cancel, else the newest."""
     if not attempts:
         raise ValueError("a trial has at least one attempt")
     return _newest_scored_else_newest(oldest_first(attempts))
@@ -226,6 +236,9 @@ def best_attempt(attempts: Sequence[Attempt]) -> Attempt:
 def _newest_scored_else_newest(ordered: Sequence[Attempt]) -> Attempt:
     for attempt in reversed(ordered):
         if attempt.reward is not None:
+            return attempt
+    for attempt in reversed(ordered):
+        if not budget_cancelled(attempt.result):
             return attempt
     return ordered[-1]
 
@@ -308,9 +321,19 @@ def _ratio(part: int, whole: int) -> float | None:
     return part / whole if whole else None
 
 
+@dataclass(slots=True)
+class NotRun:
+    """A trial a job cap kept from running: cancelled while it ran, or never started. No failure."""
+
+    trial_name: str
+    why: Literal["cancelled", "not started"]
+    attempts: list[Attempt] = field(default_factory=list)
+
+
 @dataclass
 class Job:
-    """A loaded job folder. `trials` has one Trial per trial ("best") or per attempt ("all")."""
+    """A loaded job folder. `trials` has one Trial per trial ("best") or per attempt ("all");
+    trials a job cap kept from running are in `not_run`, not in `trials`."""
 
     path: str
     settings: dict[str, Any]
@@ -318,6 +341,7 @@ class Job:
     best_trials: list[Trial]
     mode: AttemptsMode = "best"
     trials: list[Trial] = field(default_factory=list)
+    not_run: list[NotRun] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -328,7 +352,8 @@ class Job:
         return [a for a in self.attempts if a.result is None]
 
     def counted(self, include_controls: bool = False) -> list[Trial]:
-        return [t for t in self.trials if include_controls or t.control is None]
+        """The trials (or attempts) the counts are over: a job cap's cancelled attempts are none."""
+        return [t for t in self.trials if (include_controls or t.control is None) and t.outcome != "cancelled"]
 
     def denominators(self, include_controls: bool = False) -> dict[str, Any]:
         """BenchFlow's counts: scored trials have a reward; errors never count as 0."""
@@ -345,7 +370,10 @@ class Job:
             "mean_reward": mean_of([t.reward for t in scored if t.reward is not None]),
             "clean_scored": len(clean),
             "clean_passed": sum(t.outcome == "passed" for t in clean),
-            "controls_excluded": 0 if include_controls else len(self.trials) - len(trials),
+            "controls_excluded": 0 if include_controls else sum(
+                t.control is not None and t.outcome != "cancelled" for t in self.trials),
+            "budget_cancelled": sum(n.why == "cancelled" for n in self.not_run),
+            "budget_not_started": sum(n.why == "not started" for n in self.not_run),
         }
 
     @property
@@ -393,12 +421,27 @@ def load_job(path: str | os.PathLike[str], attempts: AttemptsMode = "best") -> J
         groups.setdefault(attempt.trial_name, []).append(attempt)
     order = _plan_order(settings)
     best: list[Trial] = []
+    not_run: list[NotRun] = []
     with _no_gc():
-        for members in groups.values():
+        for name, members in groups.items():
             ordered = oldest_first(members)
-            best.append(_trial(_newest_scored_else_newest(ordered), ordered, settings))
+            chosen = _newest_scored_else_newest(ordered)
+            if budget_cancelled(chosen.result):  # every attempt it had, a cap cancelled
+                not_run.append(NotRun(name, "cancelled", ordered))
+            else:
+                best.append(_trial(chosen, ordered, settings))
     best.sort(key=lambda t: (order.get(t.task, len(order)), t.task, t.trial_index, t.trial_name))
-    return with_mode(Job(job_dir, settings, all_attempts, best, "best", best), attempts)
+    not_run += [NotRun(name, "not started") for name in _budget_not_started(job_dir) if name not in groups]
+    job = Job(job_dir, settings, all_attempts, best, "best", best, not_run)
+    return with_mode(job, attempts)
+
+
+def _budget_not_started(job_dir: str) -> list[str]:
+    """Trials a job cap kept from starting, as the job's summary.json lists them (they have no folder)."""
+    summary = _read_json(os.path.join(job_dir, "summary.json"))
+    budget = summary.get("budget") if isinstance(summary, dict) else None
+    names = budget.get("not_started") if isinstance(budget, dict) else None
+    return [str(n) for n in names] if isinstance(names, list) else []
 
 
 def with_mode(job: Job, attempts: AttemptsMode) -> Job:
@@ -409,7 +452,7 @@ def with_mode(job: Job, attempts: AttemptsMode) -> Job:
         trials = job.best_trials
     else:
         trials = [_trial(a, t.attempts, job.settings) for t in job.best_trials for a in t.attempts]
-    return Job(job.path, job.settings, job.attempts, job.best_trials, attempts, trials)
+    return Job(job.path, job.settings, job.attempts, job.best_trials, attempts, trials, job.not_run)
 
 
 def render_results(job: Job, fmt: str = "table", attempts: AttemptsMode | None = None) -> str:

@@ -44,9 +44,14 @@ def denominator_lines(job: Job) -> list[str]:
     ]
     if d["controls_excluded"]:
         lines.append(f"Controls:  {d['controls_excluded']} control runs (oracle, nop) left out")
+    if job.not_run:
+        names = ", ".join(f"{n.trial_name} ({n.why})" for n in job.not_run)
+        lines.append(f"Not run:   {len(job.not_run)} trials a job cap kept from running, not counted as "
+                     f"failures: {names}")
     retried = sum(1 for t in job.best_trials if t.retried)
     interrupted = len(job.interrupted)
-    lines.append(f"Attempts:  {len(job.attempts)} over {len(job.best_trials)} trials "
+    n_attempts = sum(len(t.attempts) for t in job.best_trials)
+    lines.append(f"Attempts:  {n_attempts} over {len(job.best_trials)} trials "
                  f"({retried} needed a retry, {interrupted} interrupted)")
     if _has_repeats(job):
         rates = pass_at_k_table(job, (1, 2, 3, 5, 10))
@@ -157,6 +162,8 @@ def job_document(job: Job, include_controls: bool = False) -> dict[str, Any]:
         "n_attempts": len(job.attempts),
         "interrupted": [a.folder for a in job.interrupted],
         "trials": job.to_records(),
+        "not_run": [{"trial_name": n.trial_name, "why": n.why, "rollout_names": [a.folder for a in n.attempts]}
+                    for n in job.not_run],
     }
     if _has_repeats(job):
         top = max((len(ts) for ts in _tasks(job).values()), default=0)

@@ -200,10 +200,13 @@ def test_sandbox_seconds_cap_cancels_running_trials_and_leaves_no_container(dock
     assert ("✗ Score: 0/0 run (0.0%), errors=0; 2 of 2 planned tasks not run (budget), so 0/2 (0.0%) of the plan"
             in out)
     assert f"Budget: {reason}; 2 running trial(s) cancelled, 0 not started {NOT_FAILURES}" in out
-    # cancelled trials leave no result.json, are listed apart, and are no failures
+    # cancelled trials say so in their result.json, are listed apart, and are no failures
     for task in ("alpha", "beta"):
         [folder] = attempt_folders(job, task)
-        assert not (folder / "result.json").exists()
+        result = json.loads((folder / "result.json").read_text())
+        assert result["error_category"] == "budget_cancelled"
+        assert result["error"] == f"cancelled by the job budget: {reason}"
+        assert result["rewards"] is None
     summary = summary_of(job)
     budget = summary["budget"]
     assert budget["caps"]["max_sandbox_seconds"] == 10.0
@@ -213,6 +216,14 @@ def test_sandbox_seconds_cap_cancels_running_trials_and_leaves_no_container(dock
     assert (summary["total"], summary["failed"], summary["errored"]) == (0, 0, 0)
     assert sorted(summary["not_run"]) == ["alpha", "beta"]
     assert owned_containers(docker_client, job.name) == []
+    # bench results lists them apart too, not as attempted or errored
+    shown = run_bench(["results", str(job)], env=bench_env, cwd=tmp_path)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert ("Counted:   0 trials attempted, 0 scored (0 passed), 0 assessment errors, 0 unscored, "
+            "0 execution errors") in shown.stdout
+    assert re.search(r"Not run:   2 trials a job cap kept from running, not counted as failures: "
+                     r"(alpha|beta) \(cancelled\), (alpha|beta) \(cancelled\)", shown.stdout), shown.stdout
+    assert "(0 needed a retry, 0 interrupted)" in shown.stdout and "infrastructure" not in shown.stdout, shown.stdout
 
     # when the same command runs again: it resumes, and with the same cap stops at once
     rerun = run_bench(command, env=bench_env, cwd=tmp_path)
@@ -360,6 +371,19 @@ def test_a_warm_pool_sandbox_that_never_ran_is_no_rollout_live_or_on_resume(dock
     assert budget["spent"]["rollouts"] == len(folders), proc.stdout
     assert {f.name.split("__")[0] for f in folders}.isdisjoint(budget["not_started"])
     assert len(folders) + len(budget["not_started"]) == 4
+    # bench results: the trials the cap kept from running are listed apart, not as errors
+    shown = run_bench(["results", str(job)], env=bench_env, cwd=tmp_path)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    kept = len(budget["cancelled"]) + len(budget["not_started"])
+    ran = 4 - kept
+    assert f"Counted:   {ran} trials attempted, {ran} scored ({ran} passed)" in shown.stdout, shown.stdout
+    assert "0 execution errors" in shown.stdout and f"100.0% of attempted ({ran}/{ran})" in shown.stdout
+    listed = shown.stdout.split("Not run:")[1].splitlines()[0]
+    assert f" {kept} trials a job cap kept from running, not counted as failures: " in listed
+    for name in budget["cancelled"]:
+        assert f"{name} (cancelled)" in listed
+    for name in budget["not_started"]:
+        assert f"{name} (not started)" in listed
 
     # when it resumes with room for exactly one more rollout
     cap = budget["spent"]["rollouts"] + 1

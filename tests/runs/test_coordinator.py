@@ -246,3 +246,26 @@ def test_a_warm_pool_sandbox_that_never_ran_is_no_rollout():
     assert c.cancelled == ["alpha"] and sorted(c.not_started) == ["delta", "gamma"]
     assert budget.spent.rollouts == 2
     assert budget.summary_block(c.cancelled, c.not_started)["spent"]["rollouts"] == 2
+
+
+def test_a_trial_a_spend_cap_cancels_is_told_the_cap_before_it_is_cancelled():
+    # given a slow trial beside one whose cost reaches the cap
+    outcomes = {"cheap": [{"rewards": {"reward": 1.0}, "agent_result": {"cost_usd": 1.0}}], "slow": [PASS]}
+    runner = FakeRunner(outcomes)
+    original_run = runner.run
+    seen: dict[str, Prepared] = {}
+
+    async def run(prepared):
+        seen[prepared.plan.task.name] = prepared
+        if prepared.plan.task.name == "slow":
+            await asyncio.sleep(5)
+        return await original_run(prepared)
+
+    runner.run = run  # type: ignore[method-assign]
+    # when
+    c = coordinator(runner, j=2, budget=JobBudget(max_cost_usd=0.5))
+    asyncio.run(asyncio.wait_for(c.run([[trial("cheap"), trial("slow")]]), 10))
+    # then its runner writes a result.json that says why (budget_cancelled); the finished one is untouched
+    assert seen["slow"].cancelled_by == "budget reached: $1.0000 USD spent of a $0.5000 cap"
+    assert seen["cheap"].cancelled_by is None
+    assert c.cancelled == ["slow"]

@@ -151,6 +151,7 @@ def test_denominators_keep_errors_out_of_scored_and_controls_out_of_attempted(tm
         "attempted": 6, "scored": 3, "assessment_errors": 1, "unscored": 2,
         "execution_errors": 3, "passed": 2, "mean_reward": pytest.approx(2 / 3),
         "clean_scored": 2, "clean_passed": 1, "controls_excluded": 1,
+        "budget_cancelled": 0, "budget_not_started": 0,
     }
     assert job.pass_rate_scored == pytest.approx(2 / 3)
     assert job.pass_rate_attempted == pytest.approx(2 / 6)
@@ -247,3 +248,53 @@ def test_render_results_json_and_csv(tmp_path, fmt):
         assert json.loads(text)["denominators"]["attempted"] == 6
     else:
         assert text.splitlines()[0].startswith("task,trial_name,trial_index")
+
+
+BUDGET_CANCELLED = {"error": "cancelled by the job budget: budget reached: $0.0041 USD spent of a $0.0030 cap",
+                    "error_category": "budget_cancelled"}
+
+
+def test_trials_a_job_cap_kept_from_running_are_listed_apart_and_not_counted(tmp_path):
+    # given a job its cost cap stopped: beta passed, delta was cancelled while it ran, gamma never started,
+    # and eps errored before the cap cancelled its retry
+    write_plan(tmp_path, ["beta", "delta", "gamma", "eps"])
+    write_attempt(tmp_path, "beta", "00000001", reward=1.0)
+    write_attempt(tmp_path, "delta", "00000002", **BUDGET_CANCELLED)
+    write_attempt(tmp_path, "eps", "00000003", error="install failed: exit 127", error_category="install_failure",
+                  finished="2026-11-29T11:00:00")
+    write_attempt(tmp_path, "eps", "00000004", finished="2026-11-29T11:01:00", **BUDGET_CANCELLED)
+    budget = {"stopped": True, "cancelled": ["delta"], "not_started": ["gamma"], "retries_stopped": ["eps"]}
+    (tmp_path / "summary.json").write_text(json.dumps({"budget": budget}))
+    # when
+    job = load_job(tmp_path)
+    out = results.render_results(job)
+    # then delta and gamma are neither attempted nor errors; eps counts by its errored attempt
+    d = job.denominators()
+    assert (d["attempted"], d["execution_errors"], d["passed"]) == (2, 1, 1)
+    assert (d["budget_cancelled"], d["budget_not_started"]) == (1, 1)
+    assert [t.trial_name for t in job.trials] == ["beta", "eps"]
+    eps = job.trials[1]
+    assert (eps.outcome, eps.error_category, len(eps.attempts)) == ("errored", "install_failure", 2)
+    assert ("Not run:   2 trials a job cap kept from running, not counted as failures: delta (cancelled), "
+            "gamma (not started)") in out
+    assert "1 execution errors" in out and "50.0% of attempted (1/2)" in out
+    assert "(infrastructure problem)" not in out.split("Not run:")[1].split("\n")[0]
+    doc = job.to_json_dict()
+    assert doc["not_run"] == [{"trial_name": "delta", "why": "cancelled", "rollout_names": ["delta__00000002"]},
+                              {"trial_name": "gamma", "why": "not started", "rollout_names": []}]
+    # the cancelled retry is an attempt of its own, counted apart, with its cause
+    attempts = with_all(job)
+    [cancelled] = [t for t in attempts.trials if t.outcome == "cancelled"]
+    assert cancelled.cause().key == "budget_cancelled"
+    assert attempts.denominators()["attempted"] == 2
+
+
+def with_all(job):
+    return results.with_mode(job, "all")
+
+
+def test_a_budget_cancelled_attempt_is_never_the_best_beside_a_finished_one(tmp_path):
+    old = write_attempt(tmp_path, "t", "00000001", error="install failed", finished="2026-11-29T11:00:00")
+    write_attempt(tmp_path, "t", "00000002", finished="2026-11-29T11:01:00", **BUDGET_CANCELLED)
+    assert best_attempt(read_attempts(tmp_path)).folder == old.name
+    assert outcome_of(BUDGET_CANCELLED) == "cancelled"
