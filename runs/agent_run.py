@@ -162,6 +162,8 @@ async def run_agent(
 ) -> AgentRun:
     """Run the agent's command; fills result's usage, tool calls, errors and trial_budget."""
     outcome = AgentRun()
+    if agent.needs_model and model:
+        result["model"] = model  # a login's too, though its calls bypass the proxy
     command = agent.command(task, instruction)
     if command is None:
         return outcome

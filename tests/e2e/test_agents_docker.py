@@ -677,6 +677,7 @@ def test_claude_login_calls_its_gateway_directly_with_usage_from_its_own_log(
     [job] = job_dirs(tmp_path / "jobs")
     [result] = results_of(job)
     assert result["agent_exit_code"] == 0 and result["error"] is None, result
+    assert result["model"] == "sonnet"
     calls = [c for c in fake_upstream.requests if urlsplit(c["path"]).path == "/v1/messages"]
     assert calls and all(c["headers"].get("authorization") == f"Bearer {token}" for c in calls)
     assert all(c["body"]["model"].startswith("claude-sonnet") for c in calls)  # -m sonnet, as Claude names it

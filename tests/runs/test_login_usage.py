@@ -148,6 +148,7 @@ async def test_a_login_counts_each_call_of_its_session_log_once_its_subagents_in
     ar = result["agent_result"]
     assert tokens(ar) == calls_of(3)
     assert (ar["n_calls"], ar["usage_source"], ar["cost_usd"]) == (3, "agent_session_log", None)
+    assert result["model"] == "sonnet"
 
 
 async def test_a_login_stopped_at_its_timeout_keeps_the_usage_of_the_calls_it_made(
