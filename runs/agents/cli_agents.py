@@ -27,6 +27,8 @@ from runs.tasks import Task
 AGENTS_ROOT = "/opt/benchflow/agents"
 HOME_ROOT = "/tmp/benchflow-home"
 QUIET_ENV = {"NO_COLOR": "1", "TERM": "dumb", "CI": "1"}
+OPENCODE_CONTEXT_TOKENS = 128_000  # when to compact the conversation
+OPENCODE_OUTPUT_TOKENS = 8192  # max_tokens of each call: within every provider's output cap
 
 
 def cache_root() -> Path:
@@ -251,7 +253,13 @@ class OpenCodeAgent(ModelAgent):
                     "npm": "@ai-sdk/openai-compatible",
                     "name": "BenchFlow model proxy",
                     "options": {"baseURL": f"{self.proxy_url}/v1", "apiKey": "{env:BENCHFLOW_PROXY_KEY}"},
-                    "models": {cli_model_name(self.model): {"name": cli_model_name(self.model), "tool_call": True}},
+                    "models": {cli_model_name(self.model): {
+                        "name": cli_model_name(self.model),
+                        "tool_call": True,
+                        # Without a limit OpenCode asks for 32000 output tokens, which providers with a
+                        # lower cap reject, and takes a context of 0, which turns auto-compaction off.
+                        "limit": {"context": OPENCODE_CONTEXT_TOKENS, "output": OPENCODE_OUTPUT_TOKENS},
+                    }},
                 }
             },
             "model": f"benchflow/{cli_model_name(self.model)}",

@@ -115,3 +115,18 @@ def test_claude_is_told_to_print_before_the_instruction():
     agent.model = "sonnet"
     argv = agent.argv("- do it")
     assert argv.index("-p") < argv.index("--") and "--output-format" in argv[: argv.index("--")]
+
+
+def _opencode_config(model: str = "deepseek/deepseek-v4-flash") -> dict:
+    agent = OpenCodeAgent()
+    agent.proxy_url, agent.model = "http://127.0.0.1:5555", model
+    [entry] = [e for p, e in agent.files(None, "x").items() if p.endswith("opencode.json")]  # type: ignore[arg-type]
+    return json.loads(entry.data)
+
+
+def test_opencode_asks_for_8k_output_tokens_and_compacts_before_128k_of_context():
+    # without a limit OpenCode asks for 32000 output tokens (DeepSeek, capped at 8K, rejects every
+    # call) and takes a context window of 0, which turns its auto-compaction off
+    config = _opencode_config()
+    [model] = config["provider"]["benchflow"]["models"].values()
+    assert model["limit"] == {"context": 128000, "output": 8192}
