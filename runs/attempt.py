@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -17,6 +17,7 @@ from typing import Any
 
 from runs.agent_run import run_agent, trial_budget_for
 from runs.agents.base import Agent
+from runs.gateway import ModelGateway
 from runs.jobfolder import new_attempt_dir, write_json
 from runs.results import NOT_STARTED_MARK
 from runs.sandboxes.docker import Sandbox, SandboxError, SandboxFactory
@@ -56,6 +57,84 @@ class Prepared:
     error_category: str | None = None
     timing: dict[str, float] = field(default_factory=dict)
     cancelled_by: str | None = None  # the cap's `budget reached: ...`, set before a job cap cancels it
+    cancelled_result: dict[str, Any] | None = None  # the result.json written when a job cap cancelled it
+
+
+CANCELLED_CALLS_SETTLE_S = 5.0  # how long a cap-cancelled attempt waits for its calls in flight to be counted
+
+
+class TrackedGateway:
+    """The model gateway, remembering each attempt's key until it is unregistered, so an attempt a
+    job cap cancels in the middle of its agent still collects what the proxy counted."""
+
+    def __init__(self, gateway: ModelGateway):
+        self.gateway = gateway
+        self.keys: dict[str, str] = {}  # attempt_id -> its registered key
+
+    @property
+    def port(self) -> int:
+        return self.gateway.port
+
+    @port.setter
+    def port(self, value: int) -> None:
+        self.gateway.port = value
+
+    def check_model(self, model: str, protocol: str | None, needs_price: bool) -> list[str]:
+        return self.gateway.check_model(model, protocol, needs_price)
+
+    async def start(self) -> int:
+        return await self.gateway.start()
+
+    async def stop(self) -> None:
+        await self.gateway.stop()
+
+    async def serve(self, sock: Any) -> Callable[[], Awaitable[None]]:
+        return await self.gateway.serve(sock)
+
+    def register(
+        self, *, attempt_id: str, model: str | None, log_path: Path, token_budget: int | None,
+        turn_budget: int | None, solution_text: str | None, on_budget_spent: Callable[[str], object],
+    ) -> str:
+        key = self.gateway.register(
+            attempt_id=attempt_id, model=model, log_path=log_path, token_budget=token_budget,
+            turn_budget=turn_budget, solution_text=solution_text, on_budget_spent=on_budget_spent,
+        )
+        self.keys[attempt_id] = key
+        return key
+
+    def unregister(self, key: str) -> Any:
+        for attempt_id in [a for a, k in self.keys.items() if k == key]:
+            del self.keys[attempt_id]
+        return self.gateway.unregister(key)
+
+    def in_flight(self, attempt_id: str) -> int:
+        return self.gateway.in_flight(attempt_id)
+
+    async def take_usage(self, attempt_id: str) -> Any:
+        """What a cancelled attempt's agent used: its calls in flight are awaited a little (the proxy
+        reads each to its end to count it), then its key is unregistered. None without a key."""
+        if attempt_id not in self.keys:
+            return None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CANCELLED_CALLS_SETTLE_S
+        while self.gateway.in_flight(attempt_id) and loop.time() < deadline:
+            await asyncio.sleep(0.05)
+        return self.unregister(self.keys[attempt_id])
+
+
+def record_cancelled_usage(result: dict[str, Any], usage: Any) -> None:
+    """Add what the proxy counted for a cancelled agent to result.json's agent_result."""
+    ar = result["agent_result"]
+    for field_name, attr in (("n_input_tokens", "input_tokens"), ("n_output_tokens", "output_tokens"),
+                             ("n_cache_read_tokens", "cache_read_tokens"),
+                             ("n_cache_creation_tokens", "cache_creation_tokens"),
+                             ("total_tokens", "total_tokens"), ("n_calls", "turns")):
+        ar[field_name] = (ar.get(field_name) or 0) + int(getattr(usage, attr) or 0)
+    if usage.cost_usd is not None:
+        ar["cost_usd"] = round((ar.get("cost_usd") or 0.0) + usage.cost_usd, 8)
+    ar["usage_source"], ar["price_source"] = usage.usage_source, usage.price_source
+    if usage.in_flight:
+        result["usage_incomplete_info"] = {"calls_in_flight": usage.in_flight, "waited_sec": CANCELLED_CALLS_SETTLE_S}
 
 
 def instruction_for(task: Task) -> str:
@@ -83,7 +162,8 @@ class AttemptRunner:
         self.job_dir = job_dir
         self.events = events
         self.live = live  # every sandbox not yet removed, for clean-up on a signal
-        self.proxy = proxy  # proxy.server.ProxyServer when the agent calls a model
+        # the model gateway (benchflow_site.gateway.ProxyGateway) when the agent calls a model
+        self.proxy = TrackedGateway(proxy) if proxy is not None else None
         self._removals: set[asyncio.Task[None]] = set()
 
     async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -171,14 +251,18 @@ class AttemptRunner:
             if prepared.sandbox is not None and prepared.error is None:
                 await self._agent_and_verifier(prepared, result)
         except asyncio.CancelledError:
+            ended = time.monotonic()
+            self.discard(prepared)  # the agent stops with its sandbox
             if prepared.cancelled_by is not None:
-                # a job cap cancelled it: a result.json that says so (budget_cancelled, no failure)
+                # a job cap cancelled it: a result.json that says so (budget_cancelled, no failure), with
+                # what its agent spent, which the cap counts
                 result["error"] = f"cancelled by the job budget: {prepared.cancelled_by}"
                 result["error_category"] = "budget_cancelled"
-                self._write_result(prepared, result)
+                await self._cancelled_usage(prepared, result)
+                self._write_result(prepared, result, ended)
+                prepared.cancelled_result = result
             else:  # a signal: no result.json, but the seconds it ran count toward --max-sandbox-seconds on a resume
-                write_json(attempt_dir / "timing.json", {"total": round(time.monotonic() - prepared.t0, 1), "cancelled": True})
-            self.discard(prepared)
+                write_json(attempt_dir / "timing.json", {"total": round(ended - prepared.t0, 1), "cancelled": True})
             raise
         except Exception as exc:  # noqa: BLE001
             result["error"] = result["error"] or f"infrastructure error: connection lost to the sandbox ({exc})"
@@ -188,9 +272,20 @@ class AttemptRunner:
         self.events("attempt_finished", plan=plan, attempt_dir=attempt_dir, result=result)
         return result
 
-    def _write_result(self, prepared: Prepared, result: dict[str, Any]) -> None:
+    async def _cancelled_usage(self, prepared: Prepared, result: dict[str, Any]) -> None:
+        if self.proxy is None:
+            return
+        try:
+            usage = await self.proxy.take_usage(prepared.attempt_dir.name)
+        except asyncio.CancelledError:  # cancelled again (a signal): what the proxy counted so far
+            key = self.proxy.keys.get(prepared.attempt_dir.name)
+            usage = self.proxy.unregister(key) if key else None
+        if usage is not None:
+            record_cancelled_usage(result, usage)
+
+    def _write_result(self, prepared: Prepared, result: dict[str, Any], ended: float | None = None) -> None:
         timing = {k: round(v, 3) for k, v in prepared.timing.items()}
-        timing["total"] = round(time.monotonic() - prepared.t0, 3)
+        timing["total"] = round((ended or time.monotonic()) - prepared.t0, 3)
         result["timing"] = timing
         result["finished_at"] = _now()
         write_json(prepared.attempt_dir / "timing.json", {k: round(v, 1) for k, v in timing.items()})

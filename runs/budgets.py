@@ -43,9 +43,16 @@ class Spent:
         self.sandbox_seconds += float((result.get("timing") or {}).get("total") or 0.0)
         self.finished += 1
 
-    def add_cancelled(self, result: dict[str, Any]) -> None:
-        """An attempt a job cap cancelled: its seconds count, but it is no finished trial."""
-        self.sandbox_seconds += float((result.get("timing") or {}).get("total") or 0.0)
+    def add_cancelled(self, result: dict[str, Any], seconds: bool = True) -> None:
+        """An attempt a job cap cancelled: what its agent spent before (its result.json's agent_result)
+        and its seconds count, but it is no finished trial (nor one without a cost)."""
+        usage = result.get("agent_result") or {}
+        if usage.get("cost_usd") is not None:
+            self.cost_usd += float(usage["cost_usd"])
+        if usage.get("total_tokens") is not None:
+            self.tokens += int(usage["total_tokens"])
+        if seconds:
+            self.sandbox_seconds += float((result.get("timing") or {}).get("total") or 0.0)
 
 
 @dataclass
@@ -195,6 +202,11 @@ class JobBudget:
             self.warn(USD_UNKNOWN_WARNING)
         self._wake()
         return self._check_reached() and not was
+
+    def on_cancelled(self, result: dict[str, Any]) -> None:
+        """A running rollout a cap cancelled, with what it spent; its seconds were counted as it ran."""
+        self.spent.add_cancelled(result, seconds=False)
+        self.on_discard()
 
     def on_discard(self, started: bool = True) -> None:
         """An admitted rollout that ended without a result: cancelled while it ran (`started`), or

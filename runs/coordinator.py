@@ -183,7 +183,10 @@ class Coordinator:
                 self._kept_from_running(trial)
             else:
                 self.cancelled.append(trial.trial_name)
-            self.budget.on_discard()
+            if prepared.cancelled_result is not None:  # what it spent before the cap cancelled it counts
+                self.budget.on_cancelled(prepared.cancelled_result)
+            else:
+                self.budget.on_discard()
             raise
         finally:
             self.running.pop(key, None)

@@ -154,18 +154,22 @@ def plan_job(job_dir: Path, tasks: list[Task], trials: int) -> Plan:
     return Plan(len(tasks) * trials, done, [w for w in waves if w], earlier)
 
 
-def best_results(job_dir: Path) -> dict[str, dict[str, Any]]:
-    """trial_name -> its best attempt's result (the same rule as resume and bench results); a trial
-    whose every attempt a job cap cancelled has none: it was kept from running."""
+def best_results(job_dir: Path) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
+    """trial_name -> its best attempt's result (the same rule as resume and bench results), and the
+    results of every attempt a job cap cancelled; a trial whose every attempt a cap cancelled has no
+    best result: it was kept from running."""
     by_trial: dict[str, list[job_results.Attempt]] = {}
+    cancelled = []
     for attempt in job_results.read_attempts(job_dir):
         by_trial.setdefault(attempt.trial_name, []).append(attempt)
+        if attempt.result is not None and job_results.budget_cancelled(attempt.result):
+            cancelled.append(attempt.result)
     best = {}
     for name, attempts in by_trial.items():
         chosen = job_results.best_attempt(attempts)
         if chosen.result is not None and not job_results.budget_cancelled(chosen.result):
             best[name] = chosen.result
-    return best
+    return best, cancelled
 
 
 class JobRun:
@@ -320,7 +324,7 @@ class JobRun:
         *, resumed: bool
     ) -> int:
         spec, reporter = self.spec, self.reporter
-        best = best_results(job_dir)
+        best, cancelled = best_results(job_dir)
         kept_out = [n for n in c.not_started + c.cancelled if n not in best]
         summary = job_summary.build_summary(
             job_name=job_dir.name,
@@ -332,6 +336,7 @@ class JobRun:
             elapsed_sec=elapsed,
             n_attempts=len(plan.earlier) + len(c.results),
             job_dir=str(job_dir),
+            cancelled=cancelled,
         )
         write_json(job_dir / "summary.json", summary)
         write_json(spec.jobs_dir / "summary.json", summary)

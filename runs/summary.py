@@ -143,8 +143,11 @@ def build_summary(
     n_attempts: int | None = None,
     job_dir: str | None = None,
     plan: Sequence[str] = (),
+    cancelled: Iterable[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
-    """summary.json: `results` are the trials' best attempts; `not_run` the trials kept from running.
+    """summary.json: `results` are the trials' best attempts; `not_run` the trials kept from running;
+    `cancelled` the results of attempts a job cap cancelled: no trials, but what their agents spent is
+    in the usage totals (the Cost line), as the cap counts it.
 
     Invariant: total = passed + failed + errored + verifier_errored; `not_run` is in none of them.
     """
@@ -184,7 +187,7 @@ def build_summary(
         "elapsed_sec": _round(elapsed_sec, 1),
         "planned": plan_total if plan_total is not None else total + len(not_run),
     }
-    summary.update(_usage_fields(trials))
+    summary.update(_usage_fields(trials, [c for c in cancelled if _spent_any(c)]))
     summary.update(_tool_and_timing_fields(trials))
     if budget is not None:
         block = dict(budget)
@@ -212,18 +215,28 @@ def build_summary(
     return summary
 
 
-def _usage_fields(trials: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def _spent_any(result: Mapping[str, Any]) -> bool:
+    return _usage(result, "total_tokens") is not None or _usage(result, "cost_usd") is not None
+
+
+def _usage_fields(
+    trials: Sequence[Mapping[str, Any]], cancelled: Sequence[Mapping[str, Any]] = ()
+) -> dict[str, Any]:
+    spent = [*trials, *cancelled]
     out: dict[str, Any] = {}
     for field, key in USAGE_KEYS:
-        values = [v for r in trials if (v := _usage(r, key)) is not None]
+        values = [v for r in spent if (v := _usage(r, key)) is not None]
         out[field] = int(sum(values)) if values else None
-    costs = [v for r in trials if (v := _usage(r, "cost_usd")) is not None]
-    with_tokens = sum(_usage(r, "total_tokens") is not None for r in trials)
+    costs = [v for r in spent if (v := _usage(r, "cost_usd")) is not None]
+    trial_costs = [v for r in trials if (v := _usage(r, "cost_usd")) is not None]
+    with_tokens = sum(_usage(r, "total_tokens") is not None for r in spent)
     out["total_cost_usd"] = round(sum(costs), 6) if costs else None
-    out["avg_cost_per_trial_usd"] = round(sum(costs) / len(costs), 6) if costs else None
-    out["telemetry_coverage"] = round(with_tokens / len(trials), 4) if trials else None
-    out["usage_coverage"] = {"trials": len(trials), "with_tokens": with_tokens,
+    out["avg_cost_per_trial_usd"] = round(sum(trial_costs) / len(trial_costs), 6) if trial_costs else None
+    out["telemetry_coverage"] = round(with_tokens / len(spent), 4) if spent else None
+    out["usage_coverage"] = {"trials": len(spent), "with_tokens": with_tokens,
                              "with_cost": len(costs)}
+    if cancelled:
+        out["usage_coverage"]["budget_cancelled_attempts"] = len(cancelled)
     return out
 
 

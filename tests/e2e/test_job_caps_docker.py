@@ -394,3 +394,39 @@ def test_a_warm_pool_sandbox_that_never_ran_is_no_rollout_live_or_on_resume(dock
     assert len(started_folders(job)) == len(folders) + 1, rerun.stdout
     assert again["spent"]["rollouts"] == cap
     assert again["reason"] == f"budget reached: {cap} rollouts started of a {cap} cap"
+
+
+def test_what_a_cancelled_trial_spent_counts_in_the_cap_the_cost_line_and_on_resume(docker_client, bench_env, tmp_path):
+    # given two agents that each call the model once and then work on, under a 10 s sandbox-seconds cap
+    make_tasks(tmp_path, ["alpha", "beta"])
+    agent = make_agent(tmp_path, "spend-then-sleep.sh", SPEND + "sleep 300\n")
+    base = ["run", "tasks", "-a", f"script:{agent}", "-m", "mock/oracle", "-j", "2", "--jobs-dir", "jobs"]
+    # when the cap cancels them both
+    proc = run_bench([*base, "--max-sandbox-seconds", "10"], env=bench_env, cwd=tmp_path)
+    # then each result.json records what the proxy counted for its agent, as its trajectory does
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [job] = job_dirs(tmp_path / "jobs")
+    results = results_of(job)
+    assert sorted(r["task_name"] for r in results) == ["alpha", "beta"]
+    for result in results:
+        assert result["error_category"] == "budget_cancelled"
+        usage = result["agent_result"]
+        assert usage["total_tokens"] > 1000 and usage["cost_usd"] > 0, result
+        trajectory = job / result["rollout_name"] / "trajectory" / "llm_trajectory.jsonl"
+        assert len(trajectory.read_text().splitlines()) == 1
+    tokens = sum(r["agent_result"]["total_tokens"] for r in results)
+    cost = sum(r["agent_result"]["cost_usd"] for r in results)
+    # the cap's spend and the Cost line count it
+    summary = summary_of(job)
+    assert summary["budget"]["spent"]["tokens"] == tokens
+    assert summary["budget"]["spent"]["cost_usd"] == round(cost, 6)
+    assert (summary["total"], summary["errored"]) == (0, 0)
+    assert f"Cost:      ${cost:.2f}, {tokens:,} tokens" in proc.stdout.splitlines(), proc.stdout
+
+    # when it resumes under a token cap of exactly what they spent: it stops at once
+    rerun = run_bench([*base, "--max-tokens", str(tokens)], env=bench_env, cwd=tmp_path)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    line = f"budget reached: {tokens:,} tokens spent of a {tokens:,} cap; stopping: no new rollouts, 0 running trial(s) cancelled"
+    assert line in rerun.stdout.splitlines(), rerun.stdout
+    assert len(results_of(job)) == 2
+    assert summary_of(job)["budget"]["spent"]["tokens"] == tokens

@@ -7,12 +7,13 @@ import asyncio
 import json
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from runs import errors
 from runs.agents.base import Agent
-from runs.attempt import AttemptPlan, AttemptRunner, Prepared
+from runs.attempt import AttemptPlan, AttemptRunner, Prepared, TrackedGateway
 from runs.spec import RunSpec
 from runs.tasks import load_task
 from tests.conftest import write_task
@@ -34,10 +35,35 @@ class FakeSandbox:
         self.removed = True
 
 
-def runner_and_prepared(tmp_path: Path) -> tuple[AttemptRunner, Prepared, FakeSandbox]:
+class FakeGateway:
+    """The model gateway seam: one registered key, and what the proxy counted for it."""
+
+    port = 0
+
+    def __init__(self, usage: SimpleNamespace) -> None:
+        self.usage = usage
+        self.registered: dict[str, str] = {}
+
+    def register(self, *, attempt_id: str, **_: object) -> str:
+        self.registered[f"bf-{attempt_id}"] = attempt_id
+        return f"bf-{attempt_id}"
+
+    def unregister(self, key: str) -> SimpleNamespace | None:
+        return self.usage if self.registered.pop(key, None) else None
+
+    def in_flight(self, attempt_id: str) -> int:
+        return 0
+
+
+USAGE = SimpleNamespace(input_tokens=2000, output_tokens=21, cache_read_tokens=0, cache_creation_tokens=0,
+                        total_tokens=2021, turns=1, cost_usd=0.002037, usage_source="provider_response",
+                        price_source="benchflow-price-table", in_flight=0)
+
+
+def runner_and_prepared(tmp_path: Path, gateway: FakeGateway | None = None) -> tuple[AttemptRunner, Prepared, FakeSandbox]:
     task = load_task(write_task(tmp_path / "tasks", "beta", test_sh="true\n"))
     runner = AttemptRunner(RunSpec(tasks_dir=tmp_path / "tasks", agent="script:./a.sh"), ScriptAgent(),
-                           None, tmp_path / "job", lambda *a, **k: None, set())  # type: ignore[arg-type]
+                           None, tmp_path / "job", lambda *a, **k: None, set(), gateway)  # type: ignore[arg-type]
     attempt_dir = tmp_path / "job" / "beta__00000001"
     attempt_dir.mkdir(parents=True)
     sandbox = FakeSandbox()
@@ -45,6 +71,10 @@ def runner_and_prepared(tmp_path: Path) -> tuple[AttemptRunner, Prepared, FakeSa
                         time.monotonic(), sandbox=sandbox)  # type: ignore[arg-type]
 
     async def agent_runs_on(prepared: Prepared, result: dict) -> None:
+        if runner.proxy is not None:  # the agent's key, as run_agent registers it
+            runner.proxy.register(attempt_id=attempt_dir.name, model="mock/oracle", log_path=attempt_dir,
+                                  token_budget=None, turn_budget=None, solution_text=None,
+                                  on_budget_spent=lambda _id: None)
         await asyncio.sleep(60)
 
     runner._agent_and_verifier = agent_runs_on  # type: ignore[method-assign]
@@ -81,3 +111,18 @@ async def test_an_attempt_a_signal_cancels_writes_only_its_seconds(tmp_path):
     assert not (prepared.attempt_dir / "result.json").exists()
     assert json.loads((prepared.attempt_dir / "timing.json").read_text())["cancelled"] is True
     assert sandbox.removed
+
+
+async def test_a_cancelled_attempt_records_what_the_proxy_counted_for_its_agent(tmp_path):
+    gateway = FakeGateway(USAGE)
+    runner, prepared, _ = runner_and_prepared(tmp_path, gateway)
+    assert isinstance(runner.proxy, TrackedGateway)
+    # when a cap cancels it after its agent's model call
+    await run_then_cancel(runner, prepared, REASON)
+    # then its usage is in result.json, and its key is unregistered
+    result = json.loads((prepared.attempt_dir / "result.json").read_text())
+    usage = result["agent_result"]
+    assert (usage["total_tokens"], usage["cost_usd"], usage["n_calls"]) == (2021, 0.002037, 1)
+    assert (usage["n_input_tokens"], usage["n_output_tokens"]) == (2000, 21)
+    assert gateway.registered == {} and runner.proxy.keys == {}
+    assert prepared.cancelled_result == result

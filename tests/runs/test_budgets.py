@@ -128,3 +128,25 @@ def test_admission_waits_while_prepared_rollouts_would_fill_the_cap():
 
     assert asyncio.run(scenario()) is False
     assert budget.spent.rollouts == 1 and budget.reason == "budget reached: 1 rollouts started of a 1 cap"
+
+
+def cancelled(cost=None, tokens=None, seconds=1.0):
+    return {**finished(cost, tokens, seconds), "error": "cancelled by the job budget: budget reached: ...",
+            "error_category": "budget_cancelled"}
+
+
+def test_what_a_cancelled_attempt_spent_counts_live_and_on_resume():
+    # live: alpha finished and reached the cap; beta, cancelled then, had spent too
+    live = JobBudget(max_tokens=1000)
+    asyncio.run(live.admit(lambda: 0))
+    live.on_start()
+    live.on_finish(finished(cost=0.002, tokens=2021))
+    live.on_cancelled(cancelled(cost=0.002, tokens=2021, seconds=3.0))
+    assert (live.spent.tokens, round(live.spent.cost_usd, 6)) == (4042, 0.004)
+    assert live.spent.sandbox_seconds == 1.0  # a cancelled trial's seconds were counted as it ran
+    # on resume: both attempts' spend, and both their seconds
+    again = JobBudget(max_tokens=5000)
+    again.seed([finished(cost=0.002, tokens=2021), cancelled(cost=0.002, tokens=2021, seconds=3.0)])
+    assert (again.spent.tokens, again.spent.sandbox_seconds, again.spent.rollouts) == (4042, 4.0, 2)
+    # a cancelled attempt is no finished trial: the projection's mean is over finished ones
+    assert again.spent.finished == 1 and again.spent.tokens_unknown_trials == 0

@@ -269,3 +269,31 @@ def test_a_trial_a_spend_cap_cancels_is_told_the_cap_before_it_is_cancelled():
     assert seen["slow"].cancelled_by == "budget reached: $1.0000 USD spent of a $0.5000 cap"
     assert seen["cheap"].cancelled_by is None
     assert c.cancelled == ["slow"]
+
+
+def test_what_a_trial_spent_before_a_cap_cancelled_it_counts_in_the_spend():
+    # given a trial that called the model and works on when a finished one reaches the token cap
+    outcomes = {"alpha": [{"rewards": {"reward": 1.0}, "agent_result": {"cost_usd": 0.002, "total_tokens": 2021}}],
+                "beta": [PASS]}
+    runner = FakeRunner(outcomes)
+    original_run = runner.run
+
+    async def run(prepared):
+        if prepared.plan.task.name == "beta":
+            try:
+                await asyncio.sleep(5)
+            except asyncio.CancelledError:  # as AttemptRunner.run: a result.json with what the proxy counted
+                prepared.cancelled_result = {"error_category": "budget_cancelled",
+                                             "agent_result": {"cost_usd": 0.002, "total_tokens": 2021}}
+                raise
+        return await original_run(prepared)
+
+    runner.run = run  # type: ignore[method-assign]
+    budget = JobBudget(max_tokens=1000)
+    c = coordinator(runner, j=2, budget=budget)
+    # when
+    asyncio.run(asyncio.wait_for(c.run([[trial("alpha"), trial("beta")]]), 10))
+    # then
+    assert c.cancelled == ["beta"]
+    assert budget.spent.tokens == 4042 and round(budget.spent.cost_usd, 6) == 0.004
+    assert budget.reason == "budget reached: 2,021 tokens spent of a 1,000 cap"

@@ -299,3 +299,14 @@ def test_the_budget_line_says_errored_trials_whose_retry_the_cap_stopped_count_b
             "stopped their retry; their last attempt counts)") in lines
     assert "Outcomes: 0 scored (0 passed, 0 failed), 0 unscored, 2 errored" in lines
     assert summary["not_run"] == [] and summary["errored"] == 2
+
+
+def test_the_cost_line_counts_what_cap_cancelled_attempts_spent():
+    beta = {"task_name": "beta", "trial_name": "beta", "error": "cancelled by the job budget: ...",
+            "error_category": "budget_cancelled", "agent_result": {"total_tokens": 2021, "cost_usd": 0.002037}}
+    alpha = result("alpha", 1.0, agent_result={"total_tokens": 2021, "cost_usd": 0.002037})
+    summary = s.build_summary(job_name="j", results=[alpha], not_run=["beta"], cancelled=[beta])
+    assert (summary["total"], summary["errored"], summary["not_run"]) == (1, 0, ["beta"])
+    assert (summary["total_tokens"], summary["total_cost_usd"]) == (4042, 0.004074)
+    assert summary["avg_cost_per_trial_usd"] == 0.002037
+    assert sr.cost_text(summary) == "$0.00, 4,042 tokens"
