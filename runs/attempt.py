@@ -58,6 +58,17 @@ class Prepared:
     timing: dict[str, float] = field(default_factory=dict)
     cancelled_by: str | None = None  # the cap's `budget reached: ...`, set before a job cap cancels it
     cancelled_result: dict[str, Any] | None = None  # the result.json written when a job cap cancelled it
+    ready_at: float | None = None  # when its sandbox was ready (monotonic)
+    began: bool = False
+
+    def begin(self, now: float | None = None) -> None:
+        """It takes its slot: the trial's clock (t0) leaves out the time its prepared sandbox waited
+        for one, so timing.total and --max-sandbox-seconds count set-up and run, not the queue."""
+        if self.began:
+            return
+        self.began = True
+        if self.ready_at is not None:
+            self.t0 += max((time.monotonic() if now is None else now) - self.ready_at, 0.0)
 
 
 CANCELLED_CALLS_SETTLE_S = 5.0  # how long a cap-cancelled attempt waits for its calls in flight to be counted
@@ -216,6 +227,7 @@ class AttemptRunner:
                     prepared.error = f"install failed: could not add {layer.name} to the task image: {exc}"
                     prepared.error_category = "install_failure"
                     prepared.timing["environment_setup"] = time.monotonic() - t
+                    prepared.ready_at = time.monotonic()
                     return prepared
             prepared.workdir = plan.task.sandbox.workdir or await self._call(self.factory.images.image_workdir, image)
             mounts = {**self.agent.mounts(plan.task), TESTS_DIR: (self.staging(attempt_dir) / "tests", "rw")}
@@ -239,11 +251,13 @@ class AttemptRunner:
         except Exception as exc:  # noqa: BLE001 - docker can fail in many ways; all are infrastructure
             prepared.error, prepared.error_category = f"sandbox startup failed: {exc}", "sandbox_setup"
         prepared.timing["environment_setup"] = time.monotonic() - t
+        prepared.ready_at = time.monotonic()
         return prepared
 
     async def run(self, prepared: Prepared) -> dict[str, Any]:
         """Agent, verifier, result.json; the sandbox is removed in every case (in the background)."""
         plan, attempt_dir = prepared.plan, prepared.attempt_dir
+        prepared.begin()
         (attempt_dir / NOT_STARTED_MARK).unlink(missing_ok=True)
         self.events("attempt_created", plan=plan, attempt_dir=attempt_dir)
         result: dict[str, Any] = self._base_result(prepared)

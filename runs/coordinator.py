@@ -145,6 +145,7 @@ class Coordinator:
                             self._kept_from_running(trial)
                             return
                         started = True
+                        prepared.begin()  # its clock starts with its slot, not while it waited for one
                         if self.budget.on_start():  # the rollout cap is checked at each start
                             self._announce_budget()
                         result = await self._run_prepared(prepared, trial)

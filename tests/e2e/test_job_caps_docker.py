@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -430,3 +431,27 @@ def test_what_a_cancelled_trial_spent_counts_in_the_cap_the_cost_line_and_on_res
     assert line in rerun.stdout.splitlines(), rerun.stdout
     assert len(results_of(job)) == 2
     assert summary_of(job)["budget"]["spent"]["tokens"] == tokens
+
+
+def test_a_warm_pool_trial_clock_leaves_out_its_wait_for_a_slot(docker_client, bench_env, tmp_path):
+    # given three tasks at -j 2: the third's sandbox is prepared while the first two run for 4 s
+    make_tasks(tmp_path, ["alpha", "beta", "gamma"], dockerfile="FROM debian:bookworm-slim\nWORKDIR /app\n")
+    agent = make_agent(tmp_path, "slow.sh", "#!/bin/bash\nsleep 4\n")
+    # when
+    proc = run_bench(["run", "tasks", "-a", f"script:{agent}", "-j", "2", "--max-sandbox-seconds", "600",
+                      "--jobs-dir", "jobs"], env=bench_env, cwd=tmp_path)
+    # then each trial's timing.total is its set-up and its run, not the time its sandbox waited
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [job] = job_dirs(tmp_path / "jobs")
+    results = results_of(job)
+    assert len(results) == 3
+    waits = []
+    for result in results:
+        timing = result["timing"]
+        phases = sum(timing.get(k) or 0.0 for k in ("environment_setup", "agent_setup", "agent_execution", "verifier"))
+        assert timing["total"] < phases + 1.0, timing
+        span = (datetime.fromisoformat(result["finished_at"]) - datetime.fromisoformat(result["started_at"]))
+        waits.append(span.total_seconds() - timing["total"])
+    assert max(waits) >= 2.0, waits  # one sandbox was ready long before its slot
+    # and the sandbox-seconds cap counts the same seconds
+    assert summary_of(job)["budget"]["spent"]["sandbox_seconds"] == round(sum(r["timing"]["total"] for r in results), 1)

@@ -28,7 +28,8 @@ class FakeRunner:
         self.n += 1
         self.prepared.append(plan.task.name)
         self.events.append(("prepare", plan.task.name, time.monotonic()))
-        return Prepared(plan, Path(f"/tmp/{plan.task.name}__{self.n:08x}"), "now", time.monotonic())
+        now = time.monotonic()
+        return Prepared(plan, Path(f"/tmp/{plan.task.name}__{self.n:08x}"), "now", now, ready_at=now)
 
     async def run(self, prepared: Prepared) -> dict[str, Any]:
         self.events.append(("run", prepared.plan.task.name, time.monotonic()))
@@ -297,3 +298,32 @@ def test_what_a_trial_spent_before_a_cap_cancelled_it_counts_in_the_spend():
     assert c.cancelled == ["beta"]
     assert budget.spent.tokens == 4042 and round(budget.spent.cost_usd, 6) == 0.004
     assert budget.reason == "budget reached: 2,021 tokens spent of a 1,000 cap"
+
+
+def test_a_trial_clock_starts_when_it_takes_its_slot_not_while_its_warm_sandbox_waits():
+    # given three trials at -j 2 with one sandbox prepared ahead of its turn
+    runner = FakeRunner({f"t{i}": [PASS] for i in range(3)}, run_seconds=0.4)
+    original_run = runner.run
+    clock: dict[str, float] = {}
+
+    async def run(prepared):
+        clock[prepared.plan.task.name] = time.monotonic() - prepared.t0  # its clock when it starts
+        return await original_run(prepared)
+
+    runner.run = run  # type: ignore[method-assign]
+    # when
+    asyncio.run(coordinator(runner, j=2, warm=1).run([[trial(f"t{i}") for i in range(3)]]))
+    # then t2's sandbox was ready while t0 and t1 ran, yet its clock starts at its slot
+    t2_prepared = next(t for kind, name, t in runner.events if kind == "prepare" and name == "t2")
+    t2_ran = next(t for kind, name, t in runner.events if kind == "run" and name == "t2")
+    assert t2_ran - t2_prepared >= 0.3  # it waited for a slot
+    assert clock["t2"] < 0.1
+
+
+def test_the_clock_keeps_set_up_and_leaves_out_the_wait_for_a_slot():
+    # set-up from 100 to 105, the sandbox waits until 160 for a slot, and the trial ends at 170
+    prepared = Prepared(SimpleNamespace(), Path("/tmp/t__1"), "now", 100.0, ready_at=105.0)
+    prepared.begin(now=160.0)
+    assert 170.0 - prepared.t0 == 15.0  # 5 s set-up + 10 s run
+    prepared.begin(now=165.0)  # once only
+    assert prepared.t0 == 155.0
