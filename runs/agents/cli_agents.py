@@ -264,7 +264,10 @@ class OpenCodeAgent(ModelAgent):
             },
             "model": f"benchflow/{cli_model_name(self.model)}",
             "small_model": f"benchflow/{cli_model_name(self.model)}",
-            "permission": {"bash": "allow", "edit": "allow", "external_directory": "allow"},
+            # `run` rejects whatever would ask: its defaults ask before reading *.env files and
+            # before going on after the same tool call repeats (doom_loop)
+            "permission": {"bash": "allow", "edit": "allow", "external_directory": "allow", "read": "allow",
+                           "doom_loop": "allow"},
             "autoupdate": False,
             "share": "disabled",
         }
@@ -285,6 +288,9 @@ class OpenCodeAgent(ModelAgent):
             "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
             "OPENCODE_DISABLE_SHARE": "1",
             "OPENCODE_PURE": "1",  # no external plugins: no npm install at start-up
+            # the task's own opencode.json could move the proxy's URL, deny tools or add plugins
+            # (this also skips the project's AGENTS.md, which OpenCode reads as instructions)
+            "OPENCODE_DISABLE_PROJECT_CONFIG": "1",
         }
 
     def argv(self, instruction: str) -> list[str]:

@@ -130,3 +130,18 @@ def test_opencode_asks_for_8k_output_tokens_and_compacts_before_128k_of_context(
     config = _opencode_config()
     [model] = config["provider"]["benchflow"]["models"].values()
     assert model["limit"] == {"context": 128000, "output": 8192}
+
+
+def test_opencode_allows_what_its_run_mode_would_otherwise_auto_reject():
+    # by default it asks before reading *.env files and after three identical tool calls (doom_loop);
+    # `opencode run` rejects every question, which ends the agent's turn
+    permission = _opencode_config()["permission"]
+    for name in ("bash", "edit", "external_directory", "read", "doom_loop"):
+        assert permission[name] == "allow", name
+
+
+def test_opencode_ignores_an_opencode_json_in_the_tasks_workdir():
+    # one there could point the calls away from the proxy, deny the agent's tools or add plugins
+    agent = OpenCodeAgent()
+    agent.proxy_url, agent.model = "http://127.0.0.1:5555", "mock/oracle"
+    assert agent.model_env("k")["OPENCODE_DISABLE_PROJECT_CONFIG"] == "1"
