@@ -277,6 +277,7 @@ class AttemptRunner:
                 prepared.cancelled_result = result
             else:  # a signal: no result.json, but the seconds it ran count toward --max-sandbox-seconds on a resume
                 write_json(attempt_dir / "timing.json", {"total": round(ended - prepared.t0, 1), "cancelled": True})
+            self.events("attempt_cancelled", plan=plan, attempt_dir=attempt_dir)
             raise
         except Exception as exc:  # noqa: BLE001
             result["error"] = result["error"] or f"infrastructure error: connection lost to the sandbox ({exc})"
@@ -358,7 +359,8 @@ class AttemptRunner:
             "rewards": None,
             "agent": self.spec.agent,
             "agent_name": self.agent.name,
-            "model": self.spec.model if self.spec.model and self.proxy is not None else None,
+            # a model agent's, a Claude login's included (its calls bypass the proxy)
+            "model": self.spec.model if self.spec.model and (self.proxy or self.agent.needs_model) else None,
             "n_tool_calls": 0,
             "n_prompts": 0,
             "last_tool_call": None,

@@ -296,6 +296,8 @@ class JobRun:
             )
         elif kind == "attempt_finished":
             self.index.attempt_finished(data["result"], None)
+        elif kind == "attempt_cancelled":  # by a job cap or a signal: not left "running" in the index
+            self.index.attempt_cancelled(plan.trial_name, data["attempt_dir"].name)
         elif kind == "tool_call" and self.coordinator is not None:
             self.coordinator.note_tool_call(data["attempt_dir"].name, data["title"])
         elif kind == "phase" and self.coordinator is not None:

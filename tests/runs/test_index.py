@@ -80,3 +80,24 @@ def test_a_real_job_leaves_an_index_matching_its_folder(docker_client, tmp_path,
     for trial in Trial.objects.filter(job=job):
         [res] = [json.loads(p.read_text()) for p in job_dir.glob(f"{trial.name}__*/result.json")]
         assert trial.reward == res["rewards"]["reward"] and trial.outcome == "passed"
+
+
+@pytest.mark.docker
+@pytest.mark.django_db(transaction=True)
+def test_an_attempt_a_job_cap_cancels_is_cancelled_in_the_index(docker_client, tmp_path, monkeypatch):
+    # given an agent that sleeps and a sandbox-seconds cap it runs past
+    from runs.preflight import prepare_run
+    from tests.conftest import write_task
+
+    monkeypatch.chdir(tmp_path)
+    write_task(tmp_path / "tasks", "sleepy", test_sh="echo 1 > /logs/verifier/reward.txt\n")
+    agent = tmp_path / "sleep.sh"
+    agent.write_text("#!/bin/bash\nsleep 60\n")
+    agent.chmod(0o755)
+    spec = RunSpec(tasks_dir=tmp_path / "tasks", agent=f"script:{agent}", jobs_dir=tmp_path / "jobs",
+                   max_sandbox_seconds=3, quiet=True)
+    # when
+    prepare_run(spec, setup_django=lambda: None, reporter=Reporter(quiet=True, stream=io.StringIO()))
+    # then its row is cancelled, not left running
+    [attempt] = Attempt.objects.all()
+    assert attempt.state == AttemptState.CANCELLED and attempt.finished_at is not None
