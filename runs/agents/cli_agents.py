@@ -182,6 +182,10 @@ class ClaudeAgent(ModelAgent):
     def needs_proxy(self) -> bool:
         return not self.login
 
+    def writable_dirs(self) -> list[str]:
+        # made here, not by Docker for the credentials' mount (root, 755): the agent user writes in it
+        return [*super().writable_dirs(), f"{self.home}/.claude"]
+
     def mounts(self, task: Task) -> dict[str, tuple[Path, str]]:
         mounts = super().mounts(task)
         creds = login_credentials(self.model) if self.login else None

@@ -145,3 +145,19 @@ def test_opencode_ignores_an_opencode_json_in_the_tasks_workdir():
     agent = OpenCodeAgent()
     agent.proxy_url, agent.model = "http://127.0.0.1:5555", "mock/oracle"
     assert agent.model_env("k")["OPENCODE_DISABLE_PROJECT_CONFIG"] == "1"
+
+
+def test_a_claude_logins_config_folder_is_writable_by_a_non_root_agent_user(tmp_path, monkeypatch):
+    # given a login through the credentials file, which is mounted inside Claude's config folder
+    (tmp_path / ".credentials.json").write_text("{}")
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path))
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "BENCHFLOW_AGENT_MOUNT"):
+        monkeypatch.delenv(name, raising=False)
+    agent = ClaudeAgent()
+    agent.login, agent.model = True, "sonnet"
+    [target] = [t for t in agent.mounts(None) if t.endswith(".credentials.json")]  # type: ignore[arg-type]
+    # then the folder that holds it is made world-writable before the agent starts, not left to
+    # Docker (root, 755), so that the agent's Bash tool can make its session folders there
+    config_dir = target.rsplit("/", 1)[0]
+    assert config_dir == agent.login_env()["CLAUDE_CONFIG_DIR"]
+    assert config_dir in agent.writable_dirs()
