@@ -2,16 +2,16 @@
 
 The agent is stopped at its wall-clock limit or, within about a second, once the proxy refuses a
 call for the trial's budget; either way the verifier then grades what it left. A Claude login calls
-its provider directly: its usage comes from Claude Code's own session log, read once it stops.
+its provider directly: its usage comes from Claude Code's own session log, read once it stops
+(runs/login_usage.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from typing import Any
 from runs.agents.base import Agent
 from runs.agents.controls import ScriptAgent
 from runs.gateway import ModelGateway
+from runs.login_usage import read_session_usage, record_native_usage
 from runs.sandboxes.docker import Sandbox
 from runs.sandboxes.netns import LoopbackRelay, listen_in_netns
 from runs.tasks import Task
@@ -265,7 +266,7 @@ async def run_agent(
         if native is None:  # no session log: the final result line, which a stopped agent never prints
             native, source = watcher.final_usage, "agent_result_line"
         if native is not None:
-            _record_native_usage(result, native, source)
+            record_native_usage(result, native, source)
     if exec_result.exit_code == 137 and not (outcome.timed_out or outcome.budget_stopped):
         # SIGKILL that we did not send: most often the task's memory_mb is too small for the agent
         kills = await loop.run_in_executor(None, sandbox.oom_kills)
@@ -362,74 +363,3 @@ def _record_usage(
             outcome.budget_stopped = True
             result["error"] = budget_stop_text(usage, budget)
             result["error_category"] = "trial_budget"
-
-
-SESSION_USAGE_KEYS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens", "output_tokens")
-
-
-def session_log_usage(lines: Iterable[bytes | str], session_id: str) -> dict[str, int] | None:
-    """What one Claude Code session's calls used, from its log lines (its subagents' included):
-    {input_tokens, cache_read_input_tokens, cache_creation_input_tokens, output_tokens, calls}, or
-    None when no line is of that session.
-
-    The log writes an assistant entry per content block, each with its message's id and usage:
-    a message is counted once, with the largest figures any of its entries has.
-    """
-    seen_session = False
-    calls: dict[str, dict[str, int]] = {}
-    for line in lines:
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(entry, dict) or entry.get("sessionId") != session_id:
-            continue
-        seen_session = True
-        message = entry.get("message")
-        if entry.get("type") != "assistant" or not isinstance(message, dict):
-            continue
-        usage = message.get("usage")
-        if not isinstance(usage, dict) or not message.get("id"):
-            continue
-        counts = calls.setdefault(str(message["id"]), dict.fromkeys(SESSION_USAGE_KEYS, 0))
-        for k in SESSION_USAGE_KEYS:
-            if isinstance(usage.get(k), int):
-                counts[k] = max(counts[k], usage[k])
-    if not seen_session:
-        return None
-    total = {k: sum(c[k] for c in calls.values()) for k in SESSION_USAGE_KEYS}
-    total["calls"] = len(calls)
-    return total
-
-
-def read_session_usage(sandbox: Sandbox, config_dir: str, session_id: str) -> dict[str, int] | None:
-    """A Claude Code session's usage from its logs in the sandbox, read after the agent stopped:
-    $CLAUDE_CONFIG_DIR/projects/<cwd>/<session>.jsonl, its subagents' in <session>/subagents/."""
-    with tempfile.TemporaryDirectory(prefix="bench-session-") as tmp:
-        try:
-            sandbox.copy_dir_to(f"{config_dir}/projects", Path(tmp))
-        except Exception:  # noqa: BLE001 - no log is no usage from it: the result line is the fallback
-            return None
-
-        def lines() -> Iterator[bytes]:
-            for path in sorted(Path(tmp).rglob("*.jsonl")):
-                with path.open("rb") as fh:
-                    yield from fh
-
-        return session_log_usage(lines(), session_id)
-
-
-def _record_native_usage(result: dict[str, Any], usage: dict[str, Any], source: str) -> None:
-    """A login's calls bypass the proxy: the agent's own log of its calls is all there is."""
-    ar = result["agent_result"]
-    add = lambda k, v: (ar.get(k) or 0) + v  # noqa: E731 - steps of a multi-step trial add up
-    cache_read = int(usage.get("cache_read_input_tokens") or 0)
-    cache_write = int(usage.get("cache_creation_input_tokens") or 0)
-    inp = int(usage.get("input_tokens") or 0) + cache_read + cache_write
-    out = int(usage.get("output_tokens") or 0)
-    ar.update(n_input_tokens=add("n_input_tokens", inp), n_output_tokens=add("n_output_tokens", out),
-              n_cache_read_tokens=add("n_cache_read_tokens", cache_read),
-              n_cache_creation_tokens=add("n_cache_creation_tokens", cache_write),
-              total_tokens=add("total_tokens", inp + out), cost_usd=None, usage_source=source, price_source=None)
-    if "calls" in usage:
-        ar["n_calls"] = add("n_calls", usage["calls"])

@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
-from runs.agent_run import run_agent, session_log_usage, trial_budget_for
+from runs.agent_run import run_agent, trial_budget_for
 from runs.agents.cli_agents import ClaudeAgent
+from runs.login_usage import session_log_usage
 from runs.sandboxes.docker import ExecResult
 from runs.tasks import load_task
 from tests.conftest import write_task
