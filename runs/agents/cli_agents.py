@@ -182,15 +182,26 @@ class ClaudeAgent(ModelAgent):
     def needs_proxy(self) -> bool:
         return not self.login
 
+    @property
+    def config_dir(self) -> str:
+        """CLAUDE_CONFIG_DIR in the sandbox: its settings, sessions and a login's credentials."""
+        return f"{self.home}/.claude"
+
     def writable_dirs(self) -> list[str]:
         # made here, not by Docker for the credentials' mount (root, 755): the agent user writes in it
-        return [*super().writable_dirs(), f"{self.home}/.claude"]
+        return [*super().writable_dirs(), self.config_dir]
+
+    def files(self, task: Task, instruction: str) -> dict[str, FileEntry]:
+        # WebFetch otherwise first asks api.anthropic.com whether it may fetch the domain, outside the
+        # proxy (CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC does not turn that off)
+        settings = {"skipWebFetchPreflight": True}
+        return {f"{self.config_dir}/settings.json": FileEntry(json.dumps(settings, indent=2).encode(), 0o644)}
 
     def mounts(self, task: Task) -> dict[str, tuple[Path, str]]:
         mounts = super().mounts(task)
         creds = login_credentials(self.model) if self.login else None
         if isinstance(creds, Path):
-            mounts[f"{self.home}/.claude/.credentials.json"] = (creds, "ro")
+            mounts[f"{self.config_dir}/.credentials.json"] = (creds, "ro")
         return mounts
 
     def command(self, task: Task, instruction: str) -> AgentCommand | None:
@@ -200,7 +211,7 @@ class ClaudeAgent(ModelAgent):
         return command
 
     def login_env(self) -> dict[str, str]:
-        env = {"IS_SANDBOX": "1", "CLAUDE_CONFIG_DIR": f"{self.home}/.claude", "DISABLE_TELEMETRY": "1",
+        env = {"IS_SANDBOX": "1", "CLAUDE_CONFIG_DIR": self.config_dir, "DISABLE_TELEMETRY": "1",
                "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1",
                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
         for name in ("CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_BASE_URL"):  # the login, and its gateway if any
@@ -223,7 +234,7 @@ class ClaudeAgent(ModelAgent):
             "ANTHROPIC_AUTH_TOKEN": key,
             "ANTHROPIC_MODEL": cli_model_name(self.model),
             "IS_SANDBOX": "1",  # lets --dangerously-skip-permissions run as root inside the sandbox
-            "CLAUDE_CONFIG_DIR": f"{self.home}/.claude",
+            "CLAUDE_CONFIG_DIR": self.config_dir,
             "DISABLE_TELEMETRY": "1",
             "DISABLE_AUTOUPDATER": "1",
             "DISABLE_ERROR_REPORTING": "1",

@@ -161,3 +161,15 @@ def test_a_claude_logins_config_folder_is_writable_by_a_non_root_agent_user(tmp_
     config_dir = target.rsplit("/", 1)[0]
     assert config_dir == agent.login_env()["CLAUDE_CONFIG_DIR"]
     assert config_dir in agent.writable_dirs()
+
+
+@pytest.mark.parametrize("login", [False, True])
+def test_claudes_webfetch_asks_no_one_outside_the_proxy_whether_a_domain_may_be_fetched(monkeypatch, login):
+    # WebFetch's preflight calls api.anthropic.com/api/web/domain_info unless a setting turns it off
+    monkeypatch.setenv("CLAUDE_CODE_OAUTH_TOKEN", "t")
+    agent = ClaudeAgent()
+    agent.login, agent.model, agent.proxy_url = login, "sonnet", "http://127.0.0.1:5555"
+    config_dir = agent.login_env()["CLAUDE_CONFIG_DIR"] if login else agent.model_env("k")["CLAUDE_CONFIG_DIR"]
+    files = agent.files(None, "x")  # type: ignore[arg-type]
+    settings = json.loads(files[f"{config_dir}/settings.json"].data)
+    assert settings["skipWebFetchPreflight"] is True
