@@ -13,7 +13,8 @@ import pytest
 
 from runs import errors
 from runs.agents.base import Agent
-from runs.attempt import AttemptPlan, AttemptRunner, Prepared, TrackedGateway
+from runs.attempt import AttemptPlan, AttemptRunner, Prepared
+from runs.gateway import TrackedGateway
 from runs.spec import RunSpec
 from runs.tasks import load_task
 from tests.conftest import write_task
