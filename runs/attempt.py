@@ -17,9 +17,9 @@ from typing import Any
 
 from runs.agent_run import run_agent, trial_budget_for
 from runs.agents.base import Agent
+from runs.attempt_results import NOT_STARTED_MARK
 from runs.gateway import CANCELLED_CALLS_SETTLE_S, TrackedGateway
 from runs.jobfolder import new_attempt_dir, write_json
-from runs.results import NOT_STARTED_MARK
 from runs.sandboxes.docker import Sandbox, SandboxError, SandboxFactory
 from runs.sandboxes.images import ImageBuildError
 from runs.sandboxes.layers import LayerError

@@ -12,9 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runs import results as job_results
+from runs import attempt_results, summary_render
 from runs import summary as job_summary
-from runs import summary_render
 from runs.agent_run import uses_proxy
 from runs.agents.base import Agent
 from runs.attempt import AttemptRunner
@@ -134,8 +133,8 @@ def _seconds_without_result(path: str) -> float | None:
 
 def plan_job(job_dir: Path, tasks: list[Task], trials: int) -> Plan:
     """Tasks x repeats, minus the trials whose best attempt has a reward (even 0)."""
-    by_trial: dict[str, list[job_results.Attempt]] = {}
-    for attempt in job_results.read_attempts(job_dir) if job_dir.is_dir() else []:
+    by_trial: dict[str, list[attempt_results.Attempt]] = {}
+    for attempt in attempt_results.read_attempts(job_dir) if job_dir.is_dir() else []:
         by_trial.setdefault(attempt.trial_name, []).append(attempt)
     earlier = [(a.trial_index, a.result if a.result is not None else _seconds_without_result(a.path))
                for attempts in by_trial.values() for a in attempts]
@@ -145,11 +144,11 @@ def plan_job(job_dir: Path, tasks: list[Task], trials: int) -> Plan:
         digest = environment_digest(task) if task.environment_dir else ""
         for index, name in trial_names(task, trials):
             attempts = by_trial.get(name, [])
-            best = job_results.best_attempt(attempts) if attempts else None
+            best = attempt_results.best_attempt(attempts) if attempts else None
             if best is not None and best.result is not None and outcome_of(best.result) in ("passed", "failed"):
                 done[name] = best.result
                 continue
-            finished_before = any(a.result is not None and not job_results.budget_cancelled(a.result) for a in attempts)
+            finished_before = any(a.result is not None and not attempt_results.budget_cancelled(a.result) for a in attempts)
             waves[index].append(TrialPlan(task, index, name, digest, len(attempts), finished_before))
     return Plan(len(tasks) * trials, done, [w for w in waves if w], earlier)
 
@@ -158,16 +157,16 @@ def best_results(job_dir: Path) -> tuple[dict[str, dict[str, Any]], list[dict[st
     """trial_name -> its best attempt's result (the same rule as resume and bench results), and the
     results of every attempt a job cap cancelled; a trial whose every attempt a cap cancelled has no
     best result: it was kept from running."""
-    by_trial: dict[str, list[job_results.Attempt]] = {}
+    by_trial: dict[str, list[attempt_results.Attempt]] = {}
     cancelled = []
-    for attempt in job_results.read_attempts(job_dir):
+    for attempt in attempt_results.read_attempts(job_dir):
         by_trial.setdefault(attempt.trial_name, []).append(attempt)
-        if attempt.result is not None and job_results.budget_cancelled(attempt.result):
+        if attempt.result is not None and attempt_results.budget_cancelled(attempt.result):
             cancelled.append(attempt.result)
     best = {}
     for name, attempts in by_trial.items():
-        chosen = job_results.best_attempt(attempts)
-        if chosen.result is not None and not job_results.budget_cancelled(chosen.result):
+        chosen = attempt_results.best_attempt(attempts)
+        if chosen.result is not None and not attempt_results.budget_cancelled(chosen.result):
             best[name] = chosen.result
     return best, cancelled
 

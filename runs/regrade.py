@@ -20,9 +20,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from runs.attempt_results import Attempt, best_attempt, outcome_of, read_attempts, reward_of
 from runs.jobfolder import JobLock, JobLocked, new_job_name, read_json, write_json
 from runs.regrade_report import RegradeReport, TrialRow, change_of
-from runs.results import Attempt, best_attempt, outcome_of, read_attempts, reward_of
 from runs.sandboxes.docker import Sandbox, SandboxFactory, connect
 from runs.sandboxes.files import FileEntry
 from runs.tasks import (

@@ -1,63 +1,31 @@
-"""Reading a job folder into trials and attempts (no Django, no database): `load_job`.
+"""Reading a job folder into trials and the job's counts (no Django, no database): `load_job`.
 
-The best attempt of a trial is the scored one (the newest scored if several), else the newest;
-resume, summary.json and `bench results` use the same rule. Rendering lives in `runs/results_render.py`.
+Its attempts, and which is a trial's best, are read in `runs/attempt_results.py`; rendering lives
+in `runs/results_render.py`.
 """
 
 from __future__ import annotations
 
-import gc
-import json
-import math
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, Literal
 
 from runs import errors
+from runs.attempt_results import (
+    Attempt,
+    Outcome,
+    budget_cancelled,
+    newest_scored_else_newest,
+    no_gc,
+    oldest_first,
+    read_attempts,
+    read_json,
+    reward_of,
+)
 
-Outcome = Literal["passed", "failed", "errored", "verifier_errored", "interrupted", "cancelled"]
 AttemptsMode = Literal["best", "all"]
 CONTROL_AGENTS = {"oracle": "oracle", "nop": "empty"}
-# In an attempt folder whose sandbox was prepared ahead (warm pool) and that has not started yet:
-# no attempt, no rollout (removed when it starts; the folder is removed if it never does).
-NOT_STARTED_MARK = ".not-started"
-
-
-def reward_of(result: Mapping[str, Any] | None) -> float | None:
-    """The numeric, finite `rewards.reward` of a result, else None (bools and NaN are no reward)."""
-    if not result:
-        return None
-    rewards = result.get("rewards")
-    value = rewards.get("reward") if isinstance(rewards, Mapping) else None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return None
-    return float(value)
-
-
-def budget_cancelled(result: Mapping[str, Any] | None) -> bool:
-    """A job cap cancelled this attempt while it ran: no failure, and not the trial's last word."""
-    return result is not None and result.get("error_category") == "budget_cancelled"
-
-
-def outcome_of(result: Mapping[str, Any] | None) -> Outcome:
-    """passed / failed (a reward wins over an error) / errored / verifier_errored / interrupted /
-    cancelled (by a job cap)."""
-    return _outcome(result, reward_of(result))
-
-
-def _outcome(result: Mapping[str, Any] | None, reward: float | None) -> Outcome:
-    if result is None:
-        return "interrupted"
-    if reward is not None:
-        return "passed" if reward == 1.0 else "failed"
-    if budget_cancelled(result):
-        return "cancelled"
-    if result.get("error") or not result.get("verifier_error"):
-        return "errored"  # an agent error, or no verdict at all
-    return "verifier_errored"
 
 
 def execution_of(result: Mapping[str, Any] | None) -> str:
@@ -79,168 +47,6 @@ def assessment_of(result: Mapping[str, Any] | None) -> str:
     if reward_of(result) is not None:
         return "scored"
     return "error" if result and result.get("verifier_error") else "unscored"
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return None
-    return value
-
-
-def _epoch(text: Any) -> float | None:
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        return datetime.fromisoformat(text).timestamp()
-    except ValueError:
-        return None
-
-
-@dataclass(slots=True)
-class Attempt:
-    """One attempt folder `<task>__<id>`; `result` is None when it never wrote result.json."""
-
-    task: str
-    trial_name: str
-    trial_index: int
-    folder: str
-    path: str
-    result: dict[str, Any] | None
-    when: float  # finished_at, else started_at, else folder mtime (epoch seconds)
-    mtime: float | None = None
-    reward: float | None = None  # reward_of(result), computed once
-
-    @property
-    def outcome(self) -> Outcome:
-        return _outcome(self.result, self.reward)
-
-    @property
-    def scored(self) -> bool:
-        return self.reward is not None
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self.result.get(key, default) if self.result else default
-
-    def usage(self, key: str) -> float | None:
-        agent_result = self.get("agent_result")
-        return _number(agent_result.get(key)) if isinstance(agent_result, Mapping) else None
-
-    def folder_mtime(self) -> float:
-        if self.mtime is None:
-            try:
-                self.mtime = os.stat(self.path).st_mtime
-            except OSError:
-                self.mtime = 0.0
-        return self.mtime
-
-
-try:
-    from orjson import loads as _loads  # 2-3x faster on thousands of result.json files
-except ImportError:  # pragma: no cover
-    _loads = json.loads  # type: ignore[assignment]
-
-
-def _read_json(path: str) -> Any:
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read()
-    except OSError:
-        return None
-    try:
-        return _loads(raw)
-    except ValueError:
-        try:  # NaN or Infinity from an older writer: the standard library reads them
-            return json.loads(raw)
-        except ValueError:
-            return None
-
-
-def _split_folder(name: str) -> str:
-    return name.rsplit("__", 1)[0]
-
-
-def _attempt(entry: os.DirEntry[str]) -> Attempt | None:
-    data = _read_json(os.path.join(entry.path, "result.json"))
-    result = data if isinstance(data, dict) else None
-    if result is not None and result.get("purpose") == "reviewer":
-        return None
-    if result is None and os.path.exists(os.path.join(entry.path, NOT_STARTED_MARK)):
-        return None  # prepared ahead and never started (or a job stopped hard before it did)
-    meta = result if result is not None else _read_json(os.path.join(entry.path, "config.json"))
-    meta = meta if isinstance(meta, dict) else {}
-    task = str(meta.get("task_name") or _split_folder(entry.name))
-    index = meta.get("trial_index")
-    when = _epoch(meta.get("finished_at")) if result is not None else None
-    if when is None and result is not None:
-        when = _epoch(result.get("started_at"))
-    mtime = None
-    if when is None:
-        mtime = entry.stat().st_mtime
-        when = mtime
-    return Attempt(
-        task=task,
-        trial_name=str(meta.get("trial_name") or task),
-        trial_index=index if isinstance(index, int) and not isinstance(index, bool) else 0,
-        folder=entry.name,
-        path=entry.path,
-        result=result,
-        when=when,
-        mtime=mtime,
-        reward=reward_of(result),
-    )
-
-
-@contextmanager
-def _no_gc() -> Iterator[None]:
-    """Building thousands of small dicts triggers needless full collections; pause them."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
-def read_attempts(job_dir: str | os.PathLike[str]) -> list[Attempt]:
-    """Every attempt folder of a job (one result.json read each), in folder-name order."""
-    attempts = []
-    with _no_gc(), os.scandir(job_dir) as entries:
-        for entry in entries:
-            if entry.name.startswith(".") or "__" not in entry.name or not entry.is_dir():
-                continue
-            attempt = _attempt(entry)
-            if attempt is not None:
-                attempts.append(attempt)
-    attempts.sort(key=lambda a: a.folder)
-    return attempts
-
-
-def oldest_first(attempts: Iterable[Attempt]) -> list[Attempt]:
-    """Attempts by time, ties broken by folder mtime (only then stat'ed), then folder name."""
-    items = list(attempts)
-    if len(items) < 2:
-        return items
-    if len({a.when for a in items}) == len(items):
-        return sorted(items, key=lambda a: (a.when, a.folder))
-    return sorted(items, key=lambda a: (a.when, a.folder_mtime(), a.folder))
-
-
-def best_attempt(attempts: Sequence[Attempt]) -> Attempt:
-    """The newest scored attempt, else the newest attempt a job cap did not cancel, else the newest."""
-    if not attempts:
-        raise ValueError("a trial has at least one attempt")
-    return _newest_scored_else_newest(oldest_first(attempts))
-
-
-def _newest_scored_else_newest(ordered: Sequence[Attempt]) -> Attempt:
-    for attempt in reversed(ordered):
-        if attempt.reward is not None:
-            return attempt
-    for attempt in reversed(ordered):
-        if not budget_cancelled(attempt.result):
-            return attempt
-    return ordered[-1]
 
 
 @dataclass(slots=True)
@@ -413,7 +219,7 @@ def load_job(path: str | os.PathLike[str], attempts: AttemptsMode = "best") -> J
     if attempts not in ("best", "all"):
         raise ValueError(f"attempts must be 'best' or 'all', not {attempts!r}")
     job_dir = os.fspath(path)
-    settings = _read_json(os.path.join(job_dir, "evaluation.json"))
+    settings = read_json(os.path.join(job_dir, "evaluation.json"))
     settings = settings if isinstance(settings, dict) else {}
     all_attempts = read_attempts(job_dir)
     groups: dict[str, list[Attempt]] = {}
@@ -422,10 +228,10 @@ def load_job(path: str | os.PathLike[str], attempts: AttemptsMode = "best") -> J
     order = _plan_order(settings)
     best: list[Trial] = []
     not_run: list[NotRun] = []
-    with _no_gc():
+    with no_gc():
         for name, members in groups.items():
             ordered = oldest_first(members)
-            chosen = _newest_scored_else_newest(ordered)
+            chosen = newest_scored_else_newest(ordered)
             if budget_cancelled(chosen.result):  # every attempt it had, a cap cancelled
                 not_run.append(NotRun(name, "cancelled", ordered))
             else:
@@ -438,7 +244,7 @@ def load_job(path: str | os.PathLike[str], attempts: AttemptsMode = "best") -> J
 
 def _budget_not_started(job_dir: str) -> list[str]:
     """Trials a job cap kept from starting, as the job's summary.json lists them (they have no folder)."""
-    summary = _read_json(os.path.join(job_dir, "summary.json"))
+    summary = read_json(os.path.join(job_dir, "summary.json"))
     budget = summary.get("budget") if isinstance(summary, dict) else None
     names = budget.get("not_started") if isinstance(budget, dict) else None
     return [str(n) for n in names] if isinstance(names, list) else []

@@ -80,7 +80,7 @@ def _row(trial: Trial, mode: str) -> list[str]:
     common = [_num(trial.reward, ".2f"), trial.outcome]
     tail = [trial.agent or "-", trial.model or "-", cost, tokens, _cause_cell(trial)]
     if mode == "all" and trial.chosen is not None:
-        from runs.results import best_attempt
+        from runs.attempt_results import best_attempt
 
         number = str(trial.attempts.index(trial.chosen) + 1)
         best = "*" if trial.chosen is best_attempt(trial.attempts) else ""
@@ -126,7 +126,7 @@ def record(trial: Trial, mode: str) -> dict[str, Any]:
         "finished_at": chosen.get("finished_at") if chosen else None,
     }
     if mode == "all" and chosen is not None:
-        from runs.results import best_attempt
+        from runs.attempt_results import best_attempt
 
         row["attempt"] = trial.attempts.index(chosen) + 1
         row["best"] = chosen is best_attempt(trial.attempts)

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from runs import errors
-from runs.results import outcome_of, reward_of
+from runs.attempt_results import outcome_of, reward_of
 from runs.stats import mean_stderr, pass_at_k_tasks
 
 PHASES = ("environment_setup", "agent_setup", "agent_execution", "verifier", "total")

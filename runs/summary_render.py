@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from runs import errors
-from runs.results import reward_of
+from runs.attempt_results import reward_of
 from runs.summary import number, short, trial_name
 
 MAX_CAUSE_TASKS = 5

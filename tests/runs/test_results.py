@@ -11,7 +11,8 @@ import os
 import pytest
 
 from runs import results
-from runs.results import best_attempt, load_job, outcome_of, read_attempts
+from runs.attempt_results import best_attempt, outcome_of, read_attempts
+from runs.results import load_job
 from runs.stats import mean_stderr, pass_at_k, pass_at_k_estimate, reward_stats
 
 
