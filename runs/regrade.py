@@ -28,9 +28,9 @@ from runs.sandboxes.files import FileEntry
 from runs.tasks import (
     Task,
     TaskError,
-    _digest,
     environment_digest,
     find_task_dirs,
+    folder_digest,
     load_task,
     task_digest,
 )
@@ -254,7 +254,7 @@ async def _regrade_one(run: _Run, plan: _Plan, gate: asyncio.Semaphore) -> None:
             "original_task_digest": original_digest,
             "task_digest": current_digest,
             "task_changed": None if original_digest is None else original_digest != current_digest,
-            "verifier_digest": _digest(task.tests_dir),
+            "verifier_digest": folder_digest(task.tests_dir),
             "original_rewards": result.get("rewards"),
             "original_reward": plan.attempt.reward,
             "status": "failed",

@@ -217,7 +217,7 @@ def load_tasks(root: Path, include: Iterable[str] = (), exclude: Iterable[str] =
     return tasks
 
 
-def _digest(base: Path) -> str:
+def folder_digest(base: Path) -> str:
     h = hashlib.sha256()
     for p in _files(base) if base.is_dir() else []:
         rel = p.relative_to(base).as_posix().encode()
@@ -229,7 +229,7 @@ def _digest(base: Path) -> str:
 
 def task_digest(task: Task) -> str:
     """sha256 over every file of the task folder (relative paths, executable bits, contents)."""
-    return _digest(task.path)
+    return folder_digest(task.path)
 
 
 def environment_digest(task: Task) -> str:
@@ -239,4 +239,4 @@ def environment_digest(task: Task) -> str:
     """
     if task.environment_dir is None:
         return f"sha256:{hashlib.sha256(f'image:{task.sandbox.docker_image}'.encode()).hexdigest()}"
-    return _digest(task.environment_dir)
+    return folder_digest(task.environment_dir)
