@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import secrets
+import shutil
 import string
 import threading
 import time
@@ -147,12 +148,19 @@ def test_claude_passes_two_examples_at_j2_with_usage_tools_and_trajectory(
     assert image in ids and docker_client.images.get(image).id == ids[image]
 
 
+@pytest.mark.parametrize("bullet", [False, True], ids=["plain", "bullet"])
 @pytest.mark.parametrize("agent", ["opencode", "codex"])
-def test_opencode_and_codex_pass_through_the_proxy(docker_client, clean_env, tmp_path, agent):
+def test_opencode_and_codex_pass_through_the_proxy(docker_client, clean_env, tmp_path, agent, bullet):
+    tasks = EXAMPLES
+    if bullet:  # an instruction.md opening with a list item, which the CLI must not read as an option
+        tasks = tmp_path / "tasks"
+        shutil.copytree(EXAMPLES / "hello-world", tasks / "hello-world")
+        instruction = tasks / "hello-world" / "instruction.md"
+        instruction.write_text("- " + instruction.read_text())
     proc = run_bench(
         [
             "run",
-            str(EXAMPLES),
+            str(tasks),
             "-i",
             "hello-world",
             "-a",
@@ -173,6 +181,8 @@ def test_opencode_and_codex_pass_through_the_proxy(docker_client, clean_env, tmp
     assert result["rewards"] == {"reward": 1.0} and result["error"] is None, result
     assert_agent_ran_through_proxy(job, result)
     assert (job / result["rollout_name"] / "agent" / f"{agent}.txt").is_file()
+    if bullet:  # the instruction reached the model whole
+        assert "- Create the file" in json.dumps(trajectory(job, result)[-1]["request"])
     assert owned_containers(docker_client, job.name) == []
 
 
