@@ -146,12 +146,13 @@ def _images_check(client: DockerClient, fix: bool, log: Log) -> Check:
 
 def agent_images_check(client: DockerClient, fix: bool) -> Check:
     """Agent CLI layers (runs/sandboxes/layers.py). Two kinds are never used again, so --fix
-    removes them: those of CLI versions no longer pinned, and those over a task image that has
-    since been rebuilt (its old image has no tag left). The rest are rebuilt on demand anyway."""
+    removes them: those of CLI versions or layouts no longer pinned (CliSpec.layer_name), and those
+    over a task image that has since been rebuilt (its old image has no tag left). The rest are
+    rebuilt on demand anyway."""
     from runs.agents.cli_agents import SPECS
     from runs.sandboxes.layers import LABEL_AGENT, LABEL_BASE
 
-    pinned = {f"{spec.name}-{spec.version}" for spec in SPECS.values()}
+    pinned = {spec.layer_name for spec in SPECS.values()}
     images = client.images.list(filters={"label": LABEL_AGENT})
     old = [i for i in images if i.labels.get(LABEL_AGENT) not in pinned]
     orphans = [i for i in images if i not in old and not _base_tagged(client, i.labels.get(LABEL_BASE))]

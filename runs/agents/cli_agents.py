@@ -42,24 +42,43 @@ class CliSpec:
     version: str
     binary: str  # path of the native binary inside the npm prefix
     protocol: str  # the wire API it speaks: messages | chat | responses
+    folder: str = ""  # the folder put into the sandbox, inside the npm prefix; "": the binary's own
+    layout: int = 1  # raised when what goes into the sandbox changes for the same version
+
+    @property
+    def shipped(self) -> str:
+        return self.folder or str(Path(self.binary).parent)
+
+    @property
+    def binary_in_folder(self) -> str:
+        return str(Path(self.binary).relative_to(self.shipped))
+
+    @property
+    def layer_name(self) -> str:
+        """The agent's files image is cached by this name: a new version or layout gets a new one."""
+        base = f"{self.name}-{self.version}"
+        return base if self.layout == 1 else f"{base}-layout{self.layout}"
 
 
+CODEX_PACKAGE = "node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl"
 SPECS = {
     "claude": CliSpec("claude", "@anthropic-ai/claude-code", "2.1.197",
                       "node_modules/@anthropic-ai/claude-code-linux-x64/claude", "messages"),
     "opencode": CliSpec("opencode", "opencode-ai", "1.18.33",
                         "node_modules/opencode-linux-x64/bin/opencode", "chat"),
-    "codex": CliSpec("codex", "@openai/codex", "0.171.0",
-                     "node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex", "responses"),
+    # the whole native package: beside bin/codex, codex-package.json tells Codex to put its bundled
+    # ripgrep (codex-path/rg) on its shell's PATH; layout 1 shipped bin/ alone, without rg
+    "codex": CliSpec("codex", "@openai/codex", "0.171.0", f"{CODEX_PACKAGE}/bin/codex", "responses",
+                     folder=CODEX_PACKAGE, layout=2),
 }
 
 
 def ensure_installed(spec: CliSpec, log=print) -> Path:
-    """The folder holding the agent's binary, installed with npm on first use (under a lock)."""
+    """The agent's folder to put into the sandbox, installed with npm on first use (under a lock)."""
     prefix = cache_root() / f"{spec.name}-{spec.version}"
     binary = prefix / spec.binary
     if binary.is_file():
-        return binary.parent
+        return prefix / spec.shipped
     prefix.parent.mkdir(parents=True, exist_ok=True)
     npm = shutil.which("npm")
     if npm is None:
@@ -70,7 +89,7 @@ def ensure_installed(spec: CliSpec, log=print) -> Path:
     with open(prefix.parent / f".{spec.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if binary.is_file():
-            return binary.parent
+            return prefix / spec.shipped
         log(f"Installing {spec.package}@{spec.version} (once, into {prefix})…")
         proc = subprocess.run(
             [npm, "install", "--no-audit", "--no-fund", "--prefix", str(prefix), f"{spec.package}@{spec.version}"],
@@ -79,7 +98,7 @@ def ensure_installed(spec: CliSpec, log=print) -> Path:
         if proc.returncode != 0 or not binary.is_file():
             tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
             raise AgentError(f"install failed: npm could not install {spec.package}@{spec.version}: " + " / ".join(tail))
-    return binary.parent
+    return prefix / spec.shipped
 
 
 def mount_instead() -> bool:
@@ -102,7 +121,7 @@ class ModelAgent(Agent):
     def __init__(self) -> None:
         self.name = self.spec.name
         self.log_name = f"{self.spec.name}.txt"
-        self.bin_dir: Path | None = None
+        self.folder: Path | None = None
         self.proxy_url = ""  # set by the job once its proxy listens
         self.model = ""
 
@@ -112,23 +131,23 @@ class ModelAgent(Agent):
 
     @property
     def binary(self) -> str:
-        return f"{AGENTS_ROOT}/{self.spec.name}/{Path(self.spec.binary).name}"
+        return f"{AGENTS_ROOT}/{self.spec.name}/{self.spec.binary_in_folder}"
 
     def writable_dirs(self) -> list[str]:
         return [HOME_ROOT, self.home]
 
     def install(self, log=print) -> None:
-        self.bin_dir = ensure_installed(self.spec, log)
+        self.folder = ensure_installed(self.spec, log)
 
     def _installed(self) -> Path:
-        if self.bin_dir is None:
+        if self.folder is None:
             raise AgentError(f"{self.name} is not installed; the job installs it before the first trial")
-        return self.bin_dir
+        return self.folder
 
     def image_layer(self) -> AgentLayer | None:
         if mount_instead():
             return None
-        return AgentLayer(f"{self.spec.name}-{self.spec.version}", self._installed(), f"{AGENTS_ROOT}/{self.spec.name}")
+        return AgentLayer(self.spec.layer_name, self._installed(), f"{AGENTS_ROOT}/{self.spec.name}")
 
     def mounts(self, task: Task) -> dict[str, tuple[Path, str]]:
         if not mount_instead():

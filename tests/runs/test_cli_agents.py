@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from runs.agents.cli_agents import (
+    SPECS,
     ClaudeAgent,
     CodexAgent,
     OpenCodeAgent,
@@ -173,3 +174,52 @@ def test_claudes_webfetch_asks_no_one_outside_the_proxy_whether_a_domain_may_be_
     files = agent.files(None, "x")  # type: ignore[arg-type]
     settings = json.loads(files[f"{config_dir}/settings.json"].data)
     assert settings["skipWebFetchPreflight"] is True
+
+
+def _fake_install(cache: Path, agent_class) -> None:
+    """What npm leaves for the agent's pinned version, as far as the sandbox needs it."""
+    spec = agent_class.spec
+    prefix = cache / f"{spec.name}-{spec.version}"
+    (prefix / spec.binary).parent.mkdir(parents=True)
+    (prefix / spec.binary).write_text("binary")
+    if spec.name == "codex":  # the native package's other parts, beside bin/
+        package = (prefix / spec.binary).parent.parent
+        (package / "codex-package.json").write_text('{"pathDir": "codex-path"}')
+        (package / "codex-path").mkdir()
+        (package / "codex-path" / "rg").write_text("ripgrep")
+        (package / "codex-resources").mkdir()
+
+
+def test_codex_gets_its_whole_native_package_so_its_bundled_ripgrep_is_on_path(tmp_path, monkeypatch):
+    # given Codex installed (its package's manifest names codex-path/, which Codex puts on PATH)
+    monkeypatch.setenv("BENCHFLOW_AGENT_CACHE", str(tmp_path))
+    monkeypatch.delenv("BENCHFLOW_AGENT_MOUNT", raising=False)
+    _fake_install(tmp_path, CodexAgent)
+    agent = CodexAgent()
+    agent.install()
+    # when its layer is made
+    layer = agent.image_layer()
+    assert layer is not None
+    # then the manifest and rg come with the binary, and the command runs the binary inside that folder
+    for part in ("codex-package.json", "codex-path/rg", "codex-resources"):
+        assert (layer.source / part).exists(), part
+    inside = agent.argv("x")[0]
+    assert inside.startswith(layer.target + "/")
+    assert (layer.source / inside.removeprefix(layer.target + "/")).read_text() == "binary"
+    # and its cached files image has a new name: the old one held bin/ alone
+    assert layer.name != f"codex-{SPECS['codex'].version}" and SPECS["codex"].version in layer.name
+
+
+@pytest.mark.parametrize("agent_class", [ClaudeAgent, OpenCodeAgent])
+def test_claude_and_opencode_layers_keep_their_names_and_binary_paths(tmp_path, monkeypatch, agent_class):
+    # their layout did not change: layers already built stay in use
+    monkeypatch.setenv("BENCHFLOW_AGENT_CACHE", str(tmp_path))
+    monkeypatch.delenv("BENCHFLOW_AGENT_MOUNT", raising=False)
+    _fake_install(tmp_path, agent_class)
+    agent = agent_class()
+    agent.install()
+    layer = agent.image_layer()
+    spec = agent_class.spec
+    assert layer is not None and layer.name == f"{spec.name}-{spec.version}"
+    assert (layer.source / Path(spec.binary).name).is_file()
+    assert agent.argv("x")[0] == f"{layer.target}/{Path(spec.binary).name}"

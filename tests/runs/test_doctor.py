@@ -10,7 +10,7 @@ import docker.errors
 from runs.agents.cli_agents import SPECS
 from runs.doctor import agent_images_check
 
-PINNED = next(f"{s.name}-{s.version}" for s in SPECS.values())
+PINNED = next(s.layer_name for s in SPECS.values())
 
 
 @dataclass
@@ -93,3 +93,18 @@ def test_doctor_leaves_sizes_out_when_the_engine_cannot_tell() -> None:
     check = agent_images_check(engine, fix=False)  # type: ignore[arg-type]
 
     assert check.status == "WARN" and "holding" not in check.detail and "GB" not in check.detail
+
+
+def test_doctor_counts_a_codex_layer_of_the_old_bin_only_layout_as_no_longer_used() -> None:
+    # given the files images of the pinned Codex version: one of the old layout (bin/ alone, named
+    # by the version only) and one of the current layout, which ships the whole native package
+    codex = SPECS["codex"]
+    old, current = f"{codex.name}-{codex.version}", codex.layer_name
+    engine = Engine([Image("sha256:old", {"benchflow.agent": old}, [f"benchflow-agent:{old}"]),
+                     Image("sha256:new", {"benchflow.agent": current}, [f"benchflow-agent:{current}"])],
+                    SIZES, set())
+
+    check = agent_images_check(engine, fix=True)  # type: ignore[arg-type]
+
+    assert current != old and current in check.detail
+    assert engine.removed == [f"benchflow-agent:{old}"]

@@ -68,7 +68,7 @@ def test_doctor_fix_removes_layers_over_task_images_since_rebuilt(docker_client,
     source = tmp_path / "bin"
     source.mkdir()
     (source / "agent").write_text("x")
-    layer = AgentLayer(f"fakecli-{version}", source, "/opt/benchflow/agents/fakecli")
+    layer = AgentLayer(fake.layer_name, source, "/opt/benchflow/agents/fakecli")
     base = _base_image(docker_client, f"orphan-{secrets.token_hex(4)}")
     stale = LayerCache(docker_client).image_with(base, layer)
     docker_client.images.build(
@@ -86,7 +86,7 @@ def test_doctor_fix_removes_layers_over_task_images_since_rebuilt(docker_client,
             docker_client.images.get(stale)
         assert docker_client.images.get(fresh)
     finally:
-        for image in (stale, fresh, base, f"benchflow-agent:fakecli-{version}"):
+        for image in (stale, fresh, base, f"benchflow-agent:{fake.layer_name}"):
             try:
                 docker_client.images.remove(image, force=True)
             except Exception:  # noqa: BLE001 - removed by the doctor
