@@ -68,8 +68,13 @@ def _positive_float(text: str) -> float:
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("tasks", type=Path, help="a task folder, a folder of tasks, or a folder holding tasks/")
-    p.add_argument("-a", "--agent", default="claude", help="oracle, nop, script:PATH, claude, opencode, codex (default: claude)")
-    p.add_argument("-m", "--model", help="model id, provider-prefixed (mock/oracle, deepseek/deepseek-v4-flash, sonnet, ...)")
+    p.add_argument("-a", "--agent", default="claude",
+                   help="oracle, nop, script:PATH, claude (or claude-code, claude-agent-acp), opencode, "
+                        "codex (or codex-acp) (default: claude)")
+    p.add_argument("-m", "--model",
+                   help="PROVIDER/MODEL (mock/oracle, deepseek/deepseek-v4-flash, ...), or a Claude alias (sonnet, "
+                        "opus, haiku, claude-*): Anthropic when ANTHROPIC_API_KEY is set, else -a claude uses this "
+                        "machine's Claude login")
     p.add_argument("-j", "--concurrency", type=positive_int, default=4, help="trials running at once (default 4)")
     p.add_argument("--warm-pool", type=_non_negative_int, default=1, metavar="N",
                    help="sandboxes prepared ahead of their turn (default 1; none at -j 1)")

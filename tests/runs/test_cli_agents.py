@@ -223,3 +223,32 @@ def test_claude_and_opencode_layers_keep_their_names_and_binary_paths(tmp_path, 
     assert layer is not None and layer.name == f"{spec.name}-{spec.version}"
     assert (layer.source / Path(spec.binary).name).is_file()
     assert agent.argv("x")[0] == f"{layer.target}/{Path(spec.binary).name}"
+
+
+def _run_help(dest: str) -> str:
+    import argparse
+
+    from benchflow_site.cli import add_run_arguments
+
+    parser = argparse.ArgumentParser()
+    add_run_arguments(parser)
+    [action] = [a for a in parser._actions if a.dest == dest]
+    return " ".join(str(action.help).split())
+
+
+def test_bench_run_help_names_every_agent_name_it_accepts():
+    from runs.agents import known_agent_names, resolve_agent
+    from runs.agents.cli_agents import ALIASES
+
+    text = _run_help("agent")
+    for name in [*known_agent_names(), *ALIASES]:
+        assert name in text, name
+    for alias, agent in ALIASES.items():
+        assert resolve_agent(alias).name == agent
+
+
+def test_bench_run_help_says_a_bare_claude_alias_means_a_login_or_anthropic():
+    # (test_a_claude_login_is_used_only_for_bare_aliases_without_an_api_key checks that it holds)
+    text = _run_help("model")
+    assert "sonnet" in text and "Claude login" in text and "ANTHROPIC_API_KEY" in text
+    assert "provider-prefixed (mock/oracle, deepseek/deepseek-v4-flash, sonnet" not in text
