@@ -321,7 +321,10 @@ class OpenCodeAgent(ModelAgent):
             "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
             "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
             "OPENCODE_DISABLE_SHARE": "1",
-            "OPENCODE_PURE": "1",  # no external plugins: no npm install at start-up
+            "OPENCODE_PURE": "1",  # no external plugins
+            # It still installs @opencode-ai/plugin into its config folder at every start, with
+            # npm's own code: offline, npm fails at once instead of reaching the registry.
+            "npm_config_offline": "true",
             # the task's own opencode.json could move the proxy's URL, deny tools or add plugins
             # (this also skips the project's AGENTS.md, which OpenCode reads as instructions)
             "OPENCODE_DISABLE_PROJECT_CONFIG": "1",

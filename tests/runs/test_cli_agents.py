@@ -252,3 +252,11 @@ def test_bench_run_help_says_a_bare_claude_alias_means_a_login_or_anthropic():
     text = _run_help("model")
     assert "sonnet" in text and "Claude login" in text and "ANTHROPIC_API_KEY" in text
     assert "provider-prefixed (mock/oracle, deepseek/deepseek-v4-flash, sonnet" not in text
+
+
+def test_opencode_starts_without_reaching_the_npm_registry():
+    # at every start it installs @opencode-ai/plugin into its config folder with npm's own code;
+    # on this host that made 26 DNS/HTTPS connections per run, and none with npm offline
+    agent = OpenCodeAgent()
+    agent.proxy_url, agent.model = "http://127.0.0.1:5555", "mock/oracle"
+    assert agent.model_env("k")["npm_config_offline"] == "true"
