@@ -57,7 +57,7 @@ class Prepared:
     error_category: str | None = None
     timing: dict[str, float] = field(default_factory=dict)
     cancelled_by: str | None = None  # the cap's `budget reached: ...`, set before a job cap cancels it
-    cancelled_result: dict[str, Any] | None = None  # the result.json written when a job cap cancelled it
+    cancelled_record: dict[str, Any] | None = None  # the timing.json written when a job cap cancelled it
     ready_at: float | None = None  # when its sandbox was ready (monotonic)
     began: bool = False
 
@@ -71,9 +71,9 @@ class Prepared:
             self.t0 += max((time.monotonic() if now is None else now) - self.ready_at, 0.0)
 
 
-def record_cancelled_usage(result: dict[str, Any], usage: Any) -> None:
-    """Add what the proxy counted for a cancelled agent to result.json's agent_result."""
-    ar = result["agent_result"]
+def record_cancelled_usage(record: dict[str, Any], usage: Any) -> None:
+    """Add what the proxy counted for a cancelled agent to its record's agent_result (timing.json)."""
+    ar = record["agent_result"]
     for field_name, attr in (("n_input_tokens", "input_tokens"), ("n_output_tokens", "output_tokens"),
                              ("n_cache_read_tokens", "cache_read_tokens"),
                              ("n_cache_creation_tokens", "cache_creation_tokens"),
@@ -83,7 +83,7 @@ def record_cancelled_usage(result: dict[str, Any], usage: Any) -> None:
         ar["cost_usd"] = round((ar.get("cost_usd") or 0.0) + usage.cost_usd, 8)
     ar["usage_source"], ar["price_source"] = usage.usage_source, usage.price_source
     if usage.in_flight:
-        result["usage_incomplete_info"] = {"calls_in_flight": usage.in_flight, "waited_sec": CANCELLED_CALLS_SETTLE_S}
+        record["usage_incomplete_info"] = {"calls_in_flight": usage.in_flight, "waited_sec": CANCELLED_CALLS_SETTLE_S}
 
 
 def instruction_for(task: Task) -> str:
@@ -205,16 +205,15 @@ class AttemptRunner:
         except asyncio.CancelledError:
             ended = time.monotonic()
             self.discard(prepared)  # the agent stops with its sandbox
+            # No result.json (BenchFlow's job folder has none for a cancelled trial): timing.json keeps
+            # the seconds it ran, and for a job cap also why and what its agent spent, which the cap counts
+            record: dict[str, Any] = {"total": round(ended - prepared.t0, 1), "cancelled": True}
             if prepared.cancelled_by is not None:
-                # a job cap cancelled it: a result.json that says so (budget_cancelled, no failure), with
-                # what its agent spent, which the cap counts
-                result["error"] = f"cancelled by the job budget: {prepared.cancelled_by}"
-                result["error_category"] = "budget_cancelled"
-                await self._cancelled_usage(prepared, result)
-                self._write_result(prepared, result, ended)
-                prepared.cancelled_result = result
-            else:  # a signal: no result.json, but the seconds it ran count toward --max-sandbox-seconds on a resume
-                write_json(attempt_dir / "timing.json", {"total": round(ended - prepared.t0, 1), "cancelled": True})
+                record["cancelled_by"] = prepared.cancelled_by
+                record["agent_result"] = result["agent_result"]
+                await self._cancelled_usage(prepared, record)
+                prepared.cancelled_record = record
+            write_json(attempt_dir / "timing.json", record)
             self.events("attempt_cancelled", plan=plan, attempt_dir=attempt_dir)
             raise
         except Exception as exc:  # noqa: BLE001
@@ -225,7 +224,7 @@ class AttemptRunner:
         self.events("attempt_finished", plan=plan, attempt_dir=attempt_dir, result=result)
         return result
 
-    async def _cancelled_usage(self, prepared: Prepared, result: dict[str, Any]) -> None:
+    async def _cancelled_usage(self, prepared: Prepared, record: dict[str, Any]) -> None:
         if self.proxy is None:
             return
         try:
@@ -234,11 +233,11 @@ class AttemptRunner:
             key = self.proxy.keys.get(prepared.attempt_dir.name)
             usage = self.proxy.unregister(key) if key else None
         if usage is not None:
-            record_cancelled_usage(result, usage)
+            record_cancelled_usage(record, usage)
 
-    def _write_result(self, prepared: Prepared, result: dict[str, Any], ended: float | None = None) -> None:
+    def _write_result(self, prepared: Prepared, result: dict[str, Any]) -> None:
         timing = {k: round(v, 3) for k, v in prepared.timing.items()}
-        timing["total"] = round((ended or time.monotonic()) - prepared.t0, 3)
+        timing["total"] = round(time.monotonic() - prepared.t0, 3)
         result["timing"] = timing
         result["finished_at"] = _now()
         write_json(prepared.attempt_dir / "timing.json", {k: round(v, 1) for k, v in timing.items()})

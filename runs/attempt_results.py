@@ -1,7 +1,8 @@
 """Each attempt folder of a job read into an Attempt (one result.json each) and which attempt is best.
 
 The best attempt of a trial is the scored one (the newest scored if several), else the newest a job
-cap did not cancel; resume, regrade, summary.json and `bench results` use the same rule.
+cap did not cancel; resume, regrade, summary.json and `bench results` use the same rule. An attempt
+cancelled while it ran has no result.json; its timing.json says so, and why when a job cap did it.
 """
 
 from __future__ import annotations
@@ -33,14 +34,9 @@ def reward_of(result: Mapping[str, Any] | None) -> float | None:
     return float(value)
 
 
-def budget_cancelled(result: Mapping[str, Any] | None) -> bool:
-    """A job cap cancelled this attempt while it ran: no failure, and not the trial's last word."""
-    return result is not None and result.get("error_category") == "budget_cancelled"
-
-
 def outcome_of(result: Mapping[str, Any] | None) -> Outcome:
-    """passed / failed (a reward wins over an error) / errored / verifier_errored / interrupted /
-    cancelled (by a job cap)."""
+    """passed / failed (a reward wins over an error) / errored / verifier_errored / interrupted (no
+    result.json; an Attempt a job cap cancelled is `cancelled` instead)."""
     return _outcome(result, reward_of(result))
 
 
@@ -49,8 +45,6 @@ def _outcome(result: Mapping[str, Any] | None, reward: float | None) -> Outcome:
         return "interrupted"
     if reward is not None:
         return "passed" if reward == 1.0 else "failed"
-    if budget_cancelled(result):
-        return "cancelled"
     if result.get("error") or not result.get("verifier_error"):
         return "errored"  # an agent error, or no verdict at all
     return "verifier_errored"
@@ -73,7 +67,8 @@ def _epoch(text: Any) -> float | None:
 
 @dataclass(slots=True)
 class Attempt:
-    """One attempt folder `<task>__<id>`; `result` is None when it never wrote result.json."""
+    """One attempt folder `<task>__<id>`; `result` is None when it never wrote result.json, and then
+    `timing` is its timing.json, if any (an attempt cancelled while it ran)."""
 
     task: str
     trial_name: str
@@ -84,10 +79,30 @@ class Attempt:
     when: float  # finished_at, else started_at, else folder mtime (epoch seconds)
     mtime: float | None = None
     reward: float | None = None  # reward_of(result), computed once
+    timing: dict[str, Any] | None = None
+
+    @property
+    def cancelled_by(self) -> str | None:
+        """The cap's `budget reached: ...` when a job cap cancelled this attempt while it ran."""
+        if self.result is not None or self.timing is None:
+            return None
+        reason = self.timing.get("cancelled_by")
+        return str(reason) if reason is not None else None
+
+    @property
+    def budget_cancelled(self) -> bool:
+        """A job cap cancelled it: no failure, and not the trial's last word."""
+        return self.cancelled_by is not None
+
+    @property
+    def error(self) -> str | None:
+        if self.cancelled_by is not None:
+            return f"cancelled by the job budget: {self.cancelled_by}"
+        return self.get("error")
 
     @property
     def outcome(self) -> Outcome:
-        return _outcome(self.result, self.reward)
+        return "cancelled" if self.budget_cancelled else _outcome(self.result, self.reward)
 
     @property
     def scored(self) -> bool:
@@ -97,7 +112,9 @@ class Attempt:
         return self.result.get(key, default) if self.result else default
 
     def usage(self, key: str) -> float | None:
-        agent_result = self.get("agent_result")
+        """From result.json's agent_result, or, for an attempt a job cap cancelled, what the proxy
+        counted for it (timing.json's agent_result)."""
+        agent_result = self.get("agent_result") if self.result is not None else (self.timing or {}).get("agent_result")
         return _number(agent_result.get(key)) if isinstance(agent_result, Mapping) else None
 
     def folder_mtime(self) -> float:
@@ -148,6 +165,10 @@ def _attempt(entry: os.DirEntry[str]) -> Attempt | None:
     when = _epoch(meta.get("finished_at")) if result is not None else None
     if when is None and result is not None:
         when = _epoch(result.get("started_at"))
+    timing = None
+    if result is None:
+        data = read_json(os.path.join(entry.path, "timing.json"))
+        timing = data if isinstance(data, dict) else None
     mtime = None
     if when is None:
         mtime = entry.stat().st_mtime
@@ -162,6 +183,7 @@ def _attempt(entry: os.DirEntry[str]) -> Attempt | None:
         when=when,
         mtime=mtime,
         reward=reward_of(result),
+        timing=timing,
     )
 
 
@@ -214,6 +236,6 @@ def newest_scored_else_newest(ordered: Sequence[Attempt]) -> Attempt:
         if attempt.reward is not None:
             return attempt
     for attempt in reversed(ordered):
-        if not budget_cancelled(attempt.result):
+        if not attempt.budget_cancelled:
             return attempt
     return ordered[-1]

@@ -43,16 +43,17 @@ class Spent:
         self.sandbox_seconds += float((result.get("timing") or {}).get("total") or 0.0)
         self.finished += 1
 
-    def add_cancelled(self, result: dict[str, Any], seconds: bool = True) -> None:
-        """An attempt a job cap cancelled: what its agent spent before (its result.json's agent_result)
-        and its seconds count, but it is no finished trial (nor one without a cost)."""
-        usage = result.get("agent_result") or {}
+    def add_cancelled(self, record: dict[str, Any], seconds: bool = True) -> None:
+        """An attempt a job cap cancelled, from its timing.json (it has no result.json): what its agent
+        spent before (`agent_result`) and its seconds (`total`) count, but it is no finished trial (nor
+        one without a cost)."""
+        usage = record.get("agent_result") or {}
         if usage.get("cost_usd") is not None:
             self.cost_usd += float(usage["cost_usd"])
         if usage.get("total_tokens") is not None:
             self.tokens += int(usage["total_tokens"])
         if seconds:
-            self.sandbox_seconds += float((result.get("timing") or {}).get("total") or 0.0)
+            self.sandbox_seconds += float(record.get("total") or 0.0)
 
 
 @dataclass
@@ -84,11 +85,12 @@ class JobBudget:
         }
 
     def seed(self, earlier_results: Iterable[dict[str, Any] | float | None]) -> None:
-        """Count what earlier runs of this job spent: a result, the seconds of an attempt cancelled
-        while it ran (no result.json), or None for one with neither."""
+        """Count what earlier runs of this job spent: a result, the timing.json of an attempt a job cap
+        cancelled (`cancelled_by`; no result.json), the seconds of one a signal cancelled while it ran,
+        or None for one with neither."""
         for result in earlier_results:
             self.spent.rollouts += 1
-            if isinstance(result, dict) and result.get("error_category") == "budget_cancelled":
+            if isinstance(result, dict) and result.get("cancelled_by") is not None:
                 self.spent.add_cancelled(result)
             elif isinstance(result, dict):
                 self.spent.add_finished(result)
@@ -203,9 +205,10 @@ class JobBudget:
         self._wake()
         return self._check_reached() and not was
 
-    def on_cancelled(self, result: dict[str, Any]) -> None:
-        """A running rollout a cap cancelled, with what it spent; its seconds were counted as it ran."""
-        self.spent.add_cancelled(result, seconds=False)
+    def on_cancelled(self, record: dict[str, Any]) -> None:
+        """A running rollout a cap cancelled, with what it spent (its timing.json record); its seconds
+        were counted as it ran."""
+        self.spent.add_cancelled(record, seconds=False)
         self.on_discard()
 
     def on_discard(self, started: bool = True) -> None:

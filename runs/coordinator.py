@@ -184,8 +184,8 @@ class Coordinator:
                 self._kept_from_running(trial)
             else:
                 self.cancelled.append(trial.trial_name)
-            if prepared.cancelled_result is not None:  # what it spent before the cap cancelled it counts
-                self.budget.on_cancelled(prepared.cancelled_result)
+            if prepared.cancelled_record is not None:  # what it spent before the cap cancelled it counts
+                self.budget.on_cancelled(prepared.cancelled_record)
             else:
                 self.budget.on_discard()
             raise
@@ -214,7 +214,7 @@ class Coordinator:
         self.say(self.budget.reached_line(running=len(self.running)))
         if cancel:
             for run in self.running.values():
-                if run.prepared is not None:  # its result.json says the cap cancelled it
+                if run.prepared is not None:  # its timing.json says the cap cancelled it
                     run.prepared.cancelled_by = self.budget.reason
             for task in others:
                 task.cancel()

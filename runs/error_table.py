@@ -106,7 +106,8 @@ ERROR_CLASSES: tuple[ErrorClass, ...] = (
         explain="The job's --max-cost-usd, --max-tokens, --max-sandbox-seconds or --max-rollouts "
                 "cap was reached, so this trial was cancelled while running or never started. It "
                 "is listed apart in summary.json (budget.cancelled, budget.not_started, not_run) "
-                "and is not a failure.",
+                "and is not a failure. One cancelled while running leaves no result.json; its "
+                "attempt's timing.json has cancelled_by and what its agent spent (agent_result).",
     ),
     ErrorClass(
         "idle_timeout", "agent", retried=True, graded=True, fault="agent",

@@ -115,7 +115,8 @@ class Plan:
     total: int  # trials planned (tasks x repeats)
     done: dict[str, dict[str, Any]]  # trial_name -> best (scored) earlier result
     waves: list[list[TrialPlan]]
-    # (repeat, result) of every earlier attempt; a float: the seconds of one cancelled while it ran
+    # (repeat, result) of every earlier attempt; for one cancelled while it ran (no result.json): the
+    # timing.json of one a job cap cancelled (`cancelled_by`, what its agent spent), else its seconds
     earlier: list[tuple[int, dict[str, Any] | float | None]]
 
     @property
@@ -123,11 +124,14 @@ class Plan:
         return sum(len(w) for w in self.waves)
 
 
-def _seconds_without_result(path: str) -> float | None:
-    """An attempt cancelled while it ran wrote its seconds to timing.json, not result.json."""
+def _without_result(attempt: attempt_results.Attempt) -> dict[str, Any] | float | None:
+    """An attempt cancelled while it ran wrote timing.json, not result.json: a job cap's cancel with
+    what its agent spent, else just its seconds."""
+    if attempt.budget_cancelled:
+        return attempt.timing
     try:
-        return float(read_json(Path(path) / "timing.json")["total"])
-    except (OSError, ValueError, KeyError, TypeError):
+        return float((attempt.timing or {})["total"])
+    except (ValueError, KeyError, TypeError):
         return None
 
 
@@ -136,7 +140,7 @@ def plan_job(job_dir: Path, tasks: list[Task], trials: int) -> Plan:
     by_trial: dict[str, list[attempt_results.Attempt]] = {}
     for attempt in attempt_results.read_attempts(job_dir) if job_dir.is_dir() else []:
         by_trial.setdefault(attempt.trial_name, []).append(attempt)
-    earlier = [(a.trial_index, a.result if a.result is not None else _seconds_without_result(a.path))
+    earlier = [(a.trial_index, a.result if a.result is not None else _without_result(a))
                for attempts in by_trial.values() for a in attempts]
     done: dict[str, dict[str, Any]] = {}
     waves: list[list[TrialPlan]] = [[] for _ in range(trials)]
@@ -148,25 +152,25 @@ def plan_job(job_dir: Path, tasks: list[Task], trials: int) -> Plan:
             if best is not None and best.result is not None and outcome_of(best.result) in ("passed", "failed"):
                 done[name] = best.result
                 continue
-            finished_before = any(a.result is not None and not attempt_results.budget_cancelled(a.result) for a in attempts)
+            finished_before = any(a.result is not None for a in attempts)
             waves[index].append(TrialPlan(task, index, name, digest, len(attempts), finished_before))
     return Plan(len(tasks) * trials, done, [w for w in waves if w], earlier)
 
 
 def best_results(job_dir: Path) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
     """trial_name -> its best attempt's result (the same rule as resume and bench results), and the
-    results of every attempt a job cap cancelled; a trial whose every attempt a cap cancelled has no
-    best result: it was kept from running."""
+    timing.json records of every attempt a job cap cancelled (what their agents spent); a trial whose
+    every attempt a cap cancelled has no best result: it was kept from running."""
     by_trial: dict[str, list[attempt_results.Attempt]] = {}
     cancelled = []
     for attempt in attempt_results.read_attempts(job_dir):
         by_trial.setdefault(attempt.trial_name, []).append(attempt)
-        if attempt.result is not None and attempt_results.budget_cancelled(attempt.result):
-            cancelled.append(attempt.result)
+        if attempt.budget_cancelled and attempt.timing is not None:
+            cancelled.append(attempt.timing)
     best = {}
     for name, attempts in by_trial.items():
         chosen = attempt_results.best_attempt(attempts)
-        if chosen.result is not None and not attempt_results.budget_cancelled(chosen.result):
+        if chosen.result is not None:
             best[name] = chosen.result
     return best, cancelled
 

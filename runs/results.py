@@ -15,7 +15,6 @@ from runs import errors
 from runs.attempt_results import (
     Attempt,
     Outcome,
-    budget_cancelled,
     newest_scored_else_newest,
     no_gc,
     oldest_first,
@@ -35,8 +34,6 @@ def execution_of(result: Mapping[str, Any] | None) -> str:
     category = errors.error_category(result)
     if category is None or category == "trial_budget":
         return "completed"
-    if category == "budget_cancelled":
-        return "cancelled"
     if category == "agent_integration":
         return "integration_failed"
     return "timed_out" if category in ("timeout", "idle_timeout") else "errored"
@@ -81,6 +78,8 @@ class Trial:
         return len(self.attempts) > 1
 
     def cause(self, job_dir: str | None = None) -> errors.Cause | None:
+        if self.outcome == "cancelled":  # no result.json: its cause is the job cap's
+            return errors.cause_of({"error": self.error, "error_category": self.error_category}, job=job_dir)
         return errors.cause_of(self.result, job=job_dir)
 
 
@@ -97,6 +96,7 @@ def _trial(chosen: Attempt, attempts: list[Attempt], settings: Mapping[str, Any]
     agent = chosen.get("agent") or settings.get("agent")
     model = chosen.get("model") or settings.get("model")
     tokens = chosen.usage("total_tokens")
+    cancelled = chosen.budget_cancelled  # no result.json: timing.json says a job cap cancelled it
     return Trial(
         task=chosen.task,
         trial_name=chosen.trial_name,
@@ -105,11 +105,11 @@ def _trial(chosen: Attempt, attempts: list[Attempt], settings: Mapping[str, Any]
         model=model,
         reward=chosen.reward,
         outcome=chosen.outcome,
-        execution=execution_of(result),
+        execution="cancelled" if cancelled else execution_of(result),
         assessment="scored" if chosen.reward is not None else assessment_of(result),
         control=_control(agent, chosen.task),
-        error=chosen.get("error"),
-        error_category=errors.error_category(result) if result else "interrupted",
+        error=chosen.error,
+        error_category=errors.error_category(result) if result else "budget_cancelled" if cancelled else "interrupted",
         verifier_error=chosen.get("verifier_error"),
         verifier_error_category=errors.verifier_category(result) if result else None,
         cost_usd=chosen.usage("cost_usd"),
@@ -155,7 +155,7 @@ class Job:
 
     @property
     def interrupted(self) -> list[Attempt]:
-        return [a for a in self.attempts if a.result is None]
+        return [a for a in self.attempts if a.result is None and not a.budget_cancelled]
 
     def counted(self, include_controls: bool = False) -> list[Trial]:
         """The trials (or attempts) the counts are over: a job cap's cancelled attempts are none."""
@@ -232,7 +232,7 @@ def load_job(path: str | os.PathLike[str], attempts: AttemptsMode = "best") -> J
         for name, members in groups.items():
             ordered = oldest_first(members)
             chosen = newest_scored_else_newest(ordered)
-            if budget_cancelled(chosen.result):  # every attempt it had, a cap cancelled
+            if chosen.budget_cancelled:  # every attempt it had, a cap cancelled
                 not_run.append(NotRun(name, "cancelled", ordered))
             else:
                 best.append(_trial(chosen, ordered, settings))

@@ -146,8 +146,9 @@ def build_summary(
     cancelled: Iterable[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """summary.json: `results` are the trials' best attempts; `not_run` the trials kept from running;
-    `cancelled` the results of attempts a job cap cancelled: no trials, but what their agents spent is
-    in the usage totals (the Cost line), as the cap counts it.
+    `cancelled` the timing.json records of attempts a job cap cancelled (they have no result.json): no
+    trials, but what their agents spent (`agent_result`) is in the usage totals (the Cost line), as the
+    cap counts it.
 
     Invariant: total = passed + failed + errored + verifier_errored; `not_run` is in none of them.
     """

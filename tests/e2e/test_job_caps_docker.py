@@ -60,6 +60,12 @@ def attempt_folders(job: Path, task: str) -> list[Path]:
     return sorted(job.glob(f"{task}__*"))
 
 
+def cancelled_by_cap(job: Path) -> list[dict]:
+    """The timing.json of every attempt a job cap cancelled; such an attempt has no result.json."""
+    records = [json.loads(p.read_text()) for p in sorted(job.glob("*__*/timing.json"))]
+    return [r for r in records if r.get("cancelled_by")]
+
+
 def index_of(lines: list[str], prefix: str) -> int:
     found = [i for i, line in enumerate(lines) if line.startswith(prefix)]
     assert found, f"no line starts with {prefix!r}:\n" + "\n".join(lines)
@@ -201,13 +207,14 @@ def test_sandbox_seconds_cap_cancels_running_trials_and_leaves_no_container(dock
     assert ("✗ Score: 0/0 run (0.0%), errors=0; 2 of 2 planned tasks not run (budget), so 0/2 (0.0%) of the plan"
             in out)
     assert f"Budget: {reason}; 2 running trial(s) cancelled, 0 not started {NOT_FAILURES}" in out
-    # cancelled trials say so in their result.json, are listed apart, and are no failures
+    # cancelled trials leave no result.json (as BenchFlow); their timing.json says why, they are
+    # listed apart, and are no failures
     for task in ("alpha", "beta"):
         [folder] = attempt_folders(job, task)
-        result = json.loads((folder / "result.json").read_text())
-        assert result["error_category"] == "budget_cancelled"
-        assert result["error"] == f"cancelled by the job budget: {reason}"
-        assert result["rewards"] is None
+        assert not (folder / "result.json").exists()
+        timing = json.loads((folder / "timing.json").read_text())
+        assert (timing["cancelled"], timing["cancelled_by"]) == (True, reason)
+        assert timing["total"] > 0
     summary = summary_of(job)
     budget = summary["budget"]
     assert budget["caps"]["max_sandbox_seconds"] == 10.0
@@ -404,32 +411,43 @@ def test_what_a_cancelled_trial_spent_counts_in_the_cap_the_cost_line_and_on_res
     base = ["run", "tasks", "-a", f"script:{agent}", "-m", "mock/oracle", "-j", "2", "--jobs-dir", "jobs"]
     # when the cap cancels them both
     proc = run_bench([*base, "--max-sandbox-seconds", "10"], env=bench_env, cwd=tmp_path)
-    # then each result.json records what the proxy counted for its agent, as its trajectory does
+    # then no result.json; each timing.json records why and what the proxy counted for its agent, as
+    # its trajectory does
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [job] = job_dirs(tmp_path / "jobs")
-    results = results_of(job)
-    assert sorted(r["task_name"] for r in results) == ["alpha", "beta"]
-    for result in results:
-        assert result["error_category"] == "budget_cancelled"
-        usage = result["agent_result"]
-        assert usage["total_tokens"] > 1000 and usage["cost_usd"] > 0, result
-        trajectory = job / result["rollout_name"] / "trajectory" / "llm_trajectory.jsonl"
-        assert len(trajectory.read_text().splitlines()) == 1
-    tokens = sum(r["agent_result"]["total_tokens"] for r in results)
-    cost = sum(r["agent_result"]["cost_usd"] for r in results)
+    assert results_of(job) == []
+    records = cancelled_by_cap(job)
+    assert len(records) == 2
+    for task in ("alpha", "beta"):
+        [folder] = attempt_folders(job, task)
+        record = json.loads((folder / "timing.json").read_text())
+        assert record["cancelled_by"].startswith("budget reached: ") and record["cancelled"] is True
+        usage = record["agent_result"]
+        assert usage["total_tokens"] > 1000 and usage["cost_usd"] > 0, record
+        assert len((folder / "trajectory" / "llm_trajectory.jsonl").read_text().splitlines()) == 1
+    tokens = sum(r["agent_result"]["total_tokens"] for r in records)
+    cost = sum(r["agent_result"]["cost_usd"] for r in records)
     # the cap's spend and the Cost line count it
     summary = summary_of(job)
     assert summary["budget"]["spent"]["tokens"] == tokens
     assert summary["budget"]["spent"]["cost_usd"] == round(cost, 6)
     assert (summary["total"], summary["errored"]) == (0, 0)
+    assert (summary["total_tokens"], summary["usage_coverage"]["budget_cancelled_attempts"]) == (tokens, 2)
     assert f"Cost:      ${cost:.2f}, {tokens:,} tokens" in proc.stdout.splitlines(), proc.stdout
+    # bench results lists them apart, not as attempted, errored or interrupted
+    shown = run_bench(["results", str(job)], env=bench_env, cwd=tmp_path)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert "Counted:   0 trials attempted" in shown.stdout and "0 execution errors" in shown.stdout, shown.stdout
+    assert re.search(r"Not run:   2 trials a job cap kept from running, not counted as failures: "
+                     r"(alpha|beta) \(cancelled\), (alpha|beta) \(cancelled\)", shown.stdout), shown.stdout
+    assert "0 interrupted" in shown.stdout, shown.stdout
 
     # when it resumes under a token cap of exactly what they spent: it stops at once
     rerun = run_bench([*base, "--max-tokens", str(tokens)], env=bench_env, cwd=tmp_path)
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     line = f"budget reached: {tokens:,} tokens spent of a {tokens:,} cap; stopping: no new rollouts, 0 running trial(s) cancelled"
     assert line in rerun.stdout.splitlines(), rerun.stdout
-    assert len(results_of(job)) == 2
+    assert len(started_folders(job)) == 2 and results_of(job) == []
     assert summary_of(job)["budget"]["spent"]["tokens"] == tokens
 
 

@@ -229,3 +229,31 @@ def test_results_prints_denominators_and_one_row_per_trial(docker_client, bench_
     csv = run_bench(["results", "jobs/r", "--csv", "--attempts", "all"], env=bench_env, cwd=tmp_path).stdout
     assert csv.splitlines()[0].startswith("task,") and len(csv.strip().splitlines()) == 3
     assert os.path.isdir(tmp_path / "jobs" / "r")
+
+
+def test_a_trial_a_job_cap_cancelled_is_run_again_on_resume(docker_client, bench_env, tmp_path):
+    # given a trial a 3 s sandbox-seconds cap cancelled while its agent ran: no result.json
+    write_task(tmp_path / "tasks", "alpha", test_sh="echo 1 > /logs/verifier/reward.txt\n")
+    agent = slow_agent(tmp_path, seconds=8)
+    base = ["run", "tasks", "-a", f"script:{agent}", "-j", "1", "--jobs-dir", "jobs"]
+    first = run_bench([*base, "--max-sandbox-seconds", "3"], env=bench_env, cwd=tmp_path)
+    assert first.returncode == 0, first.stdout + first.stderr
+    [job] = job_dirs(tmp_path / "jobs")
+    [cancelled] = sorted(job.glob("alpha__*"))
+    assert not (cancelled / "result.json").exists()
+    timing = json.loads((cancelled / "timing.json").read_text())
+    assert timing["cancelled"] is True and timing["cancelled_by"].startswith("budget reached: ")
+    listed = run_bench(["results", str(job)], env=bench_env, cwd=tmp_path).stdout
+    assert "Not run:   1 trials a job cap kept from running, not counted as failures: alpha (cancelled)" in listed
+    # when the job resumes with room to finish it
+    rerun = run_bench([*base, "--max-sandbox-seconds", "600"], env=bench_env, cwd=tmp_path)
+    # then the trial runs again and its finished attempt counts, never the cancelled one
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert rerun.stdout.splitlines()[0].startswith(f"Resuming into existing job directory: {job.name} ")
+    assert "Job: 1 task, 0 done, 1 to run" in rerun.stdout, rerun.stdout
+    [result] = results_of(job)
+    assert result["rewards"]["reward"] == 1.0 and len(list(job.glob("alpha__*"))) == 2
+    summary = json.loads((job / "summary.json").read_text())
+    assert (summary["total"], summary["passed"], summary["not_run"]) == (1, 1, [])
+    shown = run_bench(["results", str(job)], env=bench_env, cwd=tmp_path).stdout
+    assert "Not run:" not in shown and "0 interrupted" in shown, shown

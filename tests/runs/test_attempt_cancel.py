@@ -1,5 +1,5 @@
-"""An attempt cancelled while it runs: by a job cap it writes a budget_cancelled result.json; by a
-signal, only the seconds it ran."""
+"""An attempt cancelled while it runs writes no result.json (as BenchFlow's job folder has none), only
+timing.json: the seconds it ran, and for a job cap also why and what its agent spent."""
 
 from __future__ import annotations
 
@@ -92,25 +92,28 @@ async def run_then_cancel(runner: AttemptRunner, prepared: Prepared, cancelled_b
     await runner.drain()
 
 
-async def test_an_attempt_a_job_cap_cancels_says_so_in_its_result_json(tmp_path):
+async def test_an_attempt_a_job_cap_cancels_writes_no_result_json_and_says_why_in_its_timing_json(tmp_path):
     runner, prepared, sandbox = runner_and_prepared(tmp_path)
     # when
     await run_then_cancel(runner, prepared, REASON)
     # then
-    result = json.loads((prepared.attempt_dir / "result.json").read_text())
-    assert result["error"] == f"cancelled by the job budget: {REASON}"
-    assert result["error_category"] == "budget_cancelled"
-    assert errors.error_category(result) == "budget_cancelled"
-    assert result["rewards"] is None and result["finished_at"]
-    assert result["timing"]["total"] > 0
+    assert not (prepared.attempt_dir / "result.json").exists()
+    timing = json.loads((prepared.attempt_dir / "timing.json").read_text())
+    assert (timing["cancelled"], timing["cancelled_by"]) == (True, REASON)
+    assert timing["total"] >= 0 and "agent_result" in timing
+    assert prepared.cancelled_record == timing
     assert sandbox.removed
+    # and bench explain's class for it is still budget_cancelled
+    assert errors.error_category({"error": f"cancelled by the job budget: {REASON}"}) == "budget_cancelled"
 
 
 async def test_an_attempt_a_signal_cancels_writes_only_its_seconds(tmp_path):
     runner, prepared, sandbox = runner_and_prepared(tmp_path)
     await run_then_cancel(runner, prepared, None)
     assert not (prepared.attempt_dir / "result.json").exists()
-    assert json.loads((prepared.attempt_dir / "timing.json").read_text())["cancelled"] is True
+    timing = json.loads((prepared.attempt_dir / "timing.json").read_text())
+    assert timing["cancelled"] is True and "cancelled_by" not in timing
+    assert prepared.cancelled_record is None
     assert sandbox.removed
 
 
@@ -120,10 +123,11 @@ async def test_a_cancelled_attempt_records_what_the_proxy_counted_for_its_agent(
     assert isinstance(runner.proxy, TrackedGateway)
     # when a cap cancels it after its agent's model call
     await run_then_cancel(runner, prepared, REASON)
-    # then its usage is in result.json, and its key is unregistered
-    result = json.loads((prepared.attempt_dir / "result.json").read_text())
-    usage = result["agent_result"]
+    # then its usage is in timing.json (no result.json), and its key is unregistered
+    assert not (prepared.attempt_dir / "result.json").exists()
+    timing = json.loads((prepared.attempt_dir / "timing.json").read_text())
+    usage = timing["agent_result"]
     assert (usage["total_tokens"], usage["cost_usd"], usage["n_calls"]) == (2021, 0.002037, 1)
     assert (usage["n_input_tokens"], usage["n_output_tokens"]) == (2000, 21)
     assert gateway.registered == {} and runner.proxy.keys == {}
-    assert prepared.cancelled_result == result
+    assert prepared.cancelled_record == timing

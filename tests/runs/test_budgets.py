@@ -1,10 +1,14 @@
 """Job caps as the seed table says: what counts, when checked, cancel or finish, across resumes."""
 
 import asyncio
+import json
 
 import pytest
 
 from runs.budgets import USD_UNKNOWN_WARNING, JobBudget
+from runs.jobs import best_results, plan_job
+from runs.tasks import load_task
+from tests.conftest import write_task
 
 
 def finished(cost=None, tokens=None, seconds=1.0):
@@ -131,8 +135,9 @@ def test_admission_waits_while_prepared_rollouts_would_fill_the_cap():
 
 
 def cancelled(cost=None, tokens=None, seconds=1.0):
-    return {**finished(cost, tokens, seconds), "error": "cancelled by the job budget: budget reached: ...",
-            "error_category": "budget_cancelled"}
+    """A cap-cancelled attempt's timing.json (it has no result.json)."""
+    return {"total": seconds, "cancelled": True, "cancelled_by": "budget reached: ...",
+            "agent_result": {"cost_usd": cost, "total_tokens": tokens}}
 
 
 def test_what_a_cancelled_attempt_spent_counts_live_and_on_resume():
@@ -150,3 +155,30 @@ def test_what_a_cancelled_attempt_spent_counts_live_and_on_resume():
     assert (again.spent.tokens, again.spent.sandbox_seconds, again.spent.rollouts) == (4042, 4.0, 2)
     # a cancelled attempt is no finished trial: the projection's mean is over finished ones
     assert again.spent.finished == 1 and again.spent.tokens_unknown_trials == 0
+
+
+def test_a_resume_counts_a_cap_cancelled_attempt_from_its_timing_json_and_reruns_it(tmp_path):
+    # given a job whose alpha passed and whose beta a token cap cancelled: timing.json, no result.json
+    job = tmp_path / "job"
+    alpha, beta = job / "alpha__00000001", job / "beta__00000002"
+    alpha.mkdir(parents=True)
+    beta.mkdir()
+    (alpha / "result.json").write_text(json.dumps({
+        "task_name": "alpha", "trial_name": "alpha", "trial_index": 0, "rewards": {"reward": 1.0},
+        "finished_at": "2026-11-29T11:00:00", **finished(cost=0.002, tokens=2021)}))
+    (beta / "config.json").write_text(json.dumps({"task_name": "beta", "trial_name": "beta", "trial_index": 0}))
+    (beta / "timing.json").write_text(json.dumps(cancelled(cost=0.002, tokens=2021, seconds=3.0)))
+    tasks = [load_task(write_task(tmp_path / "tasks", name, test_sh="true\n")) for name in ("alpha", "beta")]
+    # when
+    plan = plan_job(job, tasks, 1)
+    budget = JobBudget(max_tokens=4042)
+    budget.seed(r for _, r in plan.earlier)
+    best, spent_by_cancelled = best_results(job)
+    # then the cap counts both attempts' spend and stops at once; beta is to run again, never finished
+    assert (budget.spent.tokens, budget.spent.rollouts, budget.spent.sandbox_seconds) == (4042, 2, 4.0)
+    assert budget.reason == "budget reached: 4,042 tokens spent of a 4,042 cap"
+    assert list(plan.done) == ["alpha"]
+    [[rerun]] = plan.waves
+    assert (rerun.trial_name, rerun.finished_before) == ("beta", False)
+    assert list(best) == ["alpha"]
+    assert [r["agent_result"]["total_tokens"] for r in spent_by_cancelled] == [2021]

@@ -266,7 +266,7 @@ def test_a_trial_a_spend_cap_cancels_is_told_the_cap_before_it_is_cancelled():
     # when
     c = coordinator(runner, j=2, budget=JobBudget(max_cost_usd=0.5))
     asyncio.run(asyncio.wait_for(c.run([[trial("cheap"), trial("slow")]]), 10))
-    # then its runner writes a result.json that says why (budget_cancelled); the finished one is untouched
+    # then its runner is told why (its timing.json says so, no result.json); the finished one is untouched
     assert seen["slow"].cancelled_by == "budget reached: $1.0000 USD spent of a $0.5000 cap"
     assert seen["cheap"].cancelled_by is None
     assert c.cancelled == ["slow"]
@@ -283,8 +283,8 @@ def test_what_a_trial_spent_before_a_cap_cancelled_it_counts_in_the_spend():
         if prepared.plan.task.name == "beta":
             try:
                 await asyncio.sleep(5)
-            except asyncio.CancelledError:  # as AttemptRunner.run: a result.json with what the proxy counted
-                prepared.cancelled_result = {"error_category": "budget_cancelled",
+            except asyncio.CancelledError:  # as AttemptRunner.run: a timing.json with what the proxy counted
+                prepared.cancelled_record = {"total": 0.1, "cancelled": True, "cancelled_by": prepared.cancelled_by,
                                              "agent_result": {"cost_usd": 0.002, "total_tokens": 2021}}
                 raise
         return await original_run(prepared)

@@ -251,8 +251,20 @@ def test_render_results_json_and_csv(tmp_path, fmt):
         assert text.splitlines()[0].startswith("task,trial_name,trial_index")
 
 
-BUDGET_CANCELLED = {"error": "cancelled by the job budget: budget reached: $0.0041 USD spent of a $0.0030 cap",
-                    "error_category": "budget_cancelled"}
+REASON = "budget reached: $0.0041 USD spent of a $0.0030 cap"
+
+
+def write_cancelled(job, task, hex8, *, trial_name=None, trial_index=0):
+    """An attempt a job cap cancelled while it ran: config.json and timing.json, no result.json."""
+    folder = job / f"{task}__{hex8}"
+    folder.mkdir(parents=True)
+    config = {"task_name": task, "trial_name": trial_name or task, "trial_index": trial_index,
+              "rollout_name": folder.name, "started_at": "2026-11-29T10:59:00"}
+    (folder / "config.json").write_text(json.dumps(config))
+    timing = {"total": 3.0, "cancelled": True, "cancelled_by": REASON,
+              "agent_result": {"total_tokens": 2021, "cost_usd": 0.002037}}
+    (folder / "timing.json").write_text(json.dumps(timing))
+    return folder
 
 
 def test_trials_a_job_cap_kept_from_running_are_listed_apart_and_not_counted(tmp_path):
@@ -260,10 +272,10 @@ def test_trials_a_job_cap_kept_from_running_are_listed_apart_and_not_counted(tmp
     # and eps errored before the cap cancelled its retry
     write_plan(tmp_path, ["beta", "delta", "gamma", "eps"])
     write_attempt(tmp_path, "beta", "00000001", reward=1.0)
-    write_attempt(tmp_path, "delta", "00000002", **BUDGET_CANCELLED)
+    write_cancelled(tmp_path, "delta", "00000002")
     write_attempt(tmp_path, "eps", "00000003", error="install failed: exit 127", error_category="install_failure",
                   finished="2026-11-29T11:00:00")
-    write_attempt(tmp_path, "eps", "00000004", finished="2026-11-29T11:01:00", **BUDGET_CANCELLED)
+    write_cancelled(tmp_path, "eps", "00000004")
     budget = {"stopped": True, "cancelled": ["delta"], "not_started": ["gamma"], "retries_stopped": ["eps"]}
     (tmp_path / "summary.json").write_text(json.dumps({"budget": budget}))
     # when
@@ -280,6 +292,7 @@ def test_trials_a_job_cap_kept_from_running_are_listed_apart_and_not_counted(tmp
             "gamma (not started)") in out
     assert "1 execution errors" in out and "50.0% of attempted (1/2)" in out
     assert "(infrastructure problem)" not in out.split("Not run:")[1].split("\n")[0]
+    assert job.interrupted == []  # a cap's cancel is no interrupted attempt
     doc = job.to_json_dict()
     assert doc["not_run"] == [{"trial_name": "delta", "why": "cancelled", "rollout_names": ["delta__00000002"]},
                               {"trial_name": "gamma", "why": "not started", "rollout_names": []}]
@@ -287,6 +300,9 @@ def test_trials_a_job_cap_kept_from_running_are_listed_apart_and_not_counted(tmp
     attempts = with_all(job)
     [cancelled] = [t for t in attempts.trials if t.outcome == "cancelled"]
     assert cancelled.cause().key == "budget_cancelled"
+    assert (cancelled.execution, cancelled.error_category) == ("cancelled", "budget_cancelled")
+    assert cancelled.error == f"cancelled by the job budget: {REASON}"
+    assert (cancelled.total_tokens, cancelled.cost_usd) == (2021, 0.002037)  # what the proxy counted
     assert attempts.denominators()["attempted"] == 2
 
 
@@ -296,6 +312,17 @@ def with_all(job):
 
 def test_a_budget_cancelled_attempt_is_never_the_best_beside_a_finished_one(tmp_path):
     old = write_attempt(tmp_path, "t", "00000001", error="install failed", finished="2026-11-29T11:00:00")
-    write_attempt(tmp_path, "t", "00000002", finished="2026-11-29T11:01:00", **BUDGET_CANCELLED)
-    assert best_attempt(read_attempts(tmp_path)).folder == old.name
-    assert outcome_of(BUDGET_CANCELLED) == "cancelled"
+    write_cancelled(tmp_path, "t", "00000002")
+    attempts = read_attempts(tmp_path)
+    assert best_attempt(attempts).folder == old.name
+    assert [a.outcome for a in attempts] == ["errored", "cancelled"]
+    assert not (tmp_path / "t__00000002" / "result.json").exists()
+
+
+def test_an_attempt_a_signal_cancelled_stays_interrupted(tmp_path):
+    folder = tmp_path / "t__00000001"
+    folder.mkdir()
+    (folder / "timing.json").write_text(json.dumps({"total": 4.0, "cancelled": True}))
+    [attempt] = read_attempts(tmp_path)
+    assert (attempt.outcome, attempt.budget_cancelled) == ("interrupted", False)
+    assert outcome_of(None) == "interrupted"

@@ -302,8 +302,8 @@ def test_the_budget_line_says_errored_trials_whose_retry_the_cap_stopped_count_b
 
 
 def test_the_cost_line_counts_what_cap_cancelled_attempts_spent():
-    beta = {"task_name": "beta", "trial_name": "beta", "error": "cancelled by the job budget: ...",
-            "error_category": "budget_cancelled", "agent_result": {"total_tokens": 2021, "cost_usd": 0.002037}}
+    beta = {"total": 3.0, "cancelled": True, "cancelled_by": "budget reached: ...",  # its timing.json
+            "agent_result": {"total_tokens": 2021, "cost_usd": 0.002037}}
     alpha = result("alpha", 1.0, agent_result={"total_tokens": 2021, "cost_usd": 0.002037})
     summary = s.build_summary(job_name="j", results=[alpha], not_run=["beta"], cancelled=[beta])
     assert (summary["total"], summary["errored"], summary["not_run"]) == (1, 0, ["beta"])
