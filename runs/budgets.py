@@ -168,7 +168,8 @@ class JobBudget:
         while True:
             if self._check_reached(self.running_seconds):
                 return False
-            if self._rollouts_left() and self._projection_allows(running()):
+            # trials still setting up their sandbox will spend too: they count as running
+            if self._rollouts_left() and self._projection_allows(max(running(), self.in_progress)):
                 self.pending += 1
                 self.in_progress += 1
                 return True

@@ -81,6 +81,26 @@ def test_projection_holds_back_a_start_that_would_pass_the_cap():
     assert budget.reached
 
 
+def test_projection_counts_trials_still_setting_up_their_sandbox():
+    # given three trials admitted (their sandboxes being prepared) and one finished at $0.002
+    budget = JobBudget(max_cost_usd=0.005)
+    for _ in range(3):
+        assert asyncio.run(budget.admit(lambda: 0))
+    budget.on_finish(finished(cost=0.002))
+
+    async def scenario():
+        # when a fourth asks while no agent runs yet: 0.002 + (2 in set-up + 1) x 0.002 >= 0.005
+        waiter = asyncio.create_task(budget.admit(lambda: 0))
+        await asyncio.sleep(0.05)
+        held = not waiter.done()
+        budget.on_discard(started=False)  # the two in set-up never ran
+        budget.on_discard(started=False)
+        return held, await waiter
+
+    # then it waits, and starts once they are gone
+    assert asyncio.run(scenario()) == (True, True)
+
+
 def test_nothing_running_starts_the_next_trial_while_under_the_cap():
     budget = JobBudget(max_cost_usd=1.0)
     budget.on_finish(finished(cost=0.9))
