@@ -87,6 +87,15 @@ def model_problems(spec: RunSpec, agent, tasks, gateway: ModelGateway | None = N
     if isinstance(agent, ClaudeAgent) and spec.model and login_credentials(spec.model) is not None:
         agent.login = True  # a Claude login: its calls go straight to Anthropic, around the proxy
     bypass = [k for k in spec.agent_env if k in BASE_URL_VARS]
+    if bypass and agent.needs_model and not getattr(agent, "login", False):
+        # the agent gets the proxy's URL in its own variables or config, so this one would be
+        # replaced or never read: say so rather than run somewhere the user did not mean
+        problems.append(
+            f"--agent-env {bypass[0]}: -a {agent.name} reaches its model only through the model proxy, "
+            "which routes by -m; fix: drop it, and for an endpoint of your own export "
+            "BENCHFLOW_PROVIDER_BASE_URL (and BENCHFLOW_PROVIDER_API_KEY) and pass -m openai-compatible/MODEL"
+        )
+        bypass = []
     if budgeted and (getattr(agent, "login", False) or bypass or (not agent.needs_model and not spec.model and agent.name.startswith("script:"))):
         why = (
             "a Claude login calls Anthropic directly" if getattr(agent, "login", False)

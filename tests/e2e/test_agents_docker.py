@@ -856,6 +856,12 @@ def _write_script(tmp_path: Path) -> None:
             ["--turn-budget", "script agent without -m", "fix:"],
         ),
         ("claude_without_model", ["-a", "claude"], {}, ["-a claude needs a model", "pass -m"]),
+        (
+            "base_url_for_a_model_agent",
+            ["-a", "codex", "-m", "mock/oracle", "--agent-env", "OPENAI_BASE_URL=http://127.0.0.1:9/v1"],
+            {},
+            ["--agent-env OPENAI_BASE_URL", "only through the model proxy", "-m openai-compatible/MODEL"],
+        ),
     ],
 )
 def test_run_is_refused_before_a_job_exists(clean_env, tmp_path, _case, args, env, says):
