@@ -73,6 +73,9 @@ class ProxyGateway:
     def unregister(self, key: str) -> Any:
         return self.server.registry.unregister(key)
 
+    def unregister_attempt(self, attempt_id: str) -> Any:
+        return self.server.registry.unregister_attempt(attempt_id)
+
     def in_flight(self, attempt_id: str) -> int:
         try:
             return self.server.registry.usage(attempt_id).in_flight

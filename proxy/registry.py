@@ -156,6 +156,11 @@ class Registry:
         self.flush_logs(5.0)
         return self._snapshot(state)
 
+    def unregister_attempt(self, attempt_id: str) -> AttemptUsage | None:
+        """unregister() by the attempt's id."""
+        state = self._by_id.get(attempt_id)
+        return self.unregister(state.key) if state is not None else None
+
     def usage(self, key_or_id: str) -> AttemptUsage:
         state = self._by_key.get(key_or_id) or self._by_id.get(key_or_id)
         if state is None:

@@ -18,14 +18,13 @@ from typing import Any
 
 from runs.agents.base import Agent
 from runs.agents.controls import ScriptAgent
-from runs.gateway import ModelGateway
+from runs.gateway import CALLS_SETTLE_S, ModelGateway, calls_settled
 from runs.login_usage import read_session_usage, record_native_usage
 from runs.sandboxes.docker import Sandbox
 from runs.sandboxes.netns import LoopbackRelay, listen_in_netns
 from runs.tasks import Task
 
 BUDGET_STOP_GRACE_S = 0.5  # lets the agent print its last lines before it is stopped
-CALLS_SETTLE_S = 30.0  # how long a stopped agent's calls still in flight may take to be counted
 
 
 @dataclass
@@ -276,21 +275,6 @@ async def run_agent(
         result["error"] = f"install failed: the agent's command could not run (exit {exec_result.exit_code})"
         result["error_category"] = "install_failure"
     return outcome
-
-
-async def calls_settled(proxy: ModelGateway, attempt_id: str, timeout_s: float = CALLS_SETTLE_S) -> int:
-    """Wait until none of the attempt's model calls is in flight; returns how many still were when
-    the wait gave up (0: every call is counted).
-
-    A stopped agent's streams disconnect, but the proxy reads each of its calls to the end to count
-    it (the provider bills it in full); unregistering takes the attempt's usage as it stands, so it
-    waits for them.
-    """
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while (left := proxy.in_flight(attempt_id)) and loop.time() < deadline:
-        await asyncio.sleep(0.05)
-    return left
 
 
 async def _close_openings(stop_serving: Callable[[], Awaitable[None]] | None, relays: list[LoopbackRelay]) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 from runs.agent_run import run_agent, trial_budget_for
 from runs.agents.base import Agent
 from runs.attempt_results import NOT_STARTED_MARK
-from runs.gateway import CANCELLED_CALLS_SETTLE_S, TrackedGateway
+from runs.gateway import CANCELLED_CALLS_SETTLE_S, take_usage
 from runs.jobfolder import new_attempt_dir, write_json
 from runs.sandboxes.docker import Sandbox, SandboxError, SandboxFactory
 from runs.sandboxes.images import ImageBuildError
@@ -112,7 +112,7 @@ class AttemptRunner:
         self.events = events
         self.live = live  # every sandbox not yet removed, for clean-up on a signal
         # the model gateway (benchflow_site.gateway.ProxyGateway) when the agent calls a model
-        self.proxy = TrackedGateway(proxy) if proxy is not None else None
+        self.proxy = proxy
         self._removals: set[asyncio.Task[None]] = set()
 
     async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -228,10 +228,9 @@ class AttemptRunner:
         if self.proxy is None:
             return
         try:
-            usage = await self.proxy.take_usage(prepared.attempt_dir.name)
+            usage = await take_usage(self.proxy, prepared.attempt_dir.name)
         except asyncio.CancelledError:  # cancelled again (a signal): what the proxy counted so far
-            key = self.proxy.keys.get(prepared.attempt_dir.name)
-            usage = self.proxy.unregister(key) if key else None
+            usage = self.proxy.unregister_attempt(prepared.attempt_dir.name)
         if usage is not None:
             record_cancelled_usage(record, usage)
 

@@ -18,8 +18,9 @@ import pytest
 
 from benchflow_site.gateway import ProxyGateway
 from proxy.server import ProxyServer
-from runs.agent_run import calls_settled, run_agent, trial_budget_for
+from runs.agent_run import run_agent, trial_budget_for
 from runs.agents.controls import ScriptAgent
+from runs.gateway import calls_settled
 from runs.sandboxes.docker import ExecResult
 from runs.tasks import load_task
 from tests.conftest import write_task
