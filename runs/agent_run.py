@@ -290,13 +290,10 @@ def _solution_text(task: Task) -> str | None:
     return (task.solution_dir / "solve.sh").read_text(errors="replace")
 
 
-def _record_usage(
-    result: dict[str, Any], usage: Any, budget: TrialBudget, outcome: AgentRun, subagents: dict[str, int] | None = None
-) -> None:
-    if usage is None:
-        return
-    ar = result["agent_result"]
-    add = lambda k, v: (ar.get(k) or 0) + v  # noqa: E731 - steps of a multi-step trial add up
+def add_proxy_usage(ar: dict[str, Any], usage: Any) -> None:
+    """Add what the proxy counted for an attempt (proxy.registry.AttemptUsage) to an agent_result:
+    the steps of a multi-step trial add up, and so does a cancelled attempt's record."""
+    add = lambda k, v: (ar.get(k) or 0) + v  # noqa: E731
     ar.update(
         n_input_tokens=add("n_input_tokens", usage.input_tokens),
         n_output_tokens=add("n_output_tokens", usage.output_tokens),
@@ -310,6 +307,14 @@ def _record_usage(
     if usage.cost_usd is not None:
         ar["cost_usd"] = round((ar.get("cost_usd") or 0.0) + usage.cost_usd, 8)
     ar["busy_seconds"] = round((ar.get("busy_seconds") or 0.0) + usage.busy_seconds, 3)
+
+
+def _record_usage(
+    result: dict[str, Any], usage: Any, budget: TrialBudget, outcome: AgentRun, subagents: dict[str, int] | None = None
+) -> None:
+    if usage is None:
+        return
+    add_proxy_usage(result["agent_result"], usage)
     if usage.errors and not result.get("error"):
         status_text = usage.last_error or ""
         if "provider_rate_limit" in usage.errors:

@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from runs.agent_run import run_agent, trial_budget_for
+from runs.agent_run import add_proxy_usage, run_agent, trial_budget_for
 from runs.agents.base import Agent
 from runs.attempt_results import NOT_STARTED_MARK
 from runs.gateway import CANCELLED_CALLS_SETTLE_S, take_usage
@@ -73,15 +73,7 @@ class Prepared:
 
 def record_cancelled_usage(record: dict[str, Any], usage: Any) -> None:
     """Add what the proxy counted for a cancelled agent to its record's agent_result (timing.json)."""
-    ar = record["agent_result"]
-    for field_name, attr in (("n_input_tokens", "input_tokens"), ("n_output_tokens", "output_tokens"),
-                             ("n_cache_read_tokens", "cache_read_tokens"),
-                             ("n_cache_creation_tokens", "cache_creation_tokens"),
-                             ("total_tokens", "total_tokens"), ("n_calls", "turns")):
-        ar[field_name] = (ar.get(field_name) or 0) + int(getattr(usage, attr) or 0)
-    if usage.cost_usd is not None:
-        ar["cost_usd"] = round((ar.get("cost_usd") or 0.0) + usage.cost_usd, 8)
-    ar["usage_source"], ar["price_source"] = usage.usage_source, usage.price_source
+    add_proxy_usage(record["agent_result"], usage)
     if usage.in_flight:
         record["usage_incomplete_info"] = {"calls_in_flight": usage.in_flight, "waited_sec": CANCELLED_CALLS_SETTLE_S}
 

@@ -60,7 +60,7 @@ class FakeGateway:
 
 USAGE = SimpleNamespace(input_tokens=2000, output_tokens=21, cache_read_tokens=0, cache_creation_tokens=0,
                         total_tokens=2021, turns=1, cost_usd=0.002037, usage_source="provider_response",
-                        price_source="benchflow-price-table", in_flight=0)
+                        price_source="benchflow-price-table", in_flight=0, busy_seconds=0.5)
 
 
 def runner_and_prepared(tmp_path: Path, gateway: FakeGateway | None = None) -> tuple[AttemptRunner, Prepared, FakeSandbox]:
