@@ -19,24 +19,13 @@ try:
             # orjson refuses integers beyond 64 bits, and NaN; the standard library does not.
             return json.loads(data), False
 
-    Fragment = orjson.Fragment  # valid JSON bytes that dumps() splices in as they are
-
     def dumps(obj: Any) -> bytes:
         try:
             return orjson.dumps(obj)
         except TypeError:
-            return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, default=_str).encode()
-
-    def _str(obj: Any) -> str:
-        if isinstance(obj, Fragment):  # the standard library cannot splice it: the caller can
-            raise TypeError("a Fragment beside a value orjson refuses")
-        return str(obj)
+            return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, default=str).encode()
 
 except ImportError:  # pragma: no cover - exercised only without orjson
-
-    class Fragment:  # type: ignore[no-redef]
-        def __init__(self, contents: bytes) -> None:
-            self.contents = contents
 
     def loads(data: bytes | str) -> Any:
         return json.loads(data)
@@ -49,5 +38,5 @@ except ImportError:  # pragma: no cover - exercised only without orjson
             obj,
             separators=(",", ":"),
             ensure_ascii=False,
-            default=lambda o: json.loads(o.contents) if isinstance(o, Fragment) else str(o),
+            default=str,
         ).encode()

@@ -33,11 +33,12 @@ KEY_PATTERN = re.compile(
 # starts from the "-" of sk-/bf- (found with a fast scan) costs a third of searching for
 # each prefix in turn; "earer" is the Bearer shape.
 _DASH_KEY = re.compile(rb"-(?<=sk-|bf-)")
+_EARER = re.compile(rb"earer")  # a literal pattern: re's scan beats bytes' `in` here
 _KEY_CHARS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 
 
 def _hinted(data: bytes) -> bool:
-    return _DASH_KEY.search(data) is not None or b"earer" in data
+    return _DASH_KEY.search(data) is not None or _EARER.search(data) is not None
 
 
 def redact(line: bytes, secrets: Iterable[bytes]) -> bytes:
@@ -158,64 +159,67 @@ def record_line(rec: dict[str, Any]) -> bytes:
     than parsed and serialised again: that is most of the cost for 100 KB agent requests.
     Keys ending in _raw are such bodies: request_raw (strict JSON when request_json, else
     re-serialised, or the text of a body that was not JSON), response_raw (a stream, an
-    error text, or strict JSON when response_json).
+    error text, or strict JSON when response_json). The metadata is serialised on its own
+    and the two bodies are joined after it, as "request" and "response", its last keys.
     """
     req_raw = rec.pop("request_raw", None)
     req_json = rec.pop("request_json", True)
     resp_raw = rec.pop("response_raw", None)
     resp_json = rec.pop("response_json", False)
-    response: Any = None
+    response = b"null"
     if resp_raw is not None:
         if rec.get("stream") and rec.get("status", 0) < 300:
             # The stream as it came, one string; readers split it with stream_events().
             # Parsing every event here would triple the cost of logging a streamed call.
             rec["response_sse"] = resp_raw.decode("utf-8", "replace")
         elif resp_json and _embeddable(resp_raw):
-            response = jsonio.Fragment(resp_raw)
+            response = resp_raw
         elif resp_raw:
-            try:
-                response = jsonio.Fragment(jsonio.dumps(jsonio.loads(resp_raw)))
-            except ValueError:
-                response = resp_raw.decode("utf-8", "replace")
+            response = _as_json(resp_raw)
     if req_json and _embeddable(req_raw):
-        request: Any = jsonio.Fragment(req_raw)
+        request = req_raw
     elif req_raw:
-        try:
-            request = jsonio.Fragment(jsonio.dumps(jsonio.loads(req_raw)))
-        except ValueError:
-            request = req_raw.decode("utf-8", "replace")
+        request = _as_json(req_raw)
     else:
-        request = None
+        request = b"null"
     for name in ("started_at", "ended_at"):
         if isinstance(rec.get(name), float):
             rec[name] = _iso(rec[name])
-    rec["request"] = request
-    rec["response"] = response
+    rec.pop("request", None)
+    rec.pop("response", None)
+    head = jsonio.dumps(rec)
+    return b"".join(
+        (head[:-1], b',"request":' if len(head) > 2 else b'"request":', request,
+         b',"response":', response, b"}")
+    )
+
+
+def _as_json(raw: bytes) -> bytes:
+    """A body as JSON that fits on one line: re-serialised if it parses, else as a string."""
     try:
-        return jsonio.dumps(rec)
-    except TypeError:  # an integer beyond 64 bits in the metadata: spliced bodies cannot go
-        rec["request"] = _unsplice(request, req_raw)
-        rec["response"] = _unsplice(response, resp_raw)
-        return jsonio.dumps(rec)
-
-
-def _unsplice(value: Any, raw: bytes | None) -> Any:
-    return jsonio.loads(raw) if isinstance(value, jsonio.Fragment) and raw else value
+        return jsonio.dumps(jsonio.loads(raw))
+    except ValueError:
+        return jsonio.dumps(raw.decode("utf-8", "replace"))
 
 
 class TrajectoryWriter:
     """Collects records on the proxy's loop and appends them in batches.
 
-    The batch is written on the loop itself a moment after its first record: a writer
-    thread would fight the loop for the GIL on every exchange and add milliseconds of
-    latency. `flush` may be called from any thread (a lock guards the pending list).
+    A batch is written on the loop itself a moment after its first record, or once it holds
+    `batch` records, so that writing one never holds the loop for long. A writer thread
+    would fight the loop for the GIL on every exchange and add milliseconds of latency.
+    `flush` may be called from any thread (a lock guards the pending list).
     """
 
     def __init__(
-        self, secrets: Callable[[], Iterable[str]] = lambda: (), delay: float = 0.05
+        self,
+        secrets: Callable[[], Iterable[str]] = lambda: (),
+        delay: float = 0.05,
+        batch: int = 64,
     ) -> None:
         self._secrets = secrets
         self.delay = delay
+        self.batch = batch
         self._pending: list[tuple[Path, dict[str, Any]]] = []
         self._lock = threading.Lock()
         self._timer: asyncio.TimerHandle | None = None
@@ -225,7 +229,10 @@ class TrajectoryWriter:
         """Queue one exchange (called on the event loop; cheap)."""
         with self._lock:
             self._pending.append((path, record))
-        if self._timer is None:
+            full = len(self._pending) >= self.batch
+        if full:
+            self.flush()
+        elif self._timer is None:
             self._timer = asyncio.get_running_loop().call_later(self.delay, self._on_timer)
 
     def _on_timer(self) -> None:

@@ -151,3 +151,29 @@ async def test_writer_batches_and_flushes_from_another_thread(tmp_path: Path) ->
     assert [json.loads(x)["n"] for x in lines] == [0, 1, 2]
     assert "upstream-key-123456" not in path.read_text()
     writer.close()
+
+
+async def test_a_full_batch_is_written_at_once_without_waiting_for_the_timer(tmp_path: Path) -> None:
+    # given a writer whose timer would wait a minute
+    writer = TrajectoryWriter(delay=60, batch=4)
+    path = tmp_path / "llm_trajectory.jsonl"
+    # when it is handed as many records as a batch holds
+    for n in range(4):
+        writer.submit(path, rec(n=n, request_raw=b"{}"))
+    # then they are on disk already (the loop is never held by one long batch)
+    assert [json.loads(x)["n"] for x in path.read_text().splitlines()] == [0, 1, 2, 3]
+    writer.submit(path, rec(n=4, request_raw=b"{}"))
+    assert len(path.read_text().splitlines()) == 4  # the next one waits for its batch
+    writer.close()
+    assert len(path.read_text().splitlines()) == 5
+
+
+def test_metadata_orjson_refuses_still_makes_one_line_with_the_bodies_spliced() -> None:
+    # given an integer beyond 64 bits in the metadata (the standard library serialises it)
+    req = b'{"model":"m","n":1}'
+    line = record_line(rec(tokens=2**70, request_raw=req, response_raw=b'{"ok":true}',
+                           response_json=True))
+    doc = json.loads(line)
+    assert doc["tokens"] == 2**70
+    assert doc["request"] == {"model": "m", "n": 1} and doc["response"] == {"ok": True}
+    assert list(doc)[-2:] == ["request", "response"]
