@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from benchflow_site import __version__
+from runs.idle import DEFAULT_IDLE_TIMEOUT_S, parse_idle_timeout
 
 USAGE_ERROR = 2
 
@@ -66,6 +67,13 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _idle_timeout(text: str) -> float | None:
+    try:
+        return parse_idle_timeout(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected seconds, 0 or none, got {text!r}") from exc
+
+
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("tasks", type=Path, help="a task folder, a folder of tasks, or a folder holding tasks/")
     p.add_argument("-a", "--agent", default="claude",
@@ -90,6 +98,10 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="environment for the agent (repeat); secret-looking values are never recorded")
     p.add_argument("--retry-attempts", type=_non_negative_int, default=2, metavar="N",
                    help="extra attempts for a trial that failed for a retryable reason (default 2; 0: off)")
+    p.add_argument("--agent-idle-timeout", type=_idle_timeout, default=DEFAULT_IDLE_TIMEOUT_S, metavar="S",
+                   help="stop an agent (claude, opencode, codex) that prints nothing and calls no model for S "
+                        "seconds, 3x as long while a tool call or model call of its is pending; the trial is "
+                        "graded on what it left and retried as idle_timeout (default 600; 0 or none: off)")
     p.add_argument("--save-outputs", "--freeze-workspace", dest="save_outputs", action="store_true",
                    help="keep each trial's final workspace (with a manifest) so bench regrade can rescore it")
     p.add_argument("--quiet", action="store_true", help="no live display and no progress lines")
@@ -184,6 +196,7 @@ def _spec_from(args: argparse.Namespace) -> Any:
         fresh=args.fresh,
         agent_env=dict(args.agent_env),
         retry_attempts=args.retry_attempts,
+        agent_idle_timeout=args.agent_idle_timeout,
         save_outputs=args.save_outputs,
         quiet=args.quiet,
         max_cost_usd=args.max_cost_usd,

@@ -81,3 +81,10 @@ class ProxyGateway:
             return self.server.registry.usage(attempt_id).in_flight
         except KeyError:
             return 0
+
+    def activity(self, attempt_id: str) -> tuple[int, int]:
+        try:
+            u = self.server.registry.usage(attempt_id)
+        except KeyError:
+            return 0, 0
+        return u.turns + u.calls + u.refused_calls, u.in_flight

@@ -19,6 +19,7 @@ from typing import Any
 from runs.agents.base import Agent
 from runs.agents.controls import ScriptAgent
 from runs.gateway import CALLS_SETTLE_S, ModelGateway, calls_settled
+from runs.idle import CHECK_EVERY_S, IdleWatch, record_idle_stop
 from runs.login_usage import read_session_usage, record_native_usage
 from runs.sandboxes.docker import Sandbox
 from runs.sandboxes.netns import LoopbackRelay, listen_in_netns
@@ -90,6 +91,8 @@ class OutputWatcher:
     def __init__(self, agent: Agent, on_tool: Callable[[str], None]):
         self.agent, self.on_tool = agent, on_tool
         self._buf = b""
+        self.last_output: float | None = None  # monotonic time of the last output, for the idle watchdog
+        self.open_tools = 0  # tool calls started and not yet reported finished
         self.tool_calls = 0
         self.last_tool: str | None = None
         self.final_usage: dict[str, Any] | None = None
@@ -115,6 +118,7 @@ class OutputWatcher:
         self.calls[message["id"]] = (tokens, event.get("parent_tool_use_id") is not None)
 
     def feed(self, chunk: bytes) -> None:
+        self.last_output = time.monotonic()
         self._buf += chunk
         if len(self._buf) > 4 << 20:  # a line this long is no event of ours: drop it
             self._buf = self._buf[-(1 << 20):]
@@ -132,6 +136,8 @@ class OutputWatcher:
             if self.session_id is None and isinstance(event.get("session_id"), str):
                 self.session_id = event["session_id"]
             self._note_call(event)
+            opened: int = getattr(self.agent, "tool_progress", lambda _e: 0)(event)
+            self.open_tools = max(0, self.open_tools + opened)
             titles: list[str] = getattr(self.agent, "tool_title", lambda _e: [])(event)
             for title in titles:
                 self.tool_calls += 1
@@ -142,8 +148,14 @@ class OutputWatcher:
 @dataclass
 class AgentRun:
     timed_out: bool = False
+    idle_stopped: bool = False  # by the idle watchdog
     budget_stopped: bool = False
     refused: bool = False  # not started (agent_budget): its reward is to be withheld, not graded
+
+    @property
+    def stopped(self) -> bool:
+        """Stopped by us (time limit, idle watchdog, trial budget): graded on what it left."""
+        return self.timed_out or self.idle_stopped or self.budget_stopped
 
 
 async def run_agent(
@@ -159,8 +171,12 @@ async def run_agent(
     model: str | None,
     budget: TrialBudget,
     on_tool: Callable[[str], None],
+    idle_timeout: float | None = None,
 ) -> AgentRun:
-    """Run the agent's command; fills result's usage, tool calls, errors and trial_budget."""
+    """Run the agent's command; fills result's usage, tool calls, errors and trial_budget.
+
+    An agent with a model is also stopped by the idle watchdog after `idle_timeout` seconds
+    without output or model calls (runs/idle.py); None turns it off."""
     outcome = AgentRun()
     if agent.needs_model and model:
         result["model"] = model  # a login's too, though its calls bypass the proxy
@@ -229,14 +245,31 @@ async def run_agent(
     )
     t = time.monotonic()
     timeout = task.agent.timeout_sec
+    watch = None
+    if idle_timeout is not None and agent.needs_model:
+        activity = (lambda: proxy.activity(attempt_dir.name)) if key is not None and proxy is not None else None
+        watch = IdleWatch(idle_timeout, lambda: watcher.last_output, lambda: watcher.open_tools, activity)
+    idle_limit: float | None = None
     budget_wait: asyncio.Future[Any] = asyncio.ensure_future(budget_spent.wait())
     try:
         waiting: set[asyncio.Future[Any]] = {fut, budget_wait}
-        done, _ = await asyncio.wait(waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        deadline = None if timeout is None else t + timeout
+        while True:
+            left = None if deadline is None else deadline - time.monotonic()
+            step = left if watch is None else CHECK_EVERY_S if left is None else min(left, CHECK_EVERY_S)
+            done, _ = await asyncio.wait(
+                waiting, timeout=None if step is None else max(step, 0), return_when=asyncio.FIRST_COMPLETED
+            )
+            if done or (left is not None and step is not None and left <= step):
+                break
+            if watch is not None and (idle_limit := watch.expired()) is not None:
+                break
         if fut not in done:
             if budget_wait in done:
                 outcome.budget_stopped = True
                 await asyncio.sleep(BUDGET_STOP_GRACE_S)
+            elif idle_limit is not None:
+                outcome.idle_stopped = True
             else:
                 outcome.timed_out = True
             if not fut.done():
@@ -248,6 +281,8 @@ async def run_agent(
     result["agent_exit_code"] = exec_result.exit_code
     result["n_tool_calls"] = result.get("n_tool_calls", 0) + watcher.tool_calls
     result["last_tool_call"] = watcher.last_tool or result.get("last_tool_call")
+    if outcome.idle_stopped and watch is not None and idle_limit is not None:
+        record_idle_stop(result, watch, idle_limit, watcher.tool_calls)
     if outcome.timed_out:
         result["error"] = f"agent timed out after {timeout:g}s (prompt exceeded wall-clock budget)"
         result["error_category"] = "timeout"
@@ -266,7 +301,7 @@ async def run_agent(
             native, source = watcher.final_usage, "agent_result_line"
         if native is not None:
             record_native_usage(result, native, source)
-    if exec_result.exit_code == 137 and not (outcome.timed_out or outcome.budget_stopped):
+    if exec_result.exit_code == 137 and not (outcome.timed_out or outcome.idle_stopped or outcome.budget_stopped):
         # SIGKILL that we did not send: most often the task's memory_mb is too small for the agent
         kills = await loop.run_in_executor(None, sandbox.oom_kills)
         if kills:

@@ -128,6 +128,7 @@ class AttemptRunner:
                 "workdir": plan.task.sandbox.workdir,
             },
             "timeout_sec": plan.task.agent.timeout_sec,
+            "agent_idle_timeout_sec": self.spec.agent_idle_timeout,
             "verifier_timeout_sec": plan.task.verifier.timeout_sec,
             "concurrency": self.spec.concurrency,
             "agent_env": recorded["agent_env"],
@@ -337,8 +338,9 @@ class AttemptRunner:
             model=self.spec.model,
             budget=trial_budget_for(task, self.spec.token_budget, self.spec.turn_budget),
             on_tool=lambda title: self.events("tool_call", plan=plan, attempt_dir=prepared.attempt_dir, title=title),
+            idle_timeout=self.spec.agent_idle_timeout,
         )
-        graded_anyway = run.timed_out or run.budget_stopped
+        graded_anyway = run.stopped
         prepared.timing["agent_execution"] = time.monotonic() - t
         if run.refused:  # refused before it started (a budget it would go around): nothing to grade
             return

@@ -46,6 +46,10 @@ class ModelGateway(Protocol):
     def in_flight(self, attempt_id: str) -> int:
         """Model requests of the attempt in flight now (0 for an unknown attempt)."""
 
+    def activity(self, attempt_id: str) -> tuple[int, int]:
+        """(model calls of the attempt started, finished or refused so far, calls in flight now),
+        for the idle watchdog; (0, 0) for an unknown attempt."""
+
     def unregister_attempt(self, attempt_id: str) -> Any:
         """unregister() by the attempt's id (a cancelled attempt's key is lost with its agent); None
         when it has no key."""

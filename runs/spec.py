@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from runs import secrets
+from runs.idle import DEFAULT_IDLE_TIMEOUT_S
 
 # Settings that must match for a plain rerun to resume a job (else a new job starts).
 RESUME_KEYS = ("agent", "model", "tasks_dir")
@@ -27,6 +28,7 @@ class RunSpec:
     fresh: bool = False
     agent_env: dict[str, str] = field(default_factory=dict)
     retry_attempts: int = 2
+    agent_idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT_S  # None: no idle watchdog
     save_outputs: bool = False
     quiet: bool = False
     max_cost_usd: float | None = None
@@ -62,6 +64,7 @@ class RunSpec:
             "agent_env_keys": sorted(self.agent_env),
             "agent_env_secret_keys": secrets.secret_keys(self.agent_env),
             "retry_attempts": self.retry_attempts,
+            "agent_idle_timeout_sec": self.agent_idle_timeout,
             "save_outputs": self.save_outputs,
             "budget": self.budget_caps(),
             "token_budget": self.token_budget,
@@ -83,6 +86,7 @@ class RunSpec:
             exclude=list(data.get("exclude") or []),
             agent_env=dict(data.get("agent_env") or {}),
             retry_attempts=data.get("retry_attempts", 2),
+            agent_idle_timeout=data.get("agent_idle_timeout_sec", DEFAULT_IDLE_TIMEOUT_S),
             save_outputs=bool(data.get("save_outputs")),
             max_cost_usd=budget.get("max_cost_usd"),
             max_tokens=budget.get("max_tokens"),

@@ -194,7 +194,7 @@ def _trial_budget_record(
 
 def _graded(outcome: VerifierOutcome, run: AgentRun) -> dict[str, float] | None:
     """The step's rewards; an agent stopped at its limit is graded on what it left (no reward: 0)."""
-    if outcome.rewards is None and (run.timed_out or run.budget_stopped):
+    if outcome.rewards is None and run.stopped:
         if outcome.error_category in ("verifier_no_reward", None):
             return {"reward": 0.0}
     return outcome.rewards
@@ -238,7 +238,7 @@ async def run_steps(runner: AttemptRunner, prepared: Prepared, result: dict[str,
             rewards=rewards,
             reward=None if rewards is None else rewards["reward"],
             verifier_error=None if rewards is not None else outcome.error,
-            agent_timed_out=run.timed_out,
+            agent_timed_out=run.timed_out or run.idle_stopped,
             timing={"agent_execution": round(agent_s, 3), "verifier": round(verifier_s, 3)},
         )
         if rewards is None:
@@ -304,6 +304,7 @@ async def _run_step(
         model=spec.model,
         budget=budget,
         on_tool=lambda title: event("tool_call", title=title),
+        idle_timeout=spec.agent_idle_timeout,
     )
     agent_s = time.monotonic() - t
     if getattr(run, "refused", False):  # e.g. a task budget its calls would bypass

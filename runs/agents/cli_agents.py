@@ -171,6 +171,11 @@ class ModelAgent(Agent):
         """Titles of the tool calls one JSON event of the agent's output starts."""
         return []
 
+    def tool_progress(self, event: dict[str, Any]) -> int:
+        """Tool calls one JSON event starts (+) or reports finished (-): the idle watchdog gives a
+        running tool three times the idle limit."""
+        return 0
+
 
 def _short(text: Any) -> str:
     first = str(text).strip().splitlines()[0] if str(text).strip() else ""
@@ -275,6 +280,17 @@ class ClaudeAgent(ModelAgent):
                 titles.append(_short(args.get("command") or args.get("file_path") or args.get("pattern") or block.get("name")))
         return titles
 
+    def tool_progress(self, event: dict[str, Any]) -> int:
+        # an assistant message starts its tool_use blocks; the user message with their
+        # tool_result blocks reports them finished
+        kind = event.get("type")
+        if kind not in ("assistant", "user"):
+            return 0
+        content = (event.get("message") or {}).get("content")
+        block_type = "tool_use" if kind == "assistant" else "tool_result"
+        n = sum(1 for b in content if isinstance(b, dict) and b.get("type") == block_type) if isinstance(content, list) else 0
+        return n if kind == "assistant" else -n
+
 
 class OpenCodeAgent(ModelAgent):
     spec = SPECS["opencode"]
@@ -340,6 +356,11 @@ class OpenCodeAgent(ModelAgent):
         args = (part.get("state") or {}).get("input") or {}
         return [_short(args.get("command") or args.get("filePath") or part.get("tool") or "tool")]
 
+    def tool_progress(self, event: dict[str, Any]) -> int:
+        # OpenCode reports a tool call only once it is done, inside a step (the model call and the
+        # tools it asks for): an open step is pending work
+        return {"step_start": 1, "step_finish": -1}.get(str(event.get("type")), 0)
+
 
 class CodexAgent(ModelAgent):
     spec = SPECS["codex"]
@@ -382,6 +403,14 @@ apps = false
         if kind in ("agent_message", "reasoning", "error", None):
             return []
         return [_short(item.get("command") or item.get("tool") or kind)]
+
+    def tool_progress(self, event: dict[str, Any]) -> int:
+        kind = event.get("type")
+        if kind not in ("item.started", "item.completed"):
+            return 0
+        if (event.get("item") or {}).get("type") in ("agent_message", "reasoning", "error", None):
+            return 0
+        return 1 if kind == "item.started" else -1
 
 
 AGENTS: dict[str, type[ModelAgent]] = {"claude": ClaudeAgent, "opencode": OpenCodeAgent, "codex": CodexAgent}

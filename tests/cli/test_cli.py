@@ -15,7 +15,7 @@ def test_run_help_names_every_flag_of_the_seed_pages(capsys):
     for flag in ("--concurrency", "--warm-pool", "--trials", "--include", "--exclude", "--jobs-dir", "--job",
                  "--fresh", "--agent-env", "--retry-attempts", "--save-outputs", "--freeze-workspace", "--quiet",
                  "--max-cost-usd", "--max-tokens", "--max-sandbox-seconds", "--max-rollouts", "--token-budget",
-                 "--turn-budget"):
+                 "--turn-budget", "--agent-idle-timeout"):
         assert flag in out
 
 
@@ -23,12 +23,19 @@ def test_defaults_match_benchflow():
     args = build_parser().parse_args(["run", "tasks"])
     assert (args.concurrency, args.warm_pool, args.trials, args.retry_attempts) == (4, 1, 1, 2)
     assert str(args.jobs_dir) == "jobs" and args.agent == "claude"
+    assert args.agent_idle_timeout == 600
+
+
+@pytest.mark.parametrize(("value", "want"), [("0", None), ("none", None), ("90", 90.0)])
+def test_agent_idle_timeout_off_or_seconds(value, want):
+    assert build_parser().parse_args(["run", "tasks", "--agent-idle-timeout", value]).agent_idle_timeout == want
 
 
 @pytest.mark.parametrize(
     "argv",
     [["run", "tasks", "-j", "0"], ["run", "tasks", "--agent-env", "NOEQUALS"], ["run", "tasks", "--max-cost-usd", "-1"],
-     ["run", "tasks", "--trials", "two"], ["run"], ["results", "x", "--json", "--csv"]],
+     ["run", "tasks", "--trials", "two"], ["run"], ["results", "x", "--json", "--csv"],
+     ["run", "tasks", "--agent-idle-timeout", "-5"], ["run", "tasks", "--agent-idle-timeout", "later"]],
 )
 def test_usage_errors_exit_2_without_a_traceback(argv, capsys):
     with pytest.raises(SystemExit) as exc:

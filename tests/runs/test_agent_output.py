@@ -44,3 +44,33 @@ def test_non_json_output_is_ignored():
     watcher = OutputWatcher(ClaudeAgent(), lambda _t: None)
     watcher.feed(b"plain text\n{not json\n")
     assert watcher.tool_calls == 0 and watcher.subagents() is None
+
+
+def test_tool_calls_started_and_not_finished_are_open_for_each_agent():
+    # Claude: an assistant message starts its tool_use blocks, the user message's tool_results end them
+    cl = OutputWatcher(ClaudeAgent(), lambda _t: None)
+    cl.feed(lines(assistant("m1", tool="make build")))
+    assert cl.open_tools == 1
+    cl.feed(lines({"type": "user", "message": {"content": [{"type": "tool_result", "tool_use_id": "t1"}]}}))
+    assert cl.open_tools == 0
+    # OpenCode reports tools only once done, inside a step: an open step is pending work
+    oc = OutputWatcher(OpenCodeAgent(), lambda _t: None)
+    oc.feed(lines({"type": "step_start", "part": {}}))
+    assert oc.open_tools == 1
+    oc.feed(lines({"type": "tool_use", "part": {"tool": "bash", "state": {"input": {"command": "x"}}}},
+                  {"type": "step_finish", "part": {"reason": "tool-calls"}}))
+    assert oc.open_tools == 0
+    # Codex: item.started / item.completed of a command; messages are not tools
+    cx = OutputWatcher(CodexAgent(), lambda _t: None)
+    cmd = {"type": "command_execution", "command": "pytest"}
+    cx.feed(lines({"type": "item.started", "item": cmd}, {"type": "item.started", "item": {"type": "agent_message"}}))
+    assert cx.open_tools == 1
+    cx.feed(lines({"type": "item.completed", "item": cmd}, {"type": "item.completed", "item": cmd}))
+    assert cx.open_tools == 0  # an end without a start does not go below zero
+
+
+def test_every_output_chunk_is_activity_for_the_idle_watchdog():
+    watcher = OutputWatcher(ClaudeAgent(), lambda _t: None)
+    assert watcher.last_output is None
+    watcher.feed(b"partial line without a newline")
+    assert watcher.last_output is not None

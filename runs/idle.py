@@ -1,0 +1,92 @@
+"""The idle watchdog: an agent that goes silent is stopped, as BenchFlow's --agent-idle-timeout does.
+
+Activity is any output of the agent (its JSON event lines: messages, tool calls, thoughts) and
+any model call of its, started or finished, that the proxy sees. While something is pending (a
+tool call the agent started and has not reported finished, or a model call in flight) the
+limit is three times as long: a long build or test run is work, not silence.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+DEFAULT_IDLE_TIMEOUT_S = 600.0
+PENDING_FACTOR = 3  # BenchFlow: pending tool calls extend the limit up to 3x
+CHECK_EVERY_S = 1.0
+
+
+class IdleWatch:
+    """Tracks one agent run's last activity; `expired()` says when the watchdog must stop it.
+
+    `output_at` is a callable giving the monotonic time of the agent's last output (or None),
+    `open_tools` the number of its tool calls started and not yet finished, and `proxy` the
+    attempt's model calls as (started or finished so far, in flight now), or None when its calls
+    do not go through the proxy (a Claude login).
+    """
+
+    def __init__(
+        self,
+        limit_s: float,
+        output_at: Callable[[], float | None],
+        open_tools: Callable[[], int],
+        proxy: Callable[[], tuple[int, int]] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.limit_s = limit_s
+        self._output_at, self._open_tools, self._proxy, self._clock = output_at, open_tools, proxy, clock
+        self.last = clock()
+        self._calls: int | None = None
+        self.pending = False
+
+    def expired(self) -> float | None:
+        """The limit passed (seconds), or None while the agent is active enough."""
+        now = self._clock()
+        in_flight = 0
+        if self._proxy is not None:
+            calls, in_flight = self._proxy()
+            if calls != self._calls:
+                self._calls, self.last = calls, now
+        output = self._output_at()
+        if output is not None and output > self.last:
+            self.last = output
+        self.pending = in_flight > 0 or self._open_tools() > 0
+        limit = self.limit_s * (PENDING_FACTOR if self.pending else 1)
+        return limit if now - self.last >= limit else None
+
+    def silent_for(self) -> float:
+        return self._clock() - self.last
+
+
+def idle_error(limit_s: float, silent_s: float, tool_calls: int) -> str:
+    """BenchFlow's wording, which the error table's idle_timeout marker matches."""
+    return (
+        f"Agent idle for {limit_s:g}s with no new tool call, message, or thought "
+        f"(last activity {silent_s:.0f}s ago, {tool_calls} tool calls so far)"
+    )
+
+
+def record_idle_stop(result: dict[str, Any], watch: IdleWatch, limit_s: float, tool_calls: int) -> None:
+    silent = watch.silent_for()
+    result["error"] = idle_error(limit_s, silent, tool_calls)
+    result["error_category"] = "idle_timeout"
+    result["idle_timeout_info"] = {
+        "idle_timeout_sec": watch.limit_s,
+        "limit_sec": limit_s,
+        "pending": watch.pending,
+        "silent_sec": round(silent, 1),
+        "n_tool_calls": tool_calls,
+    }
+
+
+def parse_idle_timeout(text: str) -> float | None:
+    """--agent-idle-timeout: seconds; 0 or none turns the watchdog off (None)."""
+    if text.strip().lower() in ("none", "off"):
+        return None
+    value = float(text)
+    if value == 0:
+        return None
+    if not value > 0:
+        raise ValueError(f"must be more than 0 (or 0/none to turn it off), got {text}")
+    return value
