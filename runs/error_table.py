@@ -113,12 +113,16 @@ ERROR_CLASSES: tuple[ErrorClass, ...] = (
         "idle_timeout", "agent", retried=True, graded=True, fault="agent",
         markers=_m(10, "agent idle for"),
         cause="the agent went silent and the idle watchdog stopped it",
-        next="BenchFlow's --agent-idle-timeout sets the watchdog; `bench run` here has none and "
-             "stops an agent only at the task's timeout",
-        explain="BenchFlow's idle watchdog stopped the agent: no tool call, message or thought "
-                "arrived for --agent-idle-timeout seconds. BenchFlow retries the attempt in a new "
-                "sandbox. `bench run` here has no idle watchdog, so this class comes only from job "
-                "folders BenchFlow wrote, which `bench results` and `bench view` read.",
+        next="look at the agent's log (agent/*.txt) for what it was waiting on; raise "
+             "--agent-idle-timeout for agents that think long between outputs (0 or none turns "
+             "the watchdog off)",
+        explain="The idle watchdog stopped the agent: it printed nothing (no tool call, message or "
+                "thought) and made no model call for --agent-idle-timeout seconds (600 by default), "
+                "or three times that while a tool call or model call of its was still running. "
+                "idle_timeout_info in result.json says which limit applied. The verifier graded "
+                "what it left, and the attempt is retried in a new sandbox (--retry-attempts). "
+                "It watches claude, opencode and codex; oracle and script: agents have only the "
+                "task's timeout.",
     ),
     ErrorClass(
         "install_failure", "agent", retried=True, graded=False, fault="infrastructure",

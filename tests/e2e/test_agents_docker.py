@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import secrets
 import shutil
 import string
@@ -877,3 +878,37 @@ def test_run_is_refused_before_a_job_exists(clean_env, tmp_path, _case, args, en
     for text in says:
         assert text in proc.stderr, proc.stderr
     assert not (tmp_path / "jobs").exists()
+
+
+def test_idle_watchdog_gives_a_running_tool_3x_and_stops_a_silent_one(docker_client, clean_env, tmp_path):
+    # given Claude Code and a scripted model whose tool calls run 4 s, then 60 s, with a 2 s idle limit
+    write_task(tmp_path / "tasks", "slow-tool", test_sh="[ -f /app/a.txt ] && echo 1 > /logs/verifier/reward.txt "
+               "|| echo 0 > /logs/verifier/reward.txt\n")
+    script = tmp_path / "replies.json"
+    script.write_text(json.dumps([{"shell": "sleep 4; echo a > /app/a.txt"}, {"shell": "sleep 60"},
+                                  {"text": "done"}]))
+    # when
+    t0 = time.monotonic()
+    proc = run_bench(
+        ["run", "tasks", "-a", "claude", "-m", f"mock/script:{script}", "--agent-idle-timeout", "2",
+         "--retry-attempts", "0", "--jobs-dir", "jobs"],
+        env=clean_env, cwd=tmp_path, timeout=AGENT_RUN_TIMEOUT,
+    )
+    # then the 4 s tool outlived 2 s of silence (a running tool has 6 s), the 60 s one was stopped at
+    # about 6 s, and the trial was graded on what it left
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [job] = job_dirs(tmp_path / "jobs")
+    [result] = results_of(job)
+    assert result["error_category"] == "idle_timeout", result
+    assert re.fullmatch(r"Agent idle for 6s with no new tool call, message, or thought "
+                        r"\(last activity [67]s ago, 2 tool calls so far\)", result["error"]), result["error"]
+    assert result["idle_timeout_info"]["pending"] is True and result["idle_timeout_info"]["idle_timeout_sec"] == 2
+    assert result["rewards"] == {"reward": 1.0}
+    assert result["agent_result"]["n_calls"] == 2
+    config = json.loads((job / result["rollout_name"] / "config.json").read_text())
+    assert config["agent_idle_timeout_sec"] == 2
+    assert time.monotonic() - t0 < 60
+    summary = json.loads((job / "summary.json").read_text())
+    assert summary["idle_timeout"] == 1
+    assert "idle_timeouts=1" in proc.stdout
+    assert owned_containers(docker_client, job.name) == []
