@@ -32,7 +32,8 @@ ORACLE_MARK = "bforacle"
 
 
 def load_script(path: str | Path) -> list[dict[str, Any]]:
-    """A mock/script file: a JSON (or YAML) list of {text} / {shell} / {error} replies."""
+    """A mock/script file: a JSON (or YAML) list of {text} / {shell} / {tool, args} / {error}
+    replies."""
     text = Path(path).expanduser().read_text()
     if str(path).endswith((".yaml", ".yml")):
         import yaml
@@ -43,8 +44,10 @@ def load_script(path: str | Path) -> list[dict[str, Any]]:
     if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
         raise ValueError(f"{path}: a mock script is a list of objects")
     for reply in data:
-        if not {"text", "shell", "error"} & set(reply):
-            raise ValueError(f"{path}: each reply needs text, shell or error: {reply!r}")
+        if not {"text", "shell", "tool", "error"} & set(reply):
+            raise ValueError(f"{path}: each reply needs text, shell, tool or error: {reply!r}")
+        if "tool" in reply and not isinstance(reply.get("args", {}), dict):
+            raise ValueError(f"{path}: a tool reply's args are an object of arguments: {reply!r}")
     return data
 
 
@@ -160,6 +163,17 @@ def _shell_reply(protocol: str, body: dict[str, Any], command: str, call_id: str
     return Reply(tool_name=name, tool_args=shell_args(schema, command), call_id=call_id)
 
 
+def _tool_reply(
+    protocol: str, body: dict[str, Any], name: str, args: dict[str, Any], call_id: str
+) -> Reply:
+    """A call of the tool the script names, with its arguments as given; the agent must offer it."""
+    offered = [n for n, _ in tool_specs(protocol, body.get("tools"))]
+    if name not in offered:
+        return Reply(text=f"The mock script calls the tool {name!r}, which this request does not "
+                          f"offer (it offers: {', '.join(offered) or 'none'}).")
+    return Reply(tool_name=name, tool_args=args, call_id=call_id)
+
+
 def _last_user_text(protocol: str, body: dict[str, Any]) -> str:
     items = body.get("input") if protocol == "responses" else body.get("messages")
     if isinstance(items, str):
@@ -195,6 +209,9 @@ def decide(protocol: str, body: dict[str, Any], state: AttemptState, kind: str) 
             return _shell_reply(
                 protocol, body, str(entry["shell"]), _call_id(protocol, "bfscript", n)
             )
+        if "tool" in entry:
+            return _tool_reply(protocol, body, str(entry["tool"]), entry.get("args") or {},
+                               _call_id(protocol, "bfscript", n))
         return Reply(text=str(entry.get("text", "")))
     # oracle
     if has_tool_result(protocol, body, ORACLE_MARK):

@@ -219,3 +219,26 @@ async def test_script_replays_in_order_then_finishes(proxy, register, tmp_path) 
     assert (await ask()).choices[0].message.content == "Done."
     u = proxy.registry.usage(key)
     assert (u.turns, u.errors) == (4, {"provider_rate_limit": 1})
+
+
+async def test_script_calls_a_named_tool_the_request_offers(proxy, register, tmp_path) -> None:
+    # given a script that calls Claude Code's Grep tool, then one the agent does not have
+    script = tmp_path / "replies.json"
+    script.write_text(json.dumps([{"tool": "Grep", "args": {"pattern": "needle", "path": "/app"}},
+                                  {"tool": "WebSearch", "args": {"query": "x"}}]))
+    key, _ = register(f"mock/script:{script}")
+    client = anthropic_client(proxy, key)
+    tools = [{"name": "Bash", "input_schema": BASH_SCHEMA},
+             {"name": "Grep", "input_schema": {"type": "object", "properties": {"pattern": {"type": "string"}}}}]
+
+    async def ask() -> Any:
+        async with client.messages.stream(model="claude-sonnet-4-6", max_tokens=99,
+                                          messages=[{"role": "user", "content": "go"}], tools=tools) as s:
+            return await s.get_final_message()
+
+    # then the first reply is that call, with the script's arguments as given
+    [use] = (await ask()).content
+    assert (use.type, use.name, use.input) == ("tool_use", "Grep", {"pattern": "needle", "path": "/app"})
+    # and a tool the request does not offer is not called: the reply says what is offered
+    [text] = (await ask()).content
+    assert text.type == "text" and "'WebSearch'" in text.text and "Bash, Grep" in text.text

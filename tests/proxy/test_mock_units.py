@@ -146,5 +146,8 @@ def test_load_script(tmp_path: Path) -> None:
     assert load_script(yml) == [{"shell": "ls"}, {"error": {"status": 429}}]
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps([{"say": "x"}]))
-    with pytest.raises(ValueError, match="text, shell or error"):
+    with pytest.raises(ValueError, match="text, shell, tool or error"):
+        load_script(bad)
+    bad.write_text(json.dumps([{"tool": "grep", "args": ["x"]}]))
+    with pytest.raises(ValueError, match="args are an object"):
         load_script(bad)
