@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from runs.agents.base import Agent, AgentCommand, AgentError
+from runs.agents.ripgrep import ensure_ripgrep
 from runs.sandboxes.files import FileEntry
 from runs.sandboxes.layers import AgentLayer
 from runs.tasks import Task
@@ -44,6 +45,7 @@ class CliSpec:
     protocol: str  # the wire API it speaks: messages | chat | responses
     folder: str = ""  # the folder put into the sandbox, inside the npm prefix; "": the binary's own
     layout: int = 1  # raised when what goes into the sandbox changes for the same version
+    ripgrep: bool = False  # ships an `rg` beside the binary (runs/agents/ripgrep.py)
 
     @property
     def shipped(self) -> str:
@@ -60,12 +62,14 @@ class CliSpec:
         return base if self.layout == 1 else f"{base}-layout{self.layout}"
 
 
-CODEX_PACKAGE = "node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl"
+CODEX_PLATFORM_PACKAGE = "node_modules/@openai/codex-linux-x64"
+CODEX_PACKAGE = f"{CODEX_PLATFORM_PACKAGE}/vendor/x86_64-unknown-linux-musl"
 SPECS = {
     "claude": CliSpec("claude", "@anthropic-ai/claude-code", "2.1.197",
                       "node_modules/@anthropic-ai/claude-code-linux-x64/claude", "messages"),
+    # with an rg beside it, for its grep and glob tools; layout 1 had none
     "opencode": CliSpec("opencode", "opencode-ai", "1.18.33",
-                        "node_modules/opencode-linux-x64/bin/opencode", "chat"),
+                        "node_modules/opencode-linux-x64/bin/opencode", "chat", layout=2, ripgrep=True),
     # the whole native package: beside bin/codex, codex-package.json tells Codex to put its bundled
     # ripgrep (codex-path/rg) on its shell's PATH; layout 1 shipped bin/ alone, without rg
     "codex": CliSpec("codex", "@openai/codex", "0.171.0", f"{CODEX_PACKAGE}/bin/codex", "responses",
@@ -77,28 +81,32 @@ def ensure_installed(spec: CliSpec, log=print) -> Path:
     """The agent's folder to put into the sandbox, installed with npm on first use (under a lock)."""
     prefix = cache_root() / f"{spec.name}-{spec.version}"
     binary = prefix / spec.binary
-    if binary.is_file():
-        return prefix / spec.shipped
+    shipped = prefix / spec.shipped
+    if binary.is_file() and (not spec.ripgrep or (shipped / "rg").is_file()):
+        return shipped
     prefix.parent.mkdir(parents=True, exist_ok=True)
-    npm = shutil.which("npm")
-    if npm is None:
-        raise AgentError(
-            f"install failed: -a {spec.name} needs npm on this machine to fetch {spec.package}; "
-            "fix: apt-get install -y npm (scripts/setup.sh does it)"
-        )
     with open(prefix.parent / f".{spec.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if binary.is_file():
-            return prefix / spec.shipped
-        log(f"Installing {spec.package}@{spec.version} (once, into {prefix})…")
-        proc = subprocess.run(
-            [npm, "install", "--no-audit", "--no-fund", "--prefix", str(prefix), f"{spec.package}@{spec.version}"],
-            capture_output=True, text=True, timeout=900,
-        )
-        if proc.returncode != 0 or not binary.is_file():
-            tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
-            raise AgentError(f"install failed: npm could not install {spec.package}@{spec.version}: " + " / ".join(tail))
-    return prefix / spec.shipped
+        if not binary.is_file():
+            npm = shutil.which("npm")
+            if npm is None:
+                raise AgentError(
+                    f"install failed: -a {spec.name} needs npm on this machine to fetch {spec.package}; "
+                    "fix: apt-get install -y npm (scripts/setup.sh does it)"
+                )
+            log(f"Installing {spec.package}@{spec.version} (once, into {prefix})…")
+            proc = subprocess.run(
+                [npm, "install", "--no-audit", "--no-fund", "--prefix", str(prefix), f"{spec.package}@{spec.version}"],
+                capture_output=True, text=True, timeout=900,
+            )
+            if proc.returncode != 0 or not binary.is_file():
+                tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+                raise AgentError(f"install failed: npm could not install {spec.package}@{spec.version}: " + " / ".join(tail))
+        if spec.ripgrep:
+            codex = SPECS["codex"]
+            codex_package = cache_root() / f"{codex.name}-{codex.version}" / CODEX_PLATFORM_PACKAGE
+            ensure_ripgrep(shipped / "rg", codex_package, codex.version, log)
+    return shipped
 
 
 def mount_instead() -> bool:
@@ -321,7 +329,19 @@ class OpenCodeAgent(ModelAgent):
             "autoupdate": False,
             "share": "disabled",
         }
-        return {f"{self.home}/opencode.json": FileEntry(json.dumps(config, indent=2).encode(), 0o644)}
+        return {
+            f"{self.home}/opencode.json": FileEntry(json.dumps(config, indent=2).encode(), 0o644),
+            # where OpenCode looks for rg when the image has none on its PATH (else it downloads one)
+            f"{self._rg_dir}/rg": FileEntry(b"", link=f"{AGENTS_ROOT}/{self.spec.name}/rg"),
+        }
+
+    @property
+    def _rg_dir(self) -> str:
+        return f"{self.home}/.cache/opencode/bin"  # $XDG_CACHE_HOME/opencode/bin
+
+    def writable_dirs(self) -> list[str]:
+        # made before the link goes in, so that the agent's user may write its caches there
+        return [*super().writable_dirs(), f"{self.home}/.cache", f"{self.home}/.cache/opencode", self._rg_dir]
 
     def model_env(self, key: str) -> dict[str, str]:
         h = self.home

@@ -33,6 +33,7 @@ def populate(folder: Path, sources: list[Path]) -> None:
 class FileEntry:
     data: bytes
     mode: int = 0o644
+    link: str = ""  # a symbolic link to this path instead of a file
 
 
 def make_tar(files: dict[str, FileEntry], dirs: Iterable[str] = ()) -> bytes:
@@ -48,9 +49,13 @@ def make_tar(files: dict[str, FileEntry], dirs: Iterable[str] = ()) -> bytes:
             tar.addfile(info)
         for path, entry in files.items():
             info = tarfile.TarInfo(path.strip("/"))
+            info.mtime = now
+            if entry.link:
+                info.type, info.linkname, info.mode = tarfile.SYMTYPE, entry.link, 0o777
+                tar.addfile(info)
+                continue
             info.size = len(entry.data)
             info.mode = entry.mode
-            info.mtime = now
             tar.addfile(info, io.BytesIO(entry.data))
     return buf.getvalue()
 

@@ -912,3 +912,29 @@ def test_idle_watchdog_gives_a_running_tool_3x_and_stops_a_silent_one(docker_cli
     assert summary["idle_timeout"] == 1
     assert "idle_timeouts=1" in proc.stdout
     assert owned_containers(docker_client, job.name) == []
+
+
+def test_opencode_grep_and_glob_work_in_a_sandbox_without_network(docker_client, clean_env, tmp_path):
+    # given a no-network task with a file to find, and a scripted model calling OpenCode's grep and glob
+    # tools (which run rg; OpenCode would download one from GitHub, which no sandbox reaches)
+    write_task(tmp_path / "tasks", "find", toml="[environment]\nnetwork_mode = \"no-network\"\n",
+               dockerfile="FROM debian:bookworm-slim\nWORKDIR /app\nRUN mkdir -p /app/docs && "
+                          "echo 'the needle-42 is here' > /app/docs/notes.txt\n",
+               test_sh=REWARD_1)
+    script = tmp_path / "replies.json"
+    script.write_text(json.dumps([{"tool": "grep", "args": {"pattern": "needle-42", "path": "/app"}},
+                                  {"tool": "glob", "args": {"pattern": "**/*.txt", "path": "/app"}}]))
+    # when
+    proc = run_bench(["run", "tasks", "-a", "opencode", "-m", f"mock/script:{script}", "--jobs-dir", "jobs"],
+                     env=clean_env, cwd=tmp_path, timeout=AGENT_RUN_TIMEOUT)
+    # then both tools found the file, and none failed for want of ripgrep
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [job] = job_dirs(tmp_path / "jobs")
+    [result] = results_of(job)
+    assert result["error"] is None and result["n_tool_calls"] == 2, result
+    messages = trajectory(job, result)[-1]["request"]["messages"]
+    grep_out, glob_out = [str(m["content"]) for m in messages if m.get("role") == "tool"]
+    assert "/app/docs/notes.txt" in grep_out and "needle-42 is here" in grep_out, grep_out
+    assert "/app/docs/notes.txt" in glob_out, glob_out
+    assert "ripgrep" not in grep_out + glob_out
+    assert owned_containers(docker_client, job.name) == []

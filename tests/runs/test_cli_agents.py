@@ -82,8 +82,8 @@ def test_opencode_and_codex_configs_point_at_the_proxy(tmp_path):
     oc, cx = OpenCodeAgent(), CodexAgent()
     for agent in (oc, cx):
         agent.proxy_url, agent.model = "http://127.0.0.1:5555", "mock/oracle"
-    [(path, entry)] = oc.files(None, "x").items()  # type: ignore[arg-type]
-    config = json.loads(entry.data)
+    files = oc.files(None, "x")  # type: ignore[arg-type]
+    config = json.loads(files[f"{oc.home}/opencode.json"].data)
     assert config["provider"]["benchflow"]["options"]["baseURL"] == "http://127.0.0.1:5555/v1"
     assert "{env:BENCHFLOW_PROXY_KEY}" == config["provider"]["benchflow"]["options"]["apiKey"]
     [(path, entry)] = cx.files(None, "x").items()  # type: ignore[arg-type]
@@ -182,6 +182,8 @@ def _fake_install(cache: Path, agent_class) -> None:
     prefix = cache / f"{spec.name}-{spec.version}"
     (prefix / spec.binary).parent.mkdir(parents=True)
     (prefix / spec.binary).write_text("binary")
+    if spec.name == "opencode":  # as if an earlier run had fetched its ripgrep
+        (prefix / spec.shipped / "rg").write_text("ripgrep")
     if spec.name == "codex":  # the native package's other parts, beside bin/
         package = (prefix / spec.binary).parent.parent
         (package / "codex-package.json").write_text('{"pathDir": "codex-path"}')
@@ -210,9 +212,9 @@ def test_codex_gets_its_whole_native_package_so_its_bundled_ripgrep_is_on_path(t
     assert layer.name != f"codex-{SPECS['codex'].version}" and SPECS["codex"].version in layer.name
 
 
-@pytest.mark.parametrize("agent_class", [ClaudeAgent, OpenCodeAgent])
-def test_claude_and_opencode_layers_keep_their_names_and_binary_paths(tmp_path, monkeypatch, agent_class):
-    # their layout did not change: layers already built stay in use
+@pytest.mark.parametrize("agent_class", [ClaudeAgent])
+def test_claude_layer_keeps_its_name_and_binary_path(tmp_path, monkeypatch, agent_class):
+    # its layout did not change: layers already built stay in use
     monkeypatch.setenv("BENCHFLOW_AGENT_CACHE", str(tmp_path))
     monkeypatch.delenv("BENCHFLOW_AGENT_MOUNT", raising=False)
     _fake_install(tmp_path, agent_class)
@@ -260,3 +262,73 @@ def test_opencode_starts_without_reaching_the_npm_registry():
     agent = OpenCodeAgent()
     agent.proxy_url, agent.model = "http://127.0.0.1:5555", "mock/oracle"
     assert agent.model_env("k")["npm_config_offline"] == "true"
+
+
+def test_opencode_ships_the_ripgrep_of_the_codex_install_beside_its_binary(tmp_path, monkeypatch):
+    # given OpenCode installed by npm (no rg: it would download one from GitHub) and Codex installed
+    monkeypatch.setenv("BENCHFLOW_AGENT_CACHE", str(tmp_path))
+    monkeypatch.delenv("BENCHFLOW_AGENT_MOUNT", raising=False)
+    monkeypatch.setenv("PATH", "/nonexistent")  # no npm: nothing may be fetched
+    _fake_install(tmp_path, CodexAgent)
+    spec = OpenCodeAgent.spec
+    (tmp_path / f"opencode-{spec.version}" / spec.binary).parent.mkdir(parents=True)
+    (tmp_path / f"opencode-{spec.version}" / spec.binary).write_text("binary")
+    # when the job installs it
+    agent = OpenCodeAgent()
+    agent.install()
+    # then Codex's static rg ships beside opencode, in a layer of a new name (the old had no rg)
+    layer = agent.image_layer()
+    assert layer is not None and layer.name == f"opencode-{spec.version}-layout2"
+    rg = layer.source / "rg"
+    assert rg.read_text() == "ripgrep" and rg.stat().st_mode & 0o111
+    # and OpenCode finds it in its cache folder, which stays the agent's to write in
+    link = agent.files(None, "x")[f"{agent.home}/.cache/opencode/bin/rg"]  # type: ignore[arg-type]
+    assert link.link == f"{layer.target}/rg"
+    assert f"{agent.home}/.cache/opencode/bin" in agent.writable_dirs()
+    assert agent.model_env("k")["XDG_CACHE_HOME"] == f"{agent.home}/.cache"
+
+
+def test_opencode_ripgrep_comes_from_codex_package_with_npm_pack_when_codex_is_not_installed(tmp_path, monkeypatch):
+    # given no Codex install, and an npm whose `pack` leaves Codex's linux-x64 package in the folder given
+    import io
+    import tarfile
+
+    monkeypatch.setenv("BENCHFLOW_AGENT_CACHE", str(tmp_path / "cache"))
+    tgz = tmp_path / "codex-linux-x64.tgz"
+    with tarfile.open(tgz, "w:gz") as tar:
+        info = tarfile.TarInfo("package/vendor/x86_64-unknown-linux-musl/codex-path/rg")
+        info.size, info.mode = 7, 0o755
+        tar.addfile(info, io.BytesIO(b"rg 15.2"))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "npm").write_text(f'#!/bin/sh\necho "$@" > {tmp_path}/npm-args\n'
+                                 f'while [ "$1" != "--pack-destination" ]; do shift; done\ncp {tgz} "$2"/\n')
+    (bin_dir / "npm").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    spec = OpenCodeAgent.spec
+    prefix = tmp_path / "cache" / f"opencode-{spec.version}"
+    (prefix / spec.binary).parent.mkdir(parents=True)
+    (prefix / spec.binary).write_text("binary")
+    # when
+    from runs.agents.cli_agents import ensure_installed
+
+    folder = ensure_installed(spec, log=lambda _m: None)
+    # then only the rg was taken from the package, for the pinned Codex version
+    assert (folder / "rg").read_bytes() == b"rg 15.2" and (folder / "rg").stat().st_mode & 0o111
+    assert f"@openai/codex@{SPECS['codex'].version}-linux-x64" in (tmp_path / "npm-args").read_text()
+    assert sorted(p.name for p in folder.iterdir()) == ["opencode", "rg"]
+
+
+def test_a_link_entry_goes_into_the_tar_as_a_symbolic_link():
+    import io
+    import tarfile
+
+    from runs.sandboxes.files import FileEntry, make_tar
+
+    data = make_tar({"/home/a/bin/rg": FileEntry(b"", link="/opt/x/rg"), "/home/a/f": FileEntry(b"hi")},
+                    dirs=["/home/a", "/home/a/bin"])
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        members = {m.name: m for m in tar.getmembers()}
+        assert members["home/a/bin/rg"].issym() and members["home/a/bin/rg"].linkname == "/opt/x/rg"
+        assert members["home/a/f"].isfile() and tar.extractfile("home/a/f").read() == b"hi"
+        assert [m.name for m in tar.getmembers()][:2] == ["home/a", "home/a/bin"]  # dirs first
