@@ -39,6 +39,7 @@ class IdleWatch:
         self.last = clock()
         self._calls: int | None = None
         self.pending = False
+        self.silent_s = 0.0  # at the last check: what the error reports, not the time the stop took
 
     def expired(self) -> float | None:
         """The limit passed (seconds), or None while the agent is active enough."""
@@ -53,10 +54,8 @@ class IdleWatch:
             self.last = output
         self.pending = in_flight > 0 or self._open_tools() > 0
         limit = self.limit_s * (PENDING_FACTOR if self.pending else 1)
-        return limit if now - self.last >= limit else None
-
-    def silent_for(self) -> float:
-        return self._clock() - self.last
+        self.silent_s = now - self.last
+        return limit if self.silent_s >= limit else None
 
 
 def idle_error(limit_s: float, silent_s: float, tool_calls: int) -> str:
@@ -68,7 +67,7 @@ def idle_error(limit_s: float, silent_s: float, tool_calls: int) -> str:
 
 
 def record_idle_stop(result: dict[str, Any], watch: IdleWatch, limit_s: float, tool_calls: int) -> None:
-    silent = watch.silent_for()
+    silent = watch.silent_s
     result["error"] = idle_error(limit_s, silent, tool_calls)
     result["error_category"] = "idle_timeout"
     result["idle_timeout_info"] = {

@@ -74,6 +74,8 @@ def test_the_error_matches_benchflows_wording_and_class():
     assert classify(text) == "idle_timeout"
     watch, clock, _ = make(600)
     clock.now += 600
+    assert watch.expired() == 600
+    clock.now += 4  # stopping the agent took a while: the error reports the silence the watchdog saw
     result: dict = {}
     record_idle_stop(result, watch, 600.0, 3)
     assert result["error_category"] == "idle_timeout"
