@@ -26,10 +26,12 @@ from runs.sandboxes.layers import AgentLayer
 from runs.tasks import Task
 
 AGENTS_ROOT = "/opt/benchflow/agents"
-HOME_ROOT = "/tmp/benchflow-home"
+HOME_ROOT = "/opt/benchflow/home"  # not under /tmp: Codex refuses to make its helper commands (apply_patch) there
 QUIET_ENV = {"NO_COLOR": "1", "TERM": "dumb", "CI": "1"}
-OPENCODE_CONTEXT_TOKENS = 128_000  # when to compact the conversation
-OPENCODE_OUTPUT_TOKENS = 8192  # max_tokens of each call: within every provider's output cap
+# The context window (when to compact) and output cap told to OpenCode, and to Codex for models it
+# does not know: within what every provider we route to serves.
+MODEL_CONTEXT_TOKENS = 128_000
+MODEL_OUTPUT_TOKENS = 8192
 
 
 def cache_root() -> Path:
@@ -316,7 +318,7 @@ class OpenCodeAgent(ModelAgent):
                         "tool_call": True,
                         # Without a limit OpenCode asks for 32000 output tokens, which providers with a
                         # lower cap reject, and takes a context of 0, which turns auto-compaction off.
-                        "limit": {"context": OPENCODE_CONTEXT_TOKENS, "output": OPENCODE_OUTPUT_TOKENS},
+                        "limit": {"context": MODEL_CONTEXT_TOKENS, "output": MODEL_OUTPUT_TOKENS},
                     }},
                 }
             },
@@ -387,7 +389,7 @@ class CodexAgent(ModelAgent):
 
     def files(self, task: Task, instruction: str) -> dict[str, FileEntry]:
         config = f"""model = "{cli_model_name(self.model)}"
-model_provider = "benchflow"
+{self._model_limits()}model_provider = "benchflow"
 approval_policy = "never"
 sandbox_mode = "danger-full-access"
 
@@ -407,6 +409,15 @@ plugins = false
 apps = false
 """
         return {f"{self.home}/config.toml": FileEntry(config.encode(), 0o644)}
+
+    def _model_limits(self) -> str:
+        """Codex knows OpenAI's models; for any other ("Model metadata for `x` not found.
+        Defaulting to fallback metadata") it is told the window OpenCode is told, and to compact
+        the conversation before the window is full."""
+        if self.model.startswith("openai/"):
+            return ""
+        return (f"model_context_window = {MODEL_CONTEXT_TOKENS}\n"
+                f"model_auto_compact_token_limit = {MODEL_CONTEXT_TOKENS - 2 * MODEL_OUTPUT_TOKENS}\n")
 
     def model_env(self, key: str) -> dict[str, str]:
         return {"BENCHFLOW_PROXY_KEY": key, "CODEX_HOME": self.home}

@@ -92,6 +92,23 @@ def test_opencode_and_codex_configs_point_at_the_proxy(tmp_path):
     assert "enabled = false" in text  # analytics off
 
 
+@pytest.mark.parametrize(("model", "window"), [("openai-compatible/qwen3-coder", True), ("mock/oracle", True),
+                                               ("openai/gpt-5", False)])
+def test_codex_is_told_a_context_window_for_models_it_does_not_know(model, window):
+    import tomllib
+
+    cx = CodexAgent()
+    cx.proxy_url, cx.model = "http://127.0.0.1:5555", model
+    [entry] = cx.files(None, "x").values()  # type: ignore[arg-type]
+    config = tomllib.loads(entry.data.decode())
+    if window:  # compaction before the window is full, with room for the output
+        assert config["model_context_window"] == 128_000
+        assert config["model_auto_compact_token_limit"] == 128_000 - 2 * 8192
+    else:  # OpenAI's own models: Codex knows their windows
+        assert "model_context_window" not in config and "model_auto_compact_token_limit" not in config
+    assert config["model_provider"] == "benchflow"
+
+
 @pytest.mark.parametrize(("model", "name"), [("deepseek/deepseek-v4-flash", "deepseek-v4-flash"),
                                              ("mock/script:replies.json", "script-replies.json"), ("sonnet", "sonnet")])
 def test_cli_model_names(model, name):
