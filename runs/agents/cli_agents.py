@@ -1,26 +1,22 @@
 """Agents that need a model: Claude Code, OpenCode and Codex, each talking only to our model proxy.
 
-Each CLI ships a native binary in its npm package (no Node needed at run time). It is installed
-once per version on the host (npm, into a cache folder) and put into the sandbox as an image
-layer over the task's image, built once per task image and version (runs/sandboxes/layers.py):
-nothing is installed or copied per trial. BENCHFLOW_AGENT_MOUNT=1 mounts the folder read-only
-instead, which saves the layer's disk space (one copy of the binary per task image).
+Each CLI is installed once per version on the host (runs/agents/cli_install.py) and put into the
+sandbox as an image layer over the task's image, built once per task image and version
+(runs/sandboxes/layers.py): nothing is installed or copied per trial. BENCHFLOW_AGENT_MOUNT=1
+mounts the folder read-only instead, which saves the layer's disk space (one copy of the binary
+per task image).
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import shutil
-import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from runs.agents.base import Agent, AgentCommand, AgentError
-from runs.agents.ripgrep import ensure_ripgrep
+from runs.agents.cli_install import SPECS, CliSpec, ensure_installed, mount_instead
 from runs.sandboxes.files import FileEntry
 from runs.sandboxes.layers import AgentLayer
 from runs.tasks import Task
@@ -32,88 +28,6 @@ QUIET_ENV = {"NO_COLOR": "1", "TERM": "dumb", "CI": "1"}
 # does not know: within what every provider we route to serves.
 MODEL_CONTEXT_TOKENS = 128_000
 MODEL_OUTPUT_TOKENS = 8192
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("BENCHFLOW_AGENT_CACHE", Path.home() / ".cache" / "benchflow-site" / "agents"))
-
-
-@dataclass(frozen=True)
-class CliSpec:
-    name: str
-    package: str
-    version: str
-    binary: str  # path of the native binary inside the npm prefix
-    protocol: str  # the wire API it speaks: messages | chat | responses
-    folder: str = ""  # the folder put into the sandbox, inside the npm prefix; "": the binary's own
-    layout: int = 1  # raised when what goes into the sandbox changes for the same version
-    ripgrep: bool = False  # ships an `rg` beside the binary (runs/agents/ripgrep.py)
-
-    @property
-    def shipped(self) -> str:
-        return self.folder or str(Path(self.binary).parent)
-
-    @property
-    def binary_in_folder(self) -> str:
-        return str(Path(self.binary).relative_to(self.shipped))
-
-    @property
-    def layer_name(self) -> str:
-        """The agent's files image is cached by this name: a new version or layout gets a new one."""
-        base = f"{self.name}-{self.version}"
-        return base if self.layout == 1 else f"{base}-layout{self.layout}"
-
-
-CODEX_PLATFORM_PACKAGE = "node_modules/@openai/codex-linux-x64"
-CODEX_PACKAGE = f"{CODEX_PLATFORM_PACKAGE}/vendor/x86_64-unknown-linux-musl"
-SPECS = {
-    "claude": CliSpec("claude", "@anthropic-ai/claude-code", "2.1.197",
-                      "node_modules/@anthropic-ai/claude-code-linux-x64/claude", "messages"),
-    # with an rg beside it, for its grep and glob tools; layout 1 had none
-    "opencode": CliSpec("opencode", "opencode-ai", "1.18.33",
-                        "node_modules/opencode-linux-x64/bin/opencode", "chat", layout=2, ripgrep=True),
-    # the whole native package: beside bin/codex, codex-package.json tells Codex to put its bundled
-    # ripgrep (codex-path/rg) on its shell's PATH; layout 1 shipped bin/ alone, without rg
-    "codex": CliSpec("codex", "@openai/codex", "0.171.0", f"{CODEX_PACKAGE}/bin/codex", "responses",
-                     folder=CODEX_PACKAGE, layout=2),
-}
-
-
-def ensure_installed(spec: CliSpec, log=print) -> Path:
-    """The agent's folder to put into the sandbox, installed with npm on first use (under a lock)."""
-    prefix = cache_root() / f"{spec.name}-{spec.version}"
-    binary = prefix / spec.binary
-    shipped = prefix / spec.shipped
-    if binary.is_file() and (not spec.ripgrep or (shipped / "rg").is_file()):
-        return shipped
-    prefix.parent.mkdir(parents=True, exist_ok=True)
-    with open(prefix.parent / f".{spec.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not binary.is_file():
-            npm = shutil.which("npm")
-            if npm is None:
-                raise AgentError(
-                    f"install failed: -a {spec.name} needs npm on this machine to fetch {spec.package}; "
-                    "fix: apt-get install -y npm (scripts/setup.sh does it)"
-                )
-            log(f"Installing {spec.package}@{spec.version} (once, into {prefix})…")
-            proc = subprocess.run(
-                [npm, "install", "--no-audit", "--no-fund", "--prefix", str(prefix), f"{spec.package}@{spec.version}"],
-                capture_output=True, text=True, timeout=900,
-            )
-            if proc.returncode != 0 or not binary.is_file():
-                tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
-                raise AgentError(f"install failed: npm could not install {spec.package}@{spec.version}: " + " / ".join(tail))
-        if spec.ripgrep:
-            codex = SPECS["codex"]
-            codex_package = cache_root() / f"{codex.name}-{codex.version}" / CODEX_PLATFORM_PACKAGE
-            ensure_ripgrep(shipped / "rg", codex_package, codex.version, log)
-    return shipped
-
-
-def mount_instead() -> bool:
-    """BENCHFLOW_AGENT_MOUNT=1: mount the agent's folder rather than layer it into the image."""
-    return os.environ.get("BENCHFLOW_AGENT_MOUNT", "") not in ("", "0")
 
 
 def cli_model_name(model: str) -> str:

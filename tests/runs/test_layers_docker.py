@@ -57,14 +57,14 @@ def test_the_layer_puts_the_folder_into_the_image_once(docker_client, tmp_path):
 
 
 def test_doctor_fix_removes_layers_over_task_images_since_rebuilt(docker_client, tmp_path, monkeypatch):
-    from runs.agents import cli_agents
+    from runs.agents import cli_install
     from runs.doctor import agent_images_check
 
     # given a layer of a pinned CLI version (a made-up one: a real name would replace the real
     # files image) over a task image, which is then rebuilt
     version = f"9.{secrets.randbelow(10**6)}"
-    fake = cli_agents.CliSpec("fakecli", "fakecli", version, "bin/fakecli", "chat")
-    monkeypatch.setattr(cli_agents, "SPECS", {**cli_agents.SPECS, "fakecli": fake})
+    fake = cli_install.CliSpec("fakecli", "fakecli", version, "bin/fakecli", "chat")
+    monkeypatch.setattr(cli_install, "SPECS", {**cli_install.SPECS, "fakecli": fake})
     source = tmp_path / "bin"
     source.mkdir()
     (source / "agent").write_text("x")
