@@ -90,7 +90,7 @@ class _Cycle:
             "http_version": req.version,
             "method": req.method,
             "scheme": "http",
-            "path": unquote(path.decode("latin-1")) if b"%" in path else path.decode("latin-1"),
+            "path": unquote(path.decode("latin-1")) if path.find(b"%") >= 0 else path.decode("latin-1"),
             "raw_path": path,
             "query_string": query,
             "root_path": "",

@@ -119,11 +119,11 @@ class StreamTap:
 
     def close(self) -> None:
         raw = self.raw()
-        if b"\r" in raw:
+        if raw.find(b"\r") >= 0:  # find, not `in`: see trajectory._embeddable
             raw = raw.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         markers = _MARKERS[self.protocol]
         for part in raw.split(b"\n\n"):
-            if any(m in part for m in markers):
+            if any(part.find(m) >= 0 for m in markers):
                 frame = parse_frame(part.strip(b"\n"))
                 if frame is not None:
                     self._frame(frame)
