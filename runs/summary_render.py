@@ -161,7 +161,12 @@ def render_final_block(
         lines.append(_paint(f"  (details: {job}/{failures[0]['rollout_name']}/verifier)", "dim",
                             color))
     budget = summary.get("budget")
-    if isinstance(budget, Mapping) and budget.get("stopped"):
+    if (
+        isinstance(budget, Mapping)
+        and budget.get("stopped")
+        # a cap met exactly by the plan kept nothing from running: nothing to say
+        and any(budget.get(k) for k in ("cancelled", "not_started", "retries_stopped"))
+    ):
         lines.append(f"{_paint('Budget:', 'warn', color)} {budget.get('reason')}; "
                      f"{len(budget.get('cancelled') or [])} running trial(s) cancelled, "
                      f"{len(budget.get('not_started') or [])} not started (not counted as "

@@ -310,3 +310,15 @@ def test_the_cost_line_counts_what_cap_cancelled_attempts_spent():
     assert (summary["total_tokens"], summary["total_cost_usd"]) == (4042, 0.004074)
     assert summary["avg_cost_per_trial_usd"] == 0.002037
     assert sr.cost_text(summary) == "$0.00, 4,042 tokens"
+
+
+def test_no_budget_line_when_a_cap_met_exactly_by_the_plan_kept_nothing_from_running():
+    # given --max-rollouts 2 over two tasks: the cap is met at the second start, and nothing is left
+    budget = {**CAP_BUDGET, "reason": "budget reached: 2 rollouts started of a 2 cap", "not_started": [],
+              "cancelled": [], "retries_stopped": []}
+    passed = [result("a", 1.0), result("b", 1.0)]
+    summary = s.build_summary(job_name="j", results=passed, plan_total=2, not_run=[], budget=budget)
+    # when the final block is rendered
+    lines = sr.render_final_block(summary, "jobs/j", reused=0, elapsed_s=5.0, color=False)
+    # then no Budget line tells the user to resume for trials that do not exist
+    assert not any(line.startswith("Budget:") for line in lines), lines
