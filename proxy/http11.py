@@ -12,6 +12,7 @@ and bodies, connections per listener and the time to send a head are bounded.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -51,10 +52,17 @@ def _head(status: int, headers: Any, chunked: bool, close: bool) -> bytes:
     return b"".join(parts)
 
 
+# The server's own refusals, in the shape both OpenAI's and Anthropic's SDKs read an error from
+# ({"error": {"message", "type"}}), so that an agent's SDK shows the reason, not a parse failure.
+_ERROR_TYPES = {400: "invalid_request_error", 408: "invalid_request_error", 413: "request_too_large",
+                431: "invalid_request_error"}
+
+
 def _error_response(status: int, text: str) -> bytes:
-    body = text.encode() + b"\n"
-    head = _head(status, [(b"content-type", b"text/plain"), (b"content-length", b"%d" % len(body))],
-                 False, True)
+    error = {"type": _ERROR_TYPES.get(status, "api_error"), "message": text}
+    body = json.dumps({"type": "error", "error": error}).encode() + b"\n"
+    head = _head(status, [(b"content-type", b"application/json"),
+                          (b"content-length", b"%d" % len(body))], False, True)
     return head + body
 
 

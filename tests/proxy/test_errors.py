@@ -230,3 +230,20 @@ async def test_an_unreachable_upstream_is_a_502_in_the_apis_format(tmp_path) -> 
         assert u.errors == {"infra_failure": 1} and u.in_flight == 0
     finally:
         await server.stop()
+
+
+async def test_a_body_over_the_servers_limit_reaches_both_sdks_with_its_reason(proxy, register, monkeypatch) -> None:
+    # given a proxy whose server takes bodies of at most 200 bytes
+    from proxy import http11
+
+    monkeypatch.setattr(http11, "MAX_BODY", 200)
+    key, _ = register("mock/echo")
+    long = [{"role": "user", "content": "x" * 500}]
+    # when each SDK sends more, then it raises with the status and the server's reason
+    with pytest.raises(openai.APIStatusError) as oe:
+        await openai_client(proxy, key).chat.completions.create(model="m", messages=long)
+    with pytest.raises(anthropic.APIStatusError) as ae:
+        await anthropic_client(proxy, key).messages.create(model="m", max_tokens=5, messages=long)
+    for err in (oe.value, ae.value):
+        assert err.status_code == 413
+        assert "Request body too large (over 200 bytes)" in str(err), str(err)

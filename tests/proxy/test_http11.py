@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 from collections.abc import AsyncIterator
 from typing import Any
@@ -197,6 +198,11 @@ async def test_a_body_over_the_limit_gets_413(served, monkeypatch) -> None:
     monkeypatch.setattr(http11, "MAX_BODY", 10)
     out = await exchange(port, b"POST /big HTTP/1.1\r\nhost: x\r\ncontent-length: 20\r\n\r\n" + b"x" * 20)
     assert out.startswith(b"HTTP/1.1 413") and seen == []
+    # in the error shape both SDKs read, so an agent's SDK shows why
+    head, _, body = out.partition(b"\r\n\r\n")
+    assert b"content-type: application/json" in head
+    assert json.loads(body)["error"] == {"type": "request_too_large",
+                                         "message": "Request body too large (over 10 bytes)"}
 
 
 async def test_a_request_head_over_the_limit_gets_431(served) -> None:
