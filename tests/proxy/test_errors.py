@@ -234,9 +234,9 @@ async def test_an_unreachable_upstream_is_a_502_in_the_apis_format(tmp_path) -> 
 
 async def test_a_body_over_the_servers_limit_reaches_both_sdks_with_its_reason(proxy, register, monkeypatch) -> None:
     # given a proxy whose server takes bodies of at most 200 bytes
-    from proxy import http11
+    from proxy import http11_conn
 
-    monkeypatch.setattr(http11, "MAX_BODY", 200)
+    monkeypatch.setattr(http11_conn, "MAX_BODY", 200)
     key, _ = register("mock/echo")
     long = [{"role": "user", "content": "x" * 500}]
     # when each SDK sends more, then it raises with the status and the server's reason

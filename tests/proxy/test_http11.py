@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from proxy import http11
+from proxy import http11, http11_conn
 from proxy.http11 import HttpServer
 
 Seen = list[dict[str, Any]]
@@ -195,7 +195,7 @@ async def test_bad_requests_and_app_failures_get_an_error_and_a_closed_connectio
 
 async def test_a_body_over_the_limit_gets_413(served, monkeypatch) -> None:
     port, seen, _ = served
-    monkeypatch.setattr(http11, "MAX_BODY", 10)
+    monkeypatch.setattr(http11_conn, "MAX_BODY", 10)
     out = await exchange(port, b"POST /big HTTP/1.1\r\nhost: x\r\ncontent-length: 20\r\n\r\n" + b"x" * 20)
     assert out.startswith(b"HTTP/1.1 413") and seen == []
     # in the error shape both SDKs read, so an agent's SDK shows why
@@ -288,8 +288,8 @@ async def test_each_listener_closes_connections_over_its_own_cap_at_once(
     served, monkeypatch
 ) -> None:
     port, _, server = served
-    monkeypatch.setattr(http11, "MAX_CONNECTIONS", 1)
-    monkeypatch.setattr(http11, "MAX_SANDBOX_CONNECTIONS", 1)
+    monkeypatch.setattr(http11_conn, "MAX_CONNECTIONS", 1)
+    monkeypatch.setattr(http11_conn, "MAX_SANDBOX_CONNECTIONS", 1)
     extra = socket.socket()
     extra.bind(("127.0.0.1", 0))
     extra.listen(8)
@@ -343,3 +343,35 @@ async def test_a_listeners_closer_waits_for_requests_whose_clients_left_then_can
     # then the short request was let finish and the long one cancelled at the timeout
     assert {"held": "done"} in seen and {"held": "cancelled"} in seen
     assert not server.connections
+
+
+async def test_a_sandboxs_connections_together_hold_at_most_its_body_limit(served, monkeypatch) -> None:
+    # given a sandbox listener whose connections may hold 100 bytes of request bodies in all
+    port, seen, server = served
+    monkeypatch.setattr(http11_conn, "MAX_SANDBOX_HELD", 100)
+    extra = socket.socket()
+    extra.bind(("127.0.0.1", 0))
+    extra.listen(8)
+    extra.setblocking(False)
+    sandbox_port = extra.getsockname()[1]
+    close = await server.add_listener(extra)
+    # when one client sends 60 of an 80-byte body and stops, and a second sends 60 more
+    r1, w1 = await asyncio.open_connection("127.0.0.1", sandbox_port)
+    w1.write(b"POST /a HTTP/1.1\r\nhost: x\r\ncontent-length: 80\r\n\r\n" + b"a" * 60)
+    await w1.drain()
+    await asyncio.sleep(0.1)
+    out = await exchange(sandbox_port, b"POST /b HTTP/1.1\r\nhost: x\r\ncontent-length: 80\r\n\r\n" + b"b" * 60)
+    # then the second is refused with 413 and why, in the SDKs' error shape, and never served
+    assert out.startswith(b"HTTP/1.1 413"), out
+    assert json.loads(out.partition(b"\r\n\r\n")[2])["error"]["message"] == (
+        "Request bodies in progress from this client's sandbox hold over 100 bytes")
+    # and the first, within the limit, is served once its body is whole
+    w1.write(b"a" * 20)
+    assert (await asyncio.wait_for(r1.readuntil(b"a" * 80), 5)).endswith(b"POST /a " + b"a" * 80)
+    assert [s["path"] for s in seen] == ["/a"]
+    # and what a served request held is given back: the next one fits again
+    out = await exchange(sandbox_port, b"POST /c HTTP/1.1\r\nhost: x\r\ncontent-length: 90\r\n"
+                                       b"connection: close\r\n\r\n" + b"c" * 90)
+    assert out.startswith(b"HTTP/1.1 200"), out
+    w1.close()
+    await close()

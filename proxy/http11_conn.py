@@ -1,0 +1,411 @@
+"""One client connection of the proxy's HTTP/1.1 server (proxy/http11.py): its requests parsed
+with httptools, each served as an ASGI cycle, and the limits an untrusted client meets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable
+from http import HTTPStatus
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+import httptools
+
+if TYPE_CHECKING:
+    from proxy.http11 import HttpServer
+
+log = logging.getLogger(__name__)
+
+App = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
+MAX_BODY = 64 << 20  # an agent's request with its whole conversation (images too) stays below this
+MAX_HEAD = 64 << 10  # request line and headers: agents are untrusted, their memory is ours
+MAX_QUEUED = 16  # pipelined requests waiting behind the one in progress
+# Connections per listener (with requests still running for clients gone); more are closed at
+# once: no sandbox takes the fds or the memory that other trials need.
+MAX_CONNECTIONS = 1024  # on the main listener
+MAX_SANDBOX_CONNECTIONS = 256  # on each listener given to add_listener
+# Request bodies a listener's connections may hold at once (being received, queued or being
+# served): a body cap alone lets 256 connections hold 64 MB each.
+MAX_HELD = 1 << 30  # on the main listener
+MAX_SANDBOX_HELD = 256 << 20  # on each listener given to add_listener
+_REASONS = {s.value: s.phrase.encode() for s in HTTPStatus}
+_ASGI = {"version": "3.0", "spec_version": "2.3"}
+_DISCONNECT = {"type": "http.disconnect"}
+
+
+def _head(status: int, headers: Any, chunked: bool, close: bool) -> bytes:
+    parts = [b"HTTP/1.1 %d %s\r\n" % (status, _REASONS.get(status, b"Unknown"))]
+    for name, value in headers:
+        parts += (name, b": ", value, b"\r\n")
+    if chunked:
+        parts.append(b"transfer-encoding: chunked\r\n")
+    if close:
+        parts.append(b"connection: close\r\n")
+    parts.append(b"\r\n")
+    return b"".join(parts)
+
+
+# The server's own refusals, in the shape both OpenAI's and Anthropic's SDKs read an error from
+# ({"error": {"message", "type"}}), so that an agent's SDK shows the reason, not a parse failure.
+_ERROR_TYPES = {400: "invalid_request_error", 408: "invalid_request_error", 413: "request_too_large",
+                431: "invalid_request_error"}
+
+
+def _error_response(status: int, text: str) -> bytes:
+    error = {"type": _ERROR_TYPES.get(status, "api_error"), "message": text}
+    body = json.dumps({"type": "error", "error": error}).encode() + b"\n"
+    head = _head(status, [(b"content-type", b"application/json"),
+                          (b"content-length", b"%d" % len(body))], False, True)
+    return head + body
+
+
+class _Request:
+    __slots__ = ("method", "url", "headers", "body", "keep_alive", "version")
+
+    def __init__(self, method: str, url: bytes, headers: list[tuple[bytes, bytes]],
+                 body: bytes, keep_alive: bool, version: str) -> None:
+        self.method, self.url, self.headers = method, url, headers
+        self.body, self.keep_alive, self.version = body, keep_alive, version
+
+
+class _Cycle:
+    """One request and its response: the ASGI receive and send callables."""
+
+    __slots__ = ("conn", "req", "started", "complete", "chunked", "head", "close",
+                 "body_read", "waiter", "is_head")
+
+    def __init__(self, conn: HttpConnection, req: _Request) -> None:
+        self.conn, self.req = conn, req
+        self.started = self.complete = self.chunked = self.body_read = False
+        self.close = not req.keep_alive
+        self.head = b""
+        self.waiter: asyncio.Future[None] | None = None
+        self.is_head = req.method == "HEAD"
+
+    async def run(self, app: App) -> None:
+        req, conn = self.req, self.conn
+        path, _, query = req.url.partition(b"?")
+        scope = {
+            "type": "http",
+            "asgi": _ASGI,
+            "http_version": req.version,
+            "method": req.method,
+            "scheme": "http",
+            "path": unquote(path.decode("latin-1")) if path.find(b"%") >= 0 else path.decode("latin-1"),
+            "raw_path": path,
+            "query_string": query,
+            "root_path": "",
+            "headers": req.headers,
+            "client": conn.peer,
+            "server": conn.sockname,
+        }
+        try:
+            await app(scope, self.receive, self.send)
+        except asyncio.CancelledError:
+            conn.close()
+            raise
+        except Exception:
+            log.exception("the proxy app failed on %s %s", req.method, path.decode("latin-1"))
+            if not self.started and not conn.closed:
+                conn.write(_error_response(500, "Internal Server Error"))
+            conn.close()
+        else:
+            if self.complete:
+                conn.cycle_done(self)
+                return
+            if not self.started and not conn.closed:
+                log.error("the proxy app sent no response to %s %s", req.method, path.decode("latin-1"))
+                conn.write(_error_response(500, "Internal Server Error"))
+            conn.close()  # a half-sent response cannot be followed on this connection
+        finally:
+            if conn.lost:  # connection_lost left the connection counted until now
+                conn.forget()
+
+    async def receive(self) -> dict[str, Any]:
+        if not self.body_read:
+            self.body_read = True
+            return {"type": "http.request", "body": self.req.body, "more_body": False}
+        # Afterwards the only news is a disconnect (or the end of this response).
+        if not self.conn.closed and not self.complete:
+            fut = self.waiter = self.conn.loop.create_future()
+            try:
+                await fut
+            finally:
+                self.waiter = None
+        return _DISCONNECT
+
+    def _wake(self) -> None:
+        fut = self.waiter
+        if fut is not None and not fut.done():
+            fut.set_result(None)
+
+    async def send(self, message: dict[str, Any]) -> None:
+        conn = self.conn
+        kind = message["type"]
+        if kind == "http.response.body":
+            if not self.started or self.complete:
+                raise RuntimeError("http.response.body outside a response")
+            body: bytes = message.get("body", b"")
+            more = message.get("more_body", False)
+            if conn.closed:
+                if not more:
+                    self.complete = True
+                return
+            if self.is_head:
+                data = self.head
+                self.head = b""
+            elif self.chunked:
+                data = self.head
+                if body:
+                    data += b"%x\r\n%s\r\n" % (len(body), body)
+                if not more:
+                    data += b"0\r\n\r\n"
+                self.head = b""
+            elif self.head:
+                data = self.head + body
+                self.head = b""
+            else:
+                data = body
+            if data:
+                conn.write(data)
+            if not more:
+                self.complete = True
+                self._wake()
+            elif conn.paused:
+                await conn.drain()
+        elif kind == "http.response.start":
+            if self.started:
+                raise RuntimeError("http.response.start sent twice")
+            self.started = True
+            headers = message.get("headers", ())
+            status = message["status"]
+            framed = False
+            for name, _ in headers:
+                if name.lower() == b"content-length":
+                    framed = True
+                    break
+            bodiless = status < 200 or status in (204, 304) or self.is_head
+            self.chunked = not framed and not bodiless and self.req.version == "1.1"
+            if not framed and not bodiless and not self.chunked:
+                self.close = True  # HTTP/1.0 without a length: the end is the connection's end
+            self.head = _head(status, headers, self.chunked, self.close)
+        else:
+            raise RuntimeError(f"unexpected ASGI message {kind!r}")
+
+
+class Listener:
+    """The connections of one listening socket (the main one, or a sandbox's), and the request
+    bytes they hold; its limits are the module's, read when they apply."""
+
+    __slots__ = ("conns", "sandbox", "held")
+
+    def __init__(self, sandbox: bool) -> None:
+        self.conns: set[HttpConnection] = set()
+        self.sandbox = sandbox
+        self.held = 0
+
+    @property
+    def cap(self) -> int:
+        return MAX_SANDBOX_CONNECTIONS if self.sandbox else MAX_CONNECTIONS
+
+    @property
+    def max_held(self) -> int:
+        return MAX_SANDBOX_HELD if self.sandbox else MAX_HELD
+
+
+class HttpConnection(asyncio.Protocol):
+    """One client connection; requests on it are served one after the other."""
+
+    def __init__(self, app: App, server: HttpServer, listener: Listener):
+        self.app, self.server, self.listener = app, server, listener
+        self.loop = server.loop
+        self.parser = httptools.HttpRequestParser(self)
+        self.transport: asyncio.Transport | None = None
+        self.peer: tuple[str, int] | None = None
+        self.sockname: tuple[str, int] | None = None
+        self.closed = False
+        self.lost = False  # the client is gone; a request may still run, to be counted in full
+        self.paused = False
+        self._drain: asyncio.Future[None] | None = None
+        self.cycle: _Cycle | None = None
+        self.task: asyncio.Task[None] | None = None
+        self.queue: deque[_Request] = deque()
+        self.reading_paused = False
+        self.last_active = self.loop.time()
+        self.head_since: float | None = None  # while a request head is incomplete
+        self._url = b""
+        self._headers: list[tuple[bytes, bytes]] = []
+        self._body: bytes | bytearray = b""
+        self._size = 0
+        self._head_size = 0
+        self._expect = False
+        self._held = 0  # request body bytes counted in listener.held, until their request is done
+        self._over_held = False
+
+    # asyncio.Protocol
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        if len(self.listener.conns) >= self.listener.cap:
+            self.closed = True
+            transport.close()
+            return
+        peer = transport.get_extra_info("peername")
+        sock = transport.get_extra_info("sockname")
+        self.peer = tuple(peer[:2]) if isinstance(peer, tuple) else None  # type: ignore[assignment]
+        self.sockname = tuple(sock[:2]) if isinstance(sock, tuple) else None  # type: ignore[assignment]
+        self.server.connections.add(self)
+        self.listener.conns.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        self.last_active = self.loop.time()
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self.reject(400, "Upgrades are not supported")
+        except httptools.HttpParserError as exc:  # a callback's exception arrives wrapped
+            if self._over_held:
+                self.reject(413, f"Request bodies in progress from this client's sandbox hold over "
+                                  f"{self.listener.max_held} bytes")
+            elif self._size > MAX_BODY:
+                self.reject(413, f"Request body too large (over {MAX_BODY} bytes)")
+            elif self._head_size > MAX_HEAD:
+                self.reject(431, f"Request header fields too large (over {MAX_HEAD} bytes)")
+            else:
+                self.reject(400, f"Bad Request: {exc}")
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = self.lost = True
+        if self.task is None or self.task.done():
+            self.forget()
+        if self.cycle is not None:
+            self.cycle._wake()
+        self._release_drain()
+
+    def pause_writing(self) -> None:
+        self.paused = True
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        self._release_drain()
+
+    # httptools callbacks
+    def on_message_begin(self) -> None:
+        self.head_since = self.last_active
+        self._url = b""
+        self._headers = []
+        self._body = b""
+        self._size = 0
+        self._head_size = 0
+        self._expect = False
+
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+        self._head_size += len(url)
+        if self._head_size > MAX_HEAD:
+            raise ValueError("request head too large")
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._head_size += len(name) + len(value)
+        if self._head_size > MAX_HEAD:
+            raise ValueError("request head too large")
+        name = name.lower()
+        self._headers.append((name, value))
+        if name == b"expect" and value.lower() == b"100-continue":
+            self._expect = True
+
+    def on_headers_complete(self) -> None:
+        self.head_since = None
+        if self._expect and self.cycle is None and not self.queue:
+            self.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+
+    def on_body(self, body: bytes) -> None:
+        n = len(body)
+        self._size += n
+        if self._size > MAX_BODY:
+            raise ValueError("request body too large")
+        listener = self.listener
+        self._held += n
+        listener.held += n
+        if listener.held > listener.max_held:
+            self._over_held = True
+            raise ValueError("request bodies held over the listener's limit")
+        if not self._body:
+            self._body = body  # most bodies come in one piece: keep it, copy nothing
+        else:
+            # One growing buffer: as a list, a body sent in 2-byte chunks cost ~28x its size.
+            if isinstance(self._body, bytes):
+                self._body = bytearray(self._body)
+            self._body += body
+
+    def on_message_complete(self) -> None:
+        body, self._body = self._body, b""  # not kept while the connection idles
+        req = _Request(self.parser.get_method().decode("ascii"), self._url, self._headers,
+                       bytes(body) if isinstance(body, bytearray) else body,
+                       self.parser.should_keep_alive(), self.parser.get_http_version())
+        if self.cycle is None:
+            self._start(req)
+        else:
+            self.queue.append(req)
+            if len(self.queue) >= MAX_QUEUED and not self.reading_paused and self.transport:
+                self.reading_paused = True
+                self.transport.pause_reading()
+
+    # serving
+    def _start(self, req: _Request) -> None:
+        cycle = self.cycle = _Cycle(self, req)
+        self.task = self.loop.create_task(cycle.run(self.app))
+
+    def cycle_done(self, cycle: _Cycle) -> None:
+        self._release(len(cycle.req.body))
+        self.cycle = self.task = None
+        self.last_active = self.loop.time()
+        if cycle.close or self.closed:
+            self.close()
+            return
+        if self.queue:
+            if self.reading_paused and self.transport is not None:
+                self.reading_paused = False
+                self.transport.resume_reading()
+            self._start(self.queue.popleft())
+
+    def write(self, data: bytes) -> None:
+        if not self.closed and self.transport is not None:
+            self.transport.write(data)
+
+    async def drain(self) -> None:
+        if self.paused and not self.closed:
+            fut = self._drain
+            if fut is None:
+                fut = self._drain = self.loop.create_future()
+            await fut
+
+    def _release_drain(self) -> None:
+        fut, self._drain = self._drain, None
+        if fut is not None and not fut.done():
+            fut.set_result(None)
+
+    def reject(self, status: int, text: str) -> None:
+        """Answer `status` with `text` (unless a response began) and close."""
+        if self.cycle is None or not self.cycle.started:
+            self.write(_error_response(status, text))
+        self.close()
+
+    def close(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
+        self.closed = True
+
+    def forget(self) -> None:
+        """Stop counting this connection: its socket is shut and its last request done."""
+        self.server.connections.discard(self)
+        self.listener.conns.discard(self)
+        self._release(self._held)
+
+    def _release(self, n: int) -> None:
+        n = min(n, self._held)
+        self._held -= n
+        self.listener.held -= n
