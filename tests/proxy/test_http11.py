@@ -73,6 +73,15 @@ async def served() -> AsyncIterator[tuple[int, Seen, HttpServer]]:
     await server.close()
 
 
+async def sandbox_listener(server: HttpServer) -> tuple[int, Any]:
+    """A second listener, as a sandbox's: its port, and the function that stops it."""
+    extra = socket.socket()
+    extra.bind(("127.0.0.1", 0))
+    extra.listen(8)
+    extra.setblocking(False)
+    return extra.getsockname()[1], await server.add_listener(extra)
+
+
 async def exchange(port: int, data: bytes, until: bytes | None = None) -> bytes:
     """Send raw bytes; read until `until` appears or the server closes."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -290,12 +299,7 @@ async def test_each_listener_closes_connections_over_its_own_cap_at_once(
     port, _, server = served
     monkeypatch.setattr(http11_conn, "MAX_CONNECTIONS", 1)
     monkeypatch.setattr(http11_conn, "MAX_SANDBOX_CONNECTIONS", 1)
-    extra = socket.socket()
-    extra.bind(("127.0.0.1", 0))
-    extra.listen(8)
-    extra.setblocking(False)
-    sandbox_port = extra.getsockname()[1]
-    close = await server.add_listener(extra)
+    sandbox_port, close = await sandbox_listener(server)
     # given one connection kept open on the sandbox's listener
     reader, writer = await asyncio.open_connection("127.0.0.1", sandbox_port)
     writer.write(b"GET /k HTTP/1.1\r\nhost: x\r\n\r\n")
@@ -349,12 +353,7 @@ async def test_a_sandboxs_connections_together_hold_at_most_its_body_limit(serve
     # given a sandbox listener whose connections may hold 100 bytes of request bodies in all
     port, seen, server = served
     monkeypatch.setattr(http11_conn, "MAX_SANDBOX_HELD", 100)
-    extra = socket.socket()
-    extra.bind(("127.0.0.1", 0))
-    extra.listen(8)
-    extra.setblocking(False)
-    sandbox_port = extra.getsockname()[1]
-    close = await server.add_listener(extra)
+    sandbox_port, close = await sandbox_listener(server)
     # when one client sends 60 of an 80-byte body and stops, and a second sends 60 more
     r1, w1 = await asyncio.open_connection("127.0.0.1", sandbox_port)
     w1.write(b"POST /a HTTP/1.1\r\nhost: x\r\ncontent-length: 80\r\n\r\n" + b"a" * 60)
