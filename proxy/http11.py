@@ -20,6 +20,7 @@ from typing import Any
 from proxy.http11_conn import App, HttpConnection, Listener
 
 HEAD_TIMEOUT = 30.0  # from a request's first byte to its last header's; none once it is served
+BODY_TIMEOUT = 120.0  # from a complete head to its body's last byte (a 64 MB body, sent slowly)
 IDLE_TIMEOUT = 75.0  # for a keep-alive connection between requests
 SWEEP_EVERY = 5.0
 
@@ -59,13 +60,19 @@ class HttpServer:
         return close
 
     def _sweep(self) -> None:
-        """Answer 408 to a request head not all in HEAD_TIMEOUT after its first byte (a byte now
-        and then is activity, not progress); close keep-alive connections idle for IDLE_TIMEOUT."""
+        """Answer 408 to a request head not all in HEAD_TIMEOUT after its first byte, or a body not
+        all in BODY_TIMEOUT after its head (a byte now and then is activity, not progress); close
+        keep-alive connections idle for IDLE_TIMEOUT."""
         now = self.loop.time()
         for conn in list(self.connections):
-            if conn.head_since is not None and not conn.reading_paused:  # paused: the wait is ours
+            if conn.reading_paused:  # the wait is ours
+                continue
+            if conn.head_since is not None:
                 if now - conn.head_since > HEAD_TIMEOUT:
                     conn.reject(408, f"Request Timeout: the head took over {HEAD_TIMEOUT:g} s")
+            elif conn.body_since is not None:
+                if now - conn.body_since > BODY_TIMEOUT:
+                    conn.reject(408, f"Request Timeout: the body took over {BODY_TIMEOUT:g} s")
             elif conn.cycle is None and not conn.queue and now - conn.last_active > IDLE_TIMEOUT:
                 conn.close()
         if self._sweeper is not None:

@@ -237,6 +237,7 @@ class HttpConnection(asyncio.Protocol):
         self.reading_paused = False
         self.last_active = self.loop.time()
         self.head_since: float | None = None  # while a request head is incomplete
+        self.body_since: float | None = None  # from a complete head until its body is whole
         self._url = b""
         self._headers: list[tuple[bytes, bytes]] = []
         self._body: bytes | bytearray = b""
@@ -319,6 +320,7 @@ class HttpConnection(asyncio.Protocol):
 
     def on_headers_complete(self) -> None:
         self.head_since = None
+        self.body_since = self.last_active
         if self._expect and self.cycle is None and not self.queue:
             self.write(b"HTTP/1.1 100 Continue\r\n\r\n")
 
@@ -342,6 +344,7 @@ class HttpConnection(asyncio.Protocol):
             self._body += body
 
     def on_message_complete(self) -> None:
+        self.body_since = None
         body, self._body = self._body, b""  # not kept while the connection idles
         req = _Request(self.parser.get_method().decode("ascii"), self._url, self._headers,
                        bytes(body) if isinstance(body, bytearray) else body,

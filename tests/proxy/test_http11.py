@@ -293,6 +293,25 @@ async def test_a_request_head_sent_a_byte_at_a_time_gets_408_at_its_deadline(
     busy_writer.close()
 
 
+async def test_a_request_body_sent_a_byte_at_a_time_gets_408_at_its_deadline(served, monkeypatch) -> None:
+    port, seen, server = served
+    monkeypatch.setattr(http11, "BODY_TIMEOUT", 0.2)
+    # given a client whose head came whole and whose body trickles in, active all along
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"POST /slow HTTP/1.1\r\nhost: x\r\ncontent-length: 100\r\n\r\n")
+    for _ in range(6):
+        writer.write(b"x")
+        await asyncio.sleep(0.05)
+    server._sweep()  # past the body's deadline
+    # then it gets 408 and a closed connection, and the app never saw the request
+    out = await asyncio.wait_for(reader.read(), 5)
+    assert out.startswith(b"HTTP/1.1 408"), out
+    assert json.loads(out.partition(b"\r\n\r\n")[2])["error"]["message"] == (
+        "Request Timeout: the body took over 0.2 s")
+    assert seen == []
+    writer.close()
+
+
 async def test_each_listener_closes_connections_over_its_own_cap_at_once(
     served, monkeypatch
 ) -> None:
