@@ -62,12 +62,14 @@ class ProxyGateway:
         turn_budget: int | None,
         solution_text: str | None,
         on_budget_spent: Callable[[str], object],
+        secrets: list[str] = (),  # type: ignore[assignment]
     ) -> str:
         from proxy.registry import Attempt
 
         return self.server.registry.register(
             Attempt(attempt_id=attempt_id, model=model, log_path=log_path, token_budget=token_budget,
-                    turn_budget=turn_budget, solution_text=solution_text, on_budget_spent=on_budget_spent)
+                    turn_budget=turn_budget, solution_text=solution_text, on_budget_spent=on_budget_spent,
+                    secrets=list(secrets))
         )
 
     def unregister(self, key: str) -> Any:

@@ -39,6 +39,7 @@ class Attempt:
     solution_text: str | None = None  # mock/oracle: the task's solution script
     script_replies: list[dict[str, Any]] | None = None  # mock/script: replies, in order
     on_budget_spent: Callable[[str], object] | None = None  # called once, with attempt_id
+    secrets: list[str] = field(default_factory=list)  # values its agent was given: redacted from the log
 
 
 @dataclass
@@ -123,6 +124,7 @@ class Registry:
         self._by_key: dict[str, AttemptState] = {}
         self._by_id: dict[str, AttemptState] = {}
         self._routes: dict[str, tuple[Route, Price | None]] = {}
+        self._secrets: dict[str, int] = {}  # registered attempts' secret values -> attempts holding it
         # Set by ProxyServer: waits until queued trajectory lines are on disk.
         self.flush_logs: Callable[[float], None] = lambda timeout: None
 
@@ -143,7 +145,14 @@ class Registry:
                 raise ValueError(f"attempt {attempt.attempt_id!r} or its key is already registered")
             self._by_key[key] = state
             self._by_id[attempt.attempt_id] = state
+            for value in attempt.secrets:
+                self._secrets[value] = self._secrets.get(value, 0) + 1
         return key
+
+    def secrets(self) -> list[str]:
+        """The secret values registered attempts were given, to redact from every log line."""
+        with self._lock:
+            return list(self._secrets)
 
     def unregister(self, key: str) -> AttemptUsage | None:
         """Forget a key (its calls get 401 from now on); flushes its log; returns its usage."""
@@ -154,6 +163,12 @@ class Registry:
         if state is None:
             return None
         self.flush_logs(5.0)
+        with self._lock:  # after the flush: the attempt's last lines are redacted too
+            for value in state.spec.secrets:
+                if self._secrets.get(value, 0) <= 1:
+                    self._secrets.pop(value, None)
+                else:
+                    self._secrets[value] -= 1
         return self._snapshot(state)
 
     def unregister_attempt(self, attempt_id: str) -> AttemptUsage | None:

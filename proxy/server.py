@@ -39,7 +39,7 @@ class ProxyServer:
         values = [self.env.get(var, "") for var in upstream_key_vars()]
         return [v for v in values if v] + [
             k for k in self.registry.keys() if not k.startswith(KEY_PREFIX)
-        ]
+        ] + self.registry.secrets()
 
     @property
     def url(self) -> str:

@@ -23,6 +23,7 @@ from runs.idle import CHECK_EVERY_S, IdleWatch, record_idle_stop
 from runs.login_usage import read_session_usage, record_native_usage
 from runs.sandboxes.docker import Sandbox
 from runs.sandboxes.netns import LoopbackRelay, listen_in_netns
+from runs.secrets import redact_obj, secret_values
 from runs.tasks import Task
 
 BUDGET_STOP_GRACE_S = 0.5  # lets the agent print its last lines before it is stopped
@@ -51,6 +52,12 @@ def trial_budget_for(task: Task, token_budget: int | None, turn_budget: int | No
             "turns": "run" if turn_budget is not None else ("task" if turns is not None else None),
         },
     )
+
+
+def trial_secrets(agent_env: dict[str, str], task: Task) -> list[str]:
+    """The secret values a trial's agent or tests are given (--agent-env, the task's sandbox and
+    verifier env): replaced wherever the trial's output is written down."""
+    return secret_values(agent_env, task.sandbox.env, task.verifier.env)
 
 
 def uses_proxy(agent: Agent, model: str | None) -> bool:
@@ -199,6 +206,7 @@ async def run_agent(
     log = attempt_dir / "agent" / agent.log_name
     log.parent.mkdir(parents=True, exist_ok=True)
     env = {**agent_env, **command.env}
+    secrets = trial_secrets(agent_env, task)
     budget_spent = asyncio.Event()
     key: str | None = None
     stop_serving: Callable[[], Awaitable[None]] | None = None
@@ -212,8 +220,10 @@ async def run_agent(
             turn_budget=budget.turns,
             solution_text=_solution_text(task),
             on_budget_spent=lambda _id: loop.call_soon_threadsafe(budget_spent.set),
+            secrets=secrets,
         )
         env.update(agent.model_env(key))
+        secrets = [*secrets, key]
         # The proxy serves a socket made inside the sandbox's network namespace: the agent's
         # 127.0.0.1:PORT is the proxy itself, with no relay in between.
         pid = await loop.run_in_executor(None, sandbox.pid)
@@ -233,14 +243,14 @@ async def run_agent(
         await _close_openings(stop_serving, relays)
         raise
     def tool_seen(title: str) -> None:
-        loop.call_soon_threadsafe(on_tool, title)
+        loop.call_soon_threadsafe(on_tool, redact_obj(title, secrets))
 
     watcher = OutputWatcher(agent, tool_seen)
     fut = loop.run_in_executor(
         None,
         lambda: sandbox.exec(
             command.argv, user=command.user, workdir=command.workdir, env=env,
-            stdout_path=log, stderr_path=log, on_stdout=watcher.feed,
+            stdout_path=log, stderr_path=log, on_stdout=watcher.feed, secrets=secrets,
         ),
     )
     t = time.monotonic()
@@ -280,7 +290,7 @@ async def run_agent(
         await _close_openings(stop_serving, relays)
     result["agent_exit_code"] = exec_result.exit_code
     result["n_tool_calls"] = result.get("n_tool_calls", 0) + watcher.tool_calls
-    result["last_tool_call"] = watcher.last_tool or result.get("last_tool_call")
+    result["last_tool_call"] = redact_obj(watcher.last_tool, secrets) or result.get("last_tool_call")
     if outcome.idle_stopped and watch is not None and idle_limit is not None:
         record_idle_stop(result, watch, idle_limit, watcher.tool_calls)
     if outcome.timed_out:

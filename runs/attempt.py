@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from runs.agent_run import add_proxy_usage, run_agent, trial_budget_for
+from runs.agent_run import add_proxy_usage, run_agent, trial_budget_for, trial_secrets
 from runs.agents.base import Agent
 from runs.attempt_results import NOT_STARTED_MARK
 from runs.gateway import CANCELLED_CALLS_SETTLE_S, take_usage
@@ -23,6 +23,7 @@ from runs.jobfolder import new_attempt_dir, write_json
 from runs.sandboxes.docker import Sandbox, SandboxError, SandboxFactory
 from runs.sandboxes.images import ImageBuildError
 from runs.sandboxes.layers import LayerError
+from runs.secrets import redact_obj, redact_tree
 from runs.spec import RunSpec
 from runs.steps import run_steps
 from runs.tasks import Task
@@ -206,12 +207,17 @@ class AttemptRunner:
                 record["agent_result"] = result["agent_result"]
                 await self._cancelled_usage(prepared, record)
                 prepared.cancelled_record = record
+            redact_tree(attempt_dir, trial_secrets(self.spec.agent_env, plan.task))
             write_json(attempt_dir / "timing.json", record)
             self.events("attempt_cancelled", plan=plan, attempt_dir=attempt_dir)
             raise
         except Exception as exc:  # noqa: BLE001
             result["error"] = result["error"] or f"infrastructure error: connection lost to the sandbox ({exc})"
             result["error_category"] = result["error_category"] or "infra_failure"
+        if secrets := trial_secrets(self.spec.agent_env, plan.task):
+            # what the agent or the tests wrote into /logs, and any text of theirs in the result
+            await self._call(redact_tree, attempt_dir, secrets)
+            result = redact_obj(result, secrets)
         self._write_result(prepared, result)
         self.discard(prepared)
         self.events("attempt_finished", plan=plan, attempt_dir=attempt_dir, result=result)

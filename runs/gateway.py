@@ -37,8 +37,10 @@ class ModelGateway(Protocol):
         turn_budget: int | None,
         solution_text: str | None,
         on_budget_spent: Callable[[str], object],
+        secrets: list[str] = ...,
     ) -> str:
-        """A key of the attempt's own; its calls are counted, priced, logged and budgeted."""
+        """A key of the attempt's own; its calls are counted, priced, logged and budgeted. The
+        `secrets` values (what the trial's agent was given) are redacted from its log."""
 
     def unregister(self, key: str) -> Any:
         """Forget the key; returns the attempt's usage (tokens, turns, cost, budget stop, errors)."""

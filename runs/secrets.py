@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
+from typing import Any
 
 SECRET_NAME_MARKERS = (
     "KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "COOKIE", "AUTH", "BEARER", "SESSION", "PRIVATE",
@@ -46,3 +49,114 @@ def redact(text: str, secrets: list[str]) -> str:
 def _mixed(s: str) -> bool:
     """Long runs of letters and digits mixed look like keys; long words or hex digests of files less so."""
     return any(c.isdigit() for c in s) and any(c.isupper() for c in s) and any(c.islower() for c in s)
+
+
+MIN_SECRET_LEN = 8  # shorter values ("1", "true") are not searched for: they would scar every file
+REDACTED = b"[REDACTED]"
+
+
+def secret_values(*envs: dict[str, str]) -> list[str]:
+    """The secret values of these environments (by name or by shape), longest first."""
+    values = {v for env in envs for k, v in env.items() if len(v) >= MIN_SECRET_LEN and is_secret(k, v)}
+    return sorted(values, key=len, reverse=True)
+
+
+def redact_bytes(data: bytes, values: list[bytes]) -> bytes:
+    for value in values:
+        if data.find(value) >= 0:
+            data = data.replace(value, REDACTED)
+    return data
+
+
+class StreamRedactor:
+    """Known secret values replaced in a stream of bytes cut anywhere: the end of a chunk that may
+    begin a secret is held back until the next chunk (or close) shows whether it does."""
+
+    def __init__(self, values: list[str] | list[bytes]):
+        self.values = sorted({v.encode() if isinstance(v, str) else v for v in values}, key=len, reverse=True)
+        self._tail = b""
+
+    def feed(self, chunk: bytes) -> bytes:
+        if not self.values:
+            return chunk
+        data = redact_bytes(self._tail + chunk, self.values)
+        cut = len(data) - self._held(data)
+        self._tail = data[cut:]
+        return data[:cut]
+
+    def close(self) -> bytes:
+        tail, self._tail = self._tail, b""
+        return tail
+
+    def _held(self, data: bytes) -> int:
+        """The length of the longest end of `data` that is the start of a secret."""
+        held = 0
+        for value in self.values:
+            start = max(len(data) - len(value) + 1, 0)
+            at = data.find(value[:1], start)
+            while at >= 0:
+                if value.startswith(data[at:]):
+                    held = max(held, len(data) - at)
+                    break
+                at = data.find(value[:1], at + 1)
+        return held
+
+
+def redact_tree(folder: Path, values: list[str]) -> list[Path]:
+    """Replace known secret values in every file under `folder`; returns the files changed.
+
+    The safety net for what a trial wrote where no redaction runs as it is written (files the agent
+    or the tests put in /logs, artifacts). A file is read in pieces, and rewritten only when it holds
+    a secret."""
+    if not values or not folder.is_dir():
+        return []
+    redactor = StreamRedactor(values)
+    changed = []
+    for path in sorted(folder.rglob("*")):
+        if path.is_symlink() or not path.is_file():
+            continue
+        try:
+            if not _holds_any(path, redactor.values):
+                continue
+            tmp = path.with_name(path.name + ".redacting")
+            with path.open("rb") as src, tmp.open("wb") as dst:
+                while chunk := src.read(CHUNK):
+                    dst.write(redactor.feed(chunk))
+                dst.write(redactor.close())
+            os.chmod(tmp, path.stat().st_mode & 0o777)
+            os.replace(tmp, path)
+            changed.append(path)
+        except OSError:
+            continue
+    return changed
+
+
+CHUNK = 1 << 20
+
+
+def _holds_any(path: Path, values: list[bytes]) -> bool:
+    longest = max(len(v) for v in values)
+    tail = b""
+    with path.open("rb") as fh:
+        while chunk := fh.read(CHUNK):
+            data = tail + chunk
+            if any(data.find(v) >= 0 for v in values):
+                return True
+            tail = data[-(longest - 1):] if longest > 1 else b""
+    return False
+
+
+def redact_obj(obj: Any, values: list[str]) -> Any:
+    """A JSON-like value with known secret values replaced in each of its strings."""
+    if not values:
+        return obj
+    if isinstance(obj, str):
+        for value in values:
+            if value in obj:
+                obj = obj.replace(value, "[REDACTED]")
+        return obj
+    if isinstance(obj, dict):
+        return {k: redact_obj(v, values) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [redact_obj(v, values) for v in obj]
+    return obj

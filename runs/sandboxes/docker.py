@@ -17,6 +17,7 @@ from docker.errors import APIError, NotFound
 
 from runs.sandboxes.files import FileEntry, make_tar
 from runs.sandboxes.images import TaskImages
+from runs.secrets import StreamRedactor
 from runs.tasks import Task
 
 LABEL_OWNED = "benchflow.owned"
@@ -66,12 +67,15 @@ class ExecResult:
 class _CappedWriter:
     """Writes at most `cap` bytes to a file and counts the rest."""
 
-    def __init__(self, path: Path | None, cap: int):
+    def __init__(self, path: Path | None, cap: int, secrets: list[str] | None = None):
         self.fh = open(path, "ab") if path else None
         self.left = cap
         self.dropped = 0
+        self.redactor = StreamRedactor(secrets) if secrets else None
 
     def write(self, chunk: bytes | None) -> None:
+        if chunk and self.redactor is not None:
+            chunk = self.redactor.feed(chunk)
         if not chunk:
             return
         if self.left > 0 and self.fh:
@@ -83,6 +87,9 @@ class _CappedWriter:
             self.dropped += len(chunk)
 
     def close(self) -> None:
+        if self.redactor is not None:
+            redactor, self.redactor = self.redactor, None
+            self.write(redactor.close())
         if self.fh:
             if self.dropped:
                 self.fh.write(f"\n[benchflow: {self.dropped} more bytes of output were not kept]\n".encode())
@@ -132,14 +139,16 @@ class Sandbox:
         stdout_path: Path | None = None,
         stderr_path: Path | None = None,
         on_stdout: Callable[[bytes], None] | None = None,
+        secrets: list[str] | None = None,
     ) -> ExecResult:
-        """Run `cmd`, streaming its output to files (bounded); blocks until it ends."""
+        """Run `cmd`, streaming its output to files (bounded, `secrets` replaced); blocks until it ends."""
         started = time.monotonic()
         exec_id = self.api.exec_create(
             self.id, cmd, user=user or "", workdir=workdir, environment=env or None
         )["Id"]
-        out = _CappedWriter(stdout_path, OUTPUT_CAP_BYTES)
-        err = out if stderr_path is None or stderr_path == stdout_path else _CappedWriter(stderr_path, OUTPUT_CAP_BYTES)
+        out = _CappedWriter(stdout_path, OUTPUT_CAP_BYTES, secrets)
+        err = (out if stderr_path is None or stderr_path == stdout_path
+               else _CappedWriter(stderr_path, OUTPUT_CAP_BYTES, secrets))
         try:
             for chunk_out, chunk_err in self.api.exec_start(exec_id, stream=True, demux=True):
                 out.write(chunk_out)

@@ -231,17 +231,32 @@ def test_reaper_removes_containers_of_a_dead_run(docker_client, bench_env, tmp_p
 
 
 def test_secret_agent_env_never_reaches_the_job_folder(docker_client, bench_env, tmp_path):
-    write_task(tmp_path / "tasks", "t", test_sh="echo 1 > /logs/verifier/reward.txt\n")
+    # given a task whose tests print their own secret, and an agent that prints and saves the one it
+    # was given everywhere it can: its output, /logs/agent and /logs/artifacts
+    bench_env = {**bench_env, "HOST_TEST_TOKEN": "tok-" + "Qw3rTy9" * 6}
+    write_task(tmp_path / "tasks", "t", toml='[verifier]\nenv = { CHECK_TOKEN = "${HOST_TEST_TOKEN}" }\n',
+               test_sh='echo "token $CHECK_TOKEN"\necho 1 > /logs/verifier/reward.txt\n')
     agent = tmp_path / "agent.sh"
-    agent.write_text("#!/bin/bash\necho ran\n")
+    agent.write_text("#!/bin/bash\necho ran\nenv | sort\necho \"$MY_API_KEY\" >&2\n"
+                     "echo \"saved $MY_API_KEY\" > /logs/agent/notes.txt\nmkdir -p /logs/artifacts\n"
+                     "echo \"$MY_API_KEY\" > /logs/artifacts/out.txt\n")
     agent.chmod(0o755)
-    secret = "sk-test-abcdefghijklmnopqrstuvwxyz0123456789"
+    secret = "ghp_" + "A1b2C3d4E5" * 4  # a GitHub token: a shape no key pattern of the proxy knows
+    # when it runs
     proc = run_bench(["run", "tasks", "-a", f"script:{agent}", "--agent-env", f"MY_API_KEY={secret}",
                       "--agent-env", "PLAIN=visible", "--jobs-dir", "jobs"], env=bench_env, cwd=tmp_path)
+    # then neither secret is in any file of the job, nor on the console; the rest of the output is
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    everything = "".join(p.read_text(errors="replace") for p in (tmp_path / "jobs").rglob("*") if p.is_file())
-    assert secret not in everything
+    files = [p for p in (tmp_path / "jobs").rglob("*") if p.is_file()]
+    everything = "".join(p.read_text(errors="replace") for p in files)
+    index = b"".join(p.read_bytes() for p in (tmp_path / "state").rglob("*") if p.is_file())  # the database
+    for value in (secret, bench_env["HOST_TEST_TOKEN"]):
+        assert value not in everything and value not in proc.stdout + proc.stderr
+        assert value.encode() not in index
     assert "visible" in everything
+    assert "MY_API_KEY=[REDACTED]" in everything and "saved [REDACTED]" in everything
+    assert "token [REDACTED]" in everything  # the tests' output
+    assert any(p.name == "out.txt" and p.read_text() == "[REDACTED]\n" for p in files)
     [job] = job_dirs(tmp_path / "jobs")
     evaluation = json.loads((job / "evaluation.json").read_text())
     assert "MY_API_KEY" in evaluation["agent_env_keys"] and "MY_API_KEY" not in evaluation["agent_env"]

@@ -216,6 +216,21 @@ async def test_secrets_never_reach_the_log(proxy, register, upstream: FakeUpstre
     assert "authorization" not in json.loads(text)["request"]
 
 
+async def test_the_secrets_an_agent_was_given_never_reach_its_log(proxy, register) -> None:
+    # given an attempt whose agent was given a token no key pattern knows (a GitHub token)
+    token = "ghp_" + "Zy9Xw8Vu7T" * 4
+    key, log = register("mock/echo", secrets=[token])
+    assert token in proxy.registry.secrets()
+    # when the agent sends it to its model (it ran `env` and the output went into the conversation)
+    await openai_client(proxy, key).chat.completions.create(
+        model="m", messages=[{"role": "user", "content": f"GITHUB_TOKEN={token}"}])
+    # then the line holds the call, not the token, and the value is forgotten with the attempt
+    proxy.registry.unregister(key)
+    text = log.read_text()
+    assert token not in text and "GITHUB_TOKEN=[REDACTED]" in text
+    assert token not in proxy.registry.secrets()
+
+
 async def test_an_unreachable_upstream_is_a_502_in_the_apis_format(tmp_path) -> None:
     env = {"OPENAI_API_KEY": "sk-x", "BENCHFLOW_UPSTREAM_OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}
     server = ProxyServer(env=env)
