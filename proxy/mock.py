@@ -52,10 +52,14 @@ def load_script(path: str | Path) -> list[dict[str, Any]]:
 
 
 def tool_specs(protocol: str, tools: Any) -> list[tuple[str, dict[str, Any]]]:
-    """(name, JSON schema of the arguments) of each function tool the request offers."""
+    """(name, JSON schema of the arguments) of each function tool the request offers; a tool in a
+    namespace (a Responses request's {"type": "namespace", "tools": [...]}) as "namespace.name"."""
     specs: list[tuple[str, dict[str, Any]]] = []
     for tool in tools if isinstance(tools, list) else ():
         if not isinstance(tool, dict):
+            continue
+        if tool.get("type") == "namespace" and isinstance(tool.get("name"), str):
+            specs += [(f"{tool['name']}.{name}", schema) for name, schema in tool_specs(protocol, tool.get("tools"))]
             continue
         if protocol == "messages":
             name, schema = tool.get("name"), tool.get("input_schema")

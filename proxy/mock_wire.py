@@ -204,14 +204,18 @@ def _chat_stream(reply: Reply, model: str, usage: Usage, include_usage: bool) ->
 def _item(reply: Reply, done: bool) -> dict[str, Any]:
     status = "completed" if done else "in_progress"
     if reply.tool_name is not None:
-        return {
+        # a tool of a namespace the request offers (Codex's multi_agent_v1), named "namespace.tool"
+        # by the mock: function names cannot hold a dot
+        namespace, _, name = reply.tool_name.rpartition(".")
+        item = {
             "type": "function_call",
             "id": "fc_" + reply.call_id,
             "call_id": reply.call_id,
-            "name": reply.tool_name,
+            "name": name,
             "arguments": reply.payload() if done else "",
             "status": status,
         }
+        return {**item, "namespace": namespace} if namespace else item
     content = [{"type": "output_text", "text": reply.text or "", "annotations": []}]
     return {
         "type": "message",

@@ -24,6 +24,7 @@ from runs.login_usage import read_session_usage, record_native_usage
 from runs.sandboxes.docker import Sandbox
 from runs.sandboxes.netns import LoopbackRelay, listen_in_netns
 from runs.secrets import redact_obj, secret_values
+from runs.session_logs import keep_session_logs
 from runs.tasks import Task
 
 BUDGET_STOP_GRACE_S = 0.5  # lets the agent print its last lines before it is stopped
@@ -301,7 +302,12 @@ async def run_agent(
         if left := await calls_settled(proxy, attempt_dir.name):
             result["usage_incomplete_info"] = {"calls_in_flight": left, "waited_sec": CALLS_SETTLE_S}
         usage = proxy.unregister(key)
-        _record_usage(result, usage, budget, outcome, watcher.subagents())
+        subagents = watcher.subagents()
+        if budget.active and agent.session_logs:  # kept for a trial with a budget, as BenchFlow does
+            files = await loop.run_in_executor(
+                None, keep_session_logs, sandbox, agent.session_logs, attempt_dir / "agent" / "sessions", secrets)
+            subagents = agent.subagents_from(files) or subagents
+        _record_usage(result, usage, budget, outcome, subagents)
     elif agent.needs_model:  # a login: its calls bypass the proxy, so the agent's own log is all there is
         native, source = None, "agent_session_log"
         config_dir = env.get("CLAUDE_CONFIG_DIR")

@@ -30,6 +30,12 @@ class Agent:
     name = "agent"
     needs_model = False
     log_name = "agent.txt"
+    session_logs: str | None = None  # the folder of its own session log in the sandbox, if it keeps one
+
+    def subagents_from(self, files: list[Path]) -> dict[str, int] | None:
+        """What its subagents used, from its session log files (trial_budget.subagents); None when
+        the log cannot tell."""
+        return None
 
     def files(self, task: Task, instruction: str) -> dict[str, FileEntry]:
         return {}

@@ -19,6 +19,7 @@ from runs.agents.base import Agent, AgentCommand, AgentError
 from runs.agents.cli_install import SPECS, CliSpec, ensure_installed, mount_instead
 from runs.sandboxes.files import FileEntry
 from runs.sandboxes.layers import AgentLayer
+from runs.session_logs import codex_subagents
 from runs.tasks import Task
 
 AGENTS_ROOT = "/opt/benchflow/agents"
@@ -335,6 +336,13 @@ apps = false
 
     def model_env(self, key: str) -> dict[str, str]:
         return {"BENCHFLOW_PROXY_KEY": key, "CODEX_HOME": self.home}
+
+    @property
+    def session_logs(self) -> str:  # type: ignore[override]
+        return f"{self.home}/sessions"  # $CODEX_HOME/sessions: one rollout file per thread
+
+    def subagents_from(self, files: list[Path]) -> dict[str, int] | None:
+        return codex_subagents(files)
 
     def argv(self, instruction: str) -> list[str]:
         return [self.binary, "exec", "--dangerously-bypass-approvals-and-sandbox", "--skip-git-repo-check",

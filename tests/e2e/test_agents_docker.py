@@ -938,3 +938,32 @@ def test_opencode_grep_and_glob_work_in_a_sandbox_without_network(docker_client,
     assert "/app/docs/notes.txt" in glob_out, glob_out
     assert "ripgrep" not in grep_out + glob_out
     assert owned_containers(docker_client, job.name) == []
+
+
+def test_codex_sub_agent_use_comes_from_its_session_logs_which_a_budgeted_trial_keeps(
+    docker_client, clean_env, tmp_path
+):
+    # given a scripted model that has Codex spawn a sub-agent (a tool of its multi_agent_v1 namespace),
+    # and a trial with a token budget too large to stop it
+    write_task(tmp_path / "tasks", "t", test_sh=REWARD_1)
+    script = tmp_path / "replies.json"
+    script.write_text(json.dumps([{"tool": "multi_agent_v1.spawn_agent", "args": {"message": "Say hello."}},
+                                  {"text": "hello"}]))
+    # when
+    proc = run_bench(["run", "tasks", "-a", "codex", "-m", f"mock/script:{script}", "--token-budget", "1000000",
+                      "--jobs-dir", "jobs"], env=clean_env, cwd=tmp_path, timeout=AGENT_RUN_TIMEOUT)
+    # then the proxy counted every call, and Codex's own log says which were the sub-agent's
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [job] = job_dirs(tmp_path / "jobs")
+    [result] = results_of(job)
+    assert result["error"] is None, result
+    tb = result["trial_budget"]
+    sub, used = tb["subagents"], tb["used"]
+    assert sub is not None, tb
+    assert sub["turns"] >= 1 and sub["tokens"] > 0, tb  # the sub-agent's own call(s)
+    assert sub["of_turns"] >= sub["turns"] + 2, tb  # and the main thread's: the spawn, then its answer
+    assert sub["of_turns"] <= used["turns"] and sub["of_tokens"] <= used["tokens"], tb
+    # the log is kept in the trial's folder: one rollout file per thread
+    rollouts = list((job / result["rollout_name"] / "agent" / "sessions").rglob("rollout-*.jsonl"))
+    assert len(rollouts) >= 2, rollouts
+    assert owned_containers(docker_client, job.name) == []

@@ -242,3 +242,23 @@ async def test_script_calls_a_named_tool_the_request_offers(proxy, register, tmp
     # and a tool the request does not offer is not called: the reply says what is offered
     [text] = (await ask()).content
     assert text.type == "text" and "'WebSearch'" in text.text and "Bash, Grep" in text.text
+
+
+async def test_script_calls_a_tool_in_a_namespace_as_codex_offers_them(proxy, register, tmp_path) -> None:
+    # given a script that spawns a sub-agent through Codex's multi_agent_v1 namespace
+    script = tmp_path / "replies.json"
+    script.write_text(json.dumps([{"tool": "multi_agent_v1.spawn_agent", "args": {"message": "look around"}}]))
+    key, _ = register(f"mock/script:{script}")
+    tools = [{"type": "function", "name": "exec_command", "parameters": {"type": "object"}},
+             {"type": "namespace", "name": "multi_agent_v1", "description": "sub-agents",
+              "tools": [{"type": "function", "name": "spawn_agent", "parameters": {"type": "object"}}]}]
+    # when Codex's Responses stream asks (through the raw API: the SDK's types predate namespaces)
+    async with httpx.AsyncClient() as client:
+        resp = await client.post(f"{proxy.url}/v1/responses", headers={"authorization": f"Bearer {key}"},
+                                 json={"model": "m", "stream": True, "input": "go", "tools": tools})
+    done = [json.loads(line[6:]) for line in resp.text.splitlines()
+            if line.startswith("data: ") and '"response.completed"' in line]
+    # then the call names the tool and its namespace apart, as Codex reads them
+    [item] = done[0]["response"]["output"]
+    assert (item["type"], item["namespace"], item["name"]) == ("function_call", "multi_agent_v1", "spawn_agent")
+    assert json.loads(item["arguments"]) == {"message": "look around"}

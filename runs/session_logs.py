@@ -1,0 +1,79 @@
+"""An agent's own session log, read for what its subagents used (result.json's trial_budget.subagents).
+
+The model proxy counts every call of a trial but cannot tell whose it was. Claude Code marks a
+subagent's calls in the events it prints (runs/agent_run.OutputWatcher). Codex prints only its main
+thread's usage; each thread, a sub-agent's too, has its own session log
+($CODEX_HOME/sessions/YYYY/MM/DD/rollout-*.jsonl): its session_meta line says whether the thread is a
+sub-agent's (source {"subagent": ...}), and a token_count event follows each model call with the
+thread's running total. As BenchFlow does, the log is kept for a trial with a budget, in the trial's
+agent/sessions folder (secrets the trial was given are replaced in it).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
+from runs.sandboxes.docker import Sandbox
+from runs.secrets import redact_tree
+
+
+def keep_session_logs(sandbox: Sandbox, path: str, dest: Path, secrets: list[str]) -> list[Path]:
+    """Copy the agent's session logs out of the sandbox into `dest`; returns the files, sorted."""
+    try:
+        sandbox.copy_dir_to(path, dest)
+    except Exception:  # noqa: BLE001 - no log is no breakdown: subagents stays null
+        return []
+    redact_tree(dest, secrets)
+    return sorted(p for p in dest.rglob("*.jsonl") if p.is_file())
+
+
+def codex_subagents(files: Iterable[Path]) -> dict[str, int] | None:
+    """{turns, tokens} of Codex's sub-agent threads and {of_turns, of_tokens} of all its threads, from
+    their session logs; None when no file is a thread's log."""
+    threads: list[tuple[bool, int, int]] = []  # (a sub-agent's?, model calls, tokens)
+    for path in files:
+        thread = _codex_thread(path)
+        if thread is not None:
+            threads.append(thread)
+    if not threads:
+        return None
+    return {
+        "turns": sum(turns for sub, turns, _ in threads if sub),
+        "tokens": sum(tokens for sub, _, tokens in threads if sub),
+        "of_turns": sum(turns for _, turns, _ in threads),
+        "of_tokens": sum(tokens for _, _, tokens in threads),
+    }
+
+
+def _codex_thread(path: Path) -> tuple[bool, int, int] | None:
+    meta = False
+    sub = False
+    turns = tokens = 0
+    try:
+        with path.open("rb") as fh:
+            for line in fh:
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue  # a line cut short by a stopped agent
+                payload = entry.get("payload") if isinstance(entry, dict) else None
+                if not isinstance(payload, dict):
+                    continue
+                if entry.get("type") == "session_meta":
+                    meta = True
+                    source = payload.get("source")
+                    sub = sub or (isinstance(source, dict) and "subagent" in source)
+                elif entry.get("type") == "event_msg" and payload.get("type") == "token_count":
+                    info = payload.get("info")
+                    usage = info.get("total_token_usage") if isinstance(info, dict) else None
+                    total = usage.get("total_tokens") if isinstance(usage, dict) else None
+                    # one event per model call, with the thread's running total; a repeat of the
+                    # same total (a rate-limit update) is not another call
+                    if isinstance(total, int) and total != tokens:
+                        turns += 1
+                        tokens = total
+    except OSError:
+        return None
+    return (sub, turns, tokens) if meta else None

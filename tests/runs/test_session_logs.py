@@ -1,0 +1,48 @@
+"""Codex's session logs: what its sub-agent threads used, for trial_budget.subagents."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from runs.agents.cli_agents import CodexAgent
+from runs.session_logs import codex_subagents
+
+PARENT = "01a23226-356a-7f32-ab21-85571692eefa"
+
+
+def rollout(path: Path, source: object, totals: list[int], extra: str = "") -> Path:
+    """A rollout file shaped as Codex 0.171 writes one (session_meta, then a token_count per call)."""
+    lines = [{"type": "session_meta", "payload": {"id": path.stem, "source": source, "cli_version": "0.171.0"}},
+             {"type": "event_msg", "payload": {"type": "task_started"}}]
+    for total in totals:
+        lines.append({"type": "response_item", "payload": {"type": "message", "role": "assistant"}})
+        usage = {"input_tokens": total - 10, "cached_input_tokens": 0, "output_tokens": 10, "total_tokens": total}
+        lines.append({"type": "event_msg", "payload": {"type": "token_count",
+                                                        "info": {"total_token_usage": usage, "last_token_usage": usage}}})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines) + extra)
+    return path
+
+
+def test_sub_agent_threads_are_told_apart_from_the_main_one(tmp_path: Path) -> None:
+    day = tmp_path / "sessions" / "2026" / "12" / "01"
+    main = rollout(day / f"rollout-a-{PARENT}.jsonl", "exec", [110, 220, 330])
+    spawned = rollout(day / "rollout-b.jsonl", {"subagent": {"thread_spawn": {"parent_thread_id": PARENT, "depth": 1}}},
+                      [110, 230],
+                      # a repeated total (a rate-limit update) is no call; a line cut short by a stop is skipped
+                      extra=json.dumps({"type": "event_msg", "payload": {"type": "token_count", "info": {
+                          "total_token_usage": {"total_tokens": 230}}}}) + "\n{\"type\": \"event_m")
+    review = rollout(day / "rollout-c.jsonl", {"subagent": "review"}, [50])
+    not_a_thread = day / "notes.jsonl"
+    not_a_thread.write_text('{"hello": 1}\n')
+    assert codex_subagents([main, spawned, review, not_a_thread]) == {
+        "turns": 3, "tokens": 280, "of_turns": 6, "of_tokens": 610}
+    assert codex_subagents([main]) == {"turns": 0, "tokens": 0, "of_turns": 3, "of_tokens": 330}
+    assert codex_subagents([not_a_thread]) is None and codex_subagents([]) is None
+
+
+def test_codex_says_where_its_session_logs_are() -> None:
+    agent = CodexAgent()
+    assert agent.session_logs == f"{agent.home}/sessions"
+    assert agent.model_env("k")["CODEX_HOME"] == agent.home
