@@ -123,7 +123,8 @@ class OutputWatcher:
             return
         tokens = sum(int(usage.get(k) or 0) for k in ("input_tokens", "cache_read_input_tokens",
                                                        "cache_creation_input_tokens", "output_tokens"))
-        self.calls[message["id"]] = (tokens, event.get("parent_tool_use_id") is not None)
+        if tokens:  # a message without usage is the CLI's own (an API error it shows), no model call
+            self.calls[message["id"]] = (tokens, event.get("parent_tool_use_id") is not None)
 
     def feed(self, chunk: bytes) -> None:
         self.last_output = time.monotonic()

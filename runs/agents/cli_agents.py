@@ -140,6 +140,11 @@ class ClaudeAgent(ModelAgent):
         # made here, not by Docker for the credentials' mount (root, 755): the agent user writes in it
         return [*super().writable_dirs(), self.config_dir]
 
+    @property
+    def session_logs(self) -> str:  # type: ignore[override]
+        # kept for a budgeted trial; its subagents' use comes from the events it prints, which mark them
+        return f"{self.config_dir}/projects"
+
     def files(self, task: Task, instruction: str) -> dict[str, FileEntry]:
         # WebFetch otherwise first asks api.anthropic.com whether it may fetch the domain, outside the
         # proxy (CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC does not turn that off)

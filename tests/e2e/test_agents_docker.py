@@ -249,7 +249,13 @@ def test_turn_budget_of_one_stops_claude_after_one_forwarded_call(
     assert "400 trial_budget_spent: the turn budget of 1 is spent" in agent_log
     tokens = calls[0]["usage"]["total_tokens"]
     budget = dict(result["trial_budget"])
-    budget.pop("subagents")  # from the agent's own session log; not pinned here
+    # from the agent's own events: one call, its own, not a subagent's (its tokens as Claude Code
+    # adds them up, which need not be the proxy's figure to the token)
+    subagents = budget.pop("subagents")
+    assert (subagents["turns"], subagents["tokens"], subagents["of_turns"]) == (0, 0, 1), subagents
+    assert subagents["of_tokens"] > 0
+    # and its session log is kept with the trial, as for any trial with a budget
+    assert list((job / result["rollout_name"] / "agent" / "sessions").rglob("*.jsonl"))
     assert budget == {
         "budget": {"tokens": None, "turns": 1},
         "source": {"tokens": None, "turns": "run"},
