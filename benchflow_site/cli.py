@@ -85,7 +85,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                         "machine's Claude login")
     p.add_argument("-j", "--concurrency", type=positive_int, default=4, help="trials running at once (default 4)")
     p.add_argument("--warm-pool", type=_non_negative_int, default=1, metavar="N",
-                   help="sandboxes prepared ahead of their turn (default 1; none at -j 1)")
+                   help="sandboxes prepared ahead of their turn (default 1; at most -j minus 1, so none at -j 1)")
     p.add_argument("--trials", type=positive_int, default=1, metavar="N",
                    help="repeats of each task; repeats run one after another, each -j at a time")
     p.add_argument("-i", "--include", action="append", default=[], metavar="NAME",
