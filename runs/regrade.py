@@ -34,6 +34,7 @@ from runs.tasks import (
     load_task,
     task_digest,
 )
+from runs.secrets import redact_tree, secret_values
 from runs.verifier import TESTS_DIR, VerifierOutcome, run_verifier
 from runs.workspace import EVIDENCE, MANIFEST, WORKSPACE, check_manifest
 
@@ -302,6 +303,8 @@ async def _regrade_one(run: _Run, plan: _Plan, gate: asyncio.Semaphore) -> None:
                 except Exception as exc:  # noqa: BLE001 - recorded; the regrade still has its verdict
                     error = error or f"sandbox removal failed: {exc}"
             shutil.rmtree(staging, ignore_errors=True)
+            # the tests' output, with the secrets of the task's env replaced as in a run
+            redact_tree(out_dir, secret_values(task.sandbox.env, task.verifier.env))
             block["duration_s"] = round(time.monotonic() - t0, 1)
             _record(run, plan, block, outcome, error)
 

@@ -369,3 +369,21 @@ def test_ctrl_c_records_an_interrupted_regrade_and_removes_the_sandbox(docker_cl
     assert containers_of(docker_client, job) == []
     assert json.loads((job / "regrade-summary.json").read_text())["interrupted"] is True
 
+
+
+@pytest.mark.docker
+def test_the_secrets_of_the_tasks_env_do_not_reach_the_regrades_output(docker_client, bench_env, tmp_path,
+                                                                      monkeypatch):
+    # given a task whose tests get a token from the host, and print it
+    token = "tok-" + "Zx8Cv7Bn6" * 4
+    monkeypatch.setenv("HOST_TEST_TOKEN", token)
+    write_task(tmp_path / "tasks", "t", toml='[verifier]\nenv = { CHECK_TOKEN = "${HOST_TEST_TOKEN}" }\n',
+               test_sh='echo "token $CHECK_TOKEN"\necho 1 > /logs/verifier/reward.txt\n')
+    job = run_job(tmp_path, {**bench_env, "HOST_TEST_TOKEN": token}, "--save-outputs")
+    # when it is regraded
+    report = regrade_job(job, client=docker_client, say=lambda _: None)
+    # then the tests ran with it, and their output in the job folder has it replaced
+    assert report.exit_code == 0, report.render()
+    out = attempt_of(job, "t") / "regrade" / report.regrade_id / "verifier" / "test-stdout.txt"
+    assert out.read_text() == "token [REDACTED]\n"
+    assert not [p for p in job.rglob("*") if p.is_file() and token.encode() in p.read_bytes()]
