@@ -25,6 +25,7 @@ from runs.jobfolder import JobLock, JobLocked, new_job_name, read_json, write_js
 from runs.regrade_report import RegradeReport, TrialRow, change_of
 from runs.sandboxes.docker import Sandbox, SandboxFactory, connect
 from runs.sandboxes.files import FileEntry
+from runs.secrets import redact_tree, secret_values
 from runs.tasks import (
     Task,
     TaskError,
@@ -34,7 +35,6 @@ from runs.tasks import (
     load_task,
     task_digest,
 )
-from runs.secrets import redact_tree, secret_values
 from runs.verifier import TESTS_DIR, VerifierOutcome, run_verifier
 from runs.workspace import EVIDENCE, MANIFEST, WORKSPACE, check_manifest
 
