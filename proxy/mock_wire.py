@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +21,9 @@ class Reply:
     call_id: str = "call_bf_0"
     error_status: int | None = None
     error_body: Any = None
+    # the message's (response's) own id: new for every reply, as a provider's, so that an agent's
+    # log of its calls (Claude Code's keys each call by it) tells two replies apart
+    reply_id: str = field(default_factory=lambda: "bf" + uuid.uuid4().hex[:22])
 
     def payload(self) -> str:
         if self.tool_name is None:
@@ -132,7 +136,7 @@ def _chat(reply: Reply, model: str, usage: Usage) -> dict[str, Any]:
             }
         ]
     return {
-        "id": "chatcmpl-" + reply.call_id,
+        "id": "chatcmpl-" + reply.reply_id,
         "object": "chat.completion",
         "created": int(time.time()),
         "model": model,
@@ -150,7 +154,7 @@ def _chat(reply: Reply, model: str, usage: Usage) -> dict[str, Any]:
 
 def _chat_stream(reply: Reply, model: str, usage: Usage, include_usage: bool) -> list[bytes]:
     base = {
-        "id": "chatcmpl-" + reply.call_id,
+        "id": "chatcmpl-" + reply.reply_id,
         "object": "chat.completion.chunk",
         "created": int(time.time()),
         "model": model,
@@ -219,7 +223,7 @@ def _item(reply: Reply, done: bool) -> dict[str, Any]:
     content = [{"type": "output_text", "text": reply.text or "", "annotations": []}]
     return {
         "type": "message",
-        "id": "msg_" + reply.call_id,
+        "id": "msg_" + reply.reply_id,
         "status": status,
         "role": "assistant",
         "content": content if done else [],
@@ -228,7 +232,7 @@ def _item(reply: Reply, done: bool) -> dict[str, Any]:
 
 def _response(reply: Reply, model: str, usage: Usage | None, status: str) -> dict[str, Any]:
     return {
-        "id": "resp_" + reply.call_id,
+        "id": "resp_" + reply.reply_id,
         "object": "response",
         "created_at": int(time.time()),
         "status": status,
@@ -310,7 +314,7 @@ def _message(reply: Reply, model: str, usage: Usage) -> dict[str, Any]:
             }
         ]
     return {
-        "id": "msg_" + reply.call_id,
+        "id": "msg_" + reply.reply_id,
         "type": "message",
         "role": "assistant",
         "model": model,

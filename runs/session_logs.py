@@ -1,20 +1,24 @@
 """An agent's own session log, read for what its subagents used (result.json's trial_budget.subagents).
 
-The model proxy counts every call of a trial but cannot tell whose it was. Claude Code marks a
-subagent's calls in the events it prints (runs/agent_run.OutputWatcher). Codex prints only its main
-thread's usage; each thread, a sub-agent's too, has its own session log
-($CODEX_HOME/sessions/YYYY/MM/DD/rollout-*.jsonl): its session_meta line says whether the thread is a
-sub-agent's (source {"subagent": ...}), and a token_count event follows each model call with the
-thread's running total. As BenchFlow does, the log is kept for a trial with a budget, in the trial's
-agent/sessions folder (secrets the trial was given are replaced in it).
+The model proxy counts every call of a trial but cannot tell whose it was. Claude Code logs each
+call's message with its usage ($CLAUDE_CONFIG_DIR/projects), a subagent's marked isSidechain; the
+events it prints mark them too (runs/agent_run.OutputWatcher, used when there is no log), but carry
+a call's usage from before its end. Codex prints only its main thread's usage; each thread, a
+sub-agent's too, has its own session log ($CODEX_HOME/sessions/YYYY/MM/DD/rollout-*.jsonl): its
+session_meta line says whether the thread is a sub-agent's (source {"subagent": ...}), and a
+token_count event follows each model call with the thread's running total. As BenchFlow does, the
+log is kept for a trial with a budget, in the trial's agent/sessions folder (secrets the trial was
+given are replaced in it).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
+from runs.login_usage import SESSION_USAGE_KEYS
 from runs.sandboxes.docker import Sandbox
 from runs.secrets import redact_tree
 
@@ -27,6 +31,53 @@ def keep_session_logs(sandbox: Sandbox, path: str, dest: Path, secrets: list[str
         return []
     redact_tree(dest, secrets)
     return sorted(p for p in dest.rglob("*.jsonl") if p.is_file())
+
+
+def claude_subagents(files: Iterable[Path]) -> dict[str, int] | None:
+    """{turns, tokens} of Claude Code's subagent calls and {of_turns, of_tokens} of all its calls,
+    from its session logs (a subagent's entries are marked isSidechain, in <session>/subagents/);
+    None when they hold no call.
+
+    The log writes an entry per content block, each with its message's id and usage: a call is
+    counted once, with the largest figures any of its entries has (as for a login's usage)."""
+    calls: dict[str, tuple[int, bool]] = {}
+    for path in files:
+        in_subagents = "subagents" in path.parts
+        for entry in _entries(path):
+            message = entry.get("message")
+            if entry.get("type") != "assistant" or not isinstance(message, dict) or not message.get("id"):
+                continue
+            usage = message.get("usage")
+            if not isinstance(usage, dict):
+                continue
+            tokens = sum(v for k in SESSION_USAGE_KEYS if isinstance(v := usage.get(k), int))
+            if not tokens:  # the CLI's own message (an API error it shows): no model call
+                continue
+            sub = entry.get("isSidechain") is True or in_subagents
+            seen = calls.get(str(message["id"]))
+            calls[str(message["id"])] = (max(tokens, seen[0]), sub or seen[1]) if seen else (tokens, sub)
+    if not calls:
+        return None
+    return {
+        "turns": sum(1 for _, sub in calls.values() if sub),
+        "tokens": sum(tokens for tokens, sub in calls.values() if sub),
+        "of_turns": len(calls),
+        "of_tokens": sum(tokens for tokens, _ in calls.values()),
+    }
+
+
+def _entries(path: Path) -> Iterator[dict[str, Any]]:
+    try:
+        with path.open("rb") as fh:
+            for line in fh:
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue  # a line cut short by a stopped agent
+                if isinstance(entry, dict):
+                    yield entry
+    except OSError:
+        return
 
 
 def codex_subagents(files: Iterable[Path]) -> dict[str, int] | None:
@@ -51,29 +102,21 @@ def _codex_thread(path: Path) -> tuple[bool, int, int] | None:
     meta = False
     sub = False
     turns = tokens = 0
-    try:
-        with path.open("rb") as fh:
-            for line in fh:
-                try:
-                    entry = json.loads(line)
-                except ValueError:
-                    continue  # a line cut short by a stopped agent
-                payload = entry.get("payload") if isinstance(entry, dict) else None
-                if not isinstance(payload, dict):
-                    continue
-                if entry.get("type") == "session_meta":
-                    meta = True
-                    source = payload.get("source")
-                    sub = sub or (isinstance(source, dict) and "subagent" in source)
-                elif entry.get("type") == "event_msg" and payload.get("type") == "token_count":
-                    info = payload.get("info")
-                    usage = info.get("total_token_usage") if isinstance(info, dict) else None
-                    total = usage.get("total_tokens") if isinstance(usage, dict) else None
-                    # one event per model call, with the thread's running total; a repeat of the
-                    # same total (a rate-limit update) is not another call
-                    if isinstance(total, int) and total != tokens:
-                        turns += 1
-                        tokens = total
-    except OSError:
-        return None
+    for entry in _entries(path):
+        payload = entry.get("payload")
+        if not isinstance(payload, dict):
+            continue
+        if entry.get("type") == "session_meta":
+            meta = True
+            source = payload.get("source")
+            sub = sub or (isinstance(source, dict) and "subagent" in source)
+        elif entry.get("type") == "event_msg" and payload.get("type") == "token_count":
+            info = payload.get("info")
+            usage = info.get("total_token_usage") if isinstance(info, dict) else None
+            total = usage.get("total_tokens") if isinstance(usage, dict) else None
+            # one event per model call, with the thread's running total; a repeat of the same
+            # total (a rate-limit update) is not another call
+            if isinstance(total, int) and total != tokens:
+                turns += 1
+                tokens = total
     return (sub, turns, tokens) if meta else None

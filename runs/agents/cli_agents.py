@@ -19,7 +19,7 @@ from runs.agents.base import Agent, AgentCommand, AgentError
 from runs.agents.cli_install import SPECS, CliSpec, ensure_installed, mount_instead
 from runs.sandboxes.files import FileEntry
 from runs.sandboxes.layers import AgentLayer
-from runs.session_logs import codex_subagents
+from runs.session_logs import claude_subagents, codex_subagents
 from runs.tasks import Task
 
 AGENTS_ROOT = "/opt/benchflow/agents"
@@ -142,8 +142,11 @@ class ClaudeAgent(ModelAgent):
 
     @property
     def session_logs(self) -> str:  # type: ignore[override]
-        # kept for a budgeted trial; its subagents' use comes from the events it prints, which mark them
-        return f"{self.config_dir}/projects"
+        return f"{self.config_dir}/projects"  # <cwd>/<session>.jsonl, its subagents' in <session>/subagents/
+
+    def subagents_from(self, files: list[Path]) -> dict[str, int] | None:
+        # its printed events mark a subagent's calls too, but carry a call's usage before its end
+        return claude_subagents(files)
 
     def files(self, task: Task, instruction: str) -> dict[str, FileEntry]:
         # WebFetch otherwise first asks api.anthropic.com whether it may fetch the domain, outside the

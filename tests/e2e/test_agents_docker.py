@@ -973,3 +973,29 @@ def test_codex_sub_agent_use_comes_from_its_session_logs_which_a_budgeted_trial_
     rollouts = list((job / result["rollout_name"] / "agent" / "sessions").rglob("rollout-*.jsonl"))
     assert len(rollouts) >= 2, rollouts
     assert owned_containers(docker_client, job.name) == []
+
+
+def test_claude_subagent_use_comes_from_its_session_log_call_for_call(docker_client, clean_env, tmp_path):
+    # given a scripted model that has Claude Code run a subagent (its Agent tool waits for it), and a
+    # trial with a budget too large to stop it
+    write_task(tmp_path / "tasks", "t", test_sh=REWARD_1)
+    script = tmp_path / "replies.json"
+    script.write_text(json.dumps([{"tool": "Agent", "args": {"description": "say hello", "prompt": "Say hello.",
+                                                             "subagent_type": "general-purpose"}},
+                                  {"text": "hello"}]))
+    # when
+    proc = run_bench(["run", "tasks", "-a", "claude", "-m", f"mock/script:{script}", "--token-budget", "1000000",
+                      "--jobs-dir", "jobs"], env=clean_env, cwd=tmp_path, timeout=AGENT_RUN_TIMEOUT)
+    # then the calls were the main agent's, its subagent's, then the main agent's answer
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [job] = job_dirs(tmp_path / "jobs")
+    [result] = results_of(job)
+    assert result["error"] is None, result
+    calls = trajectory(job, result)
+    assert len(calls) == 3, [c["usage"] for c in calls]
+    # and Claude Code's log, kept with the trial, says which was the subagent's, to the token
+    tb = result["trial_budget"]
+    assert tb["subagents"] == {"turns": 1, "tokens": calls[1]["usage"]["total_tokens"],
+                               "of_turns": 3, "of_tokens": tb["used"]["tokens"]}, tb
+    sessions = job / result["rollout_name"] / "agent" / "sessions"
+    assert list(sessions.rglob("subagents/*.jsonl")), list(sessions.rglob("*"))

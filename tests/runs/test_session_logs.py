@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from runs.agents.cli_agents import CodexAgent
-from runs.session_logs import codex_subagents
+from runs.session_logs import claude_subagents, codex_subagents
 
 PARENT = "01a23226-356a-7f32-ab21-85571692eefa"
 
@@ -46,3 +46,29 @@ def test_codex_says_where_its_session_logs_are() -> None:
     agent = CodexAgent()
     assert agent.session_logs == f"{agent.home}/sessions"
     assert agent.model_env("k")["CODEX_HOME"] == agent.home
+
+
+def claude_entry(msg_id: str, usage: dict[str, int], sidechain: bool = False) -> str:
+    """One entry of Claude Code's session log: one content block of one API message."""
+    return json.dumps({"type": "assistant", "sessionId": "s1", "isSidechain": sidechain,
+                       "message": {"id": msg_id, "role": "assistant", "content": [], "usage": usage}}) + "\n"
+
+
+def test_claude_subagent_calls_are_the_sidechain_ones_each_counted_once_at_its_largest(tmp_path: Path) -> None:
+    early = {"input_tokens": 100, "cache_read_input_tokens": 50, "output_tokens": 1}  # as the stream began
+    final = {"input_tokens": 100, "cache_read_input_tokens": 50, "output_tokens": 40}
+    project = tmp_path / "projects" / "-app"
+    main = project / "s1.jsonl"
+    main.parent.mkdir(parents=True)
+    main.write_text(claude_entry("msg_1", early) + claude_entry("msg_1", final)  # two blocks of one call
+                    + claude_entry("msg_err", {"input_tokens": 0, "output_tokens": 0})  # an error it shows
+                    + claude_entry("msg_3", final) + '{"type": "assis')
+    sub = project / "s1" / "subagents" / "agent-a1.jsonl"
+    sub.parent.mkdir(parents=True)
+    sub.write_text(claude_entry("msg_2", final, sidechain=True))
+    assert claude_subagents([main, sub]) == {"turns": 1, "tokens": 190, "of_turns": 3, "of_tokens": 570}
+    # a sidechain entry marks a subagent's call wherever its file is
+    moved = tmp_path / "flat.jsonl"
+    moved.write_text(claude_entry("msg_2", final, sidechain=True))
+    assert claude_subagents([main, moved])["turns"] == 1  # type: ignore[index]
+    assert claude_subagents([]) is None
