@@ -74,7 +74,8 @@ ERROR_CLASSES: tuple[ErrorClass, ...] = (
                 "stopped and the verifier graded what it left. The trial counts 0 unless its tests"
                 " passed, and it is never retried. result.json's trial_budget records the budget, "
                 "where it came from, what was used (subagents included) and which measure stopped "
-                "it.",
+                "it; its subagents field says what Claude Code's or Codex's subagents used, from the "
+                "agent's own session log, which the trial keeps in agent/sessions.",
     ),
     ErrorClass(
         "usage_limit", "agent", retried=False, graded=False, fault="setup",
