@@ -946,23 +946,30 @@ def test_opencode_grep_and_glob_work_in_a_sandbox_without_network(docker_client,
     assert owned_containers(docker_client, job.name) == []
 
 
-def test_codex_sub_agent_use_comes_from_its_session_logs_which_a_budgeted_trial_keeps(
-    docker_client, clean_env, tmp_path
-):
-    # given a scripted model that has Codex spawn a sub-agent (a tool of its multi_agent_v1 namespace),
-    # and a trial with a token budget too large to stop it
+def run_budgeted_script(tmp_path: Path, env: dict[str, str], agent: str,
+                        replies: list[dict[str, Any]]) -> tuple[Path, dict[str, Any]]:
+    """One trial of a task that passes, the agent driven by a mock/script of `replies`, with a token
+    budget too large to stop it; returns its job and result, which must have no error."""
     write_task(tmp_path / "tasks", "t", test_sh=REWARD_1)
     script = tmp_path / "replies.json"
-    script.write_text(json.dumps([{"tool": "multi_agent_v1.spawn_agent", "args": {"message": "Say hello."}},
-                                  {"text": "hello"}]))
-    # when
-    proc = run_bench(["run", "tasks", "-a", "codex", "-m", f"mock/script:{script}", "--token-budget", "1000000",
-                      "--jobs-dir", "jobs"], env=clean_env, cwd=tmp_path, timeout=AGENT_RUN_TIMEOUT)
-    # then the proxy counted every call, and Codex's own log says which were the sub-agent's
+    script.write_text(json.dumps(replies))
+    proc = run_bench(["run", "tasks", "-a", agent, "-m", f"mock/script:{script}", "--token-budget", "1000000",
+                      "--jobs-dir", "jobs"], env=env, cwd=tmp_path, timeout=AGENT_RUN_TIMEOUT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [job] = job_dirs(tmp_path / "jobs")
     [result] = results_of(job)
     assert result["error"] is None, result
+    return job, result
+
+
+def test_codex_sub_agent_use_comes_from_its_session_logs_which_a_budgeted_trial_keeps(
+    docker_client, clean_env, tmp_path
+):
+    # given a scripted model that has Codex spawn a sub-agent (a tool of its multi_agent_v1 namespace),
+    # when it runs in a trial with a token budget too large to stop it
+    job, result = run_budgeted_script(tmp_path, clean_env, "codex", [
+        {"tool": "multi_agent_v1.spawn_agent", "args": {"message": "Say hello."}}, {"text": "hello"}])
+    # then the proxy counted every call, and Codex's own log says which were the sub-agent's
     tb = result["trial_budget"]
     sub, used = tb["subagents"], tb["used"]
     assert sub is not None, tb
@@ -976,21 +983,12 @@ def test_codex_sub_agent_use_comes_from_its_session_logs_which_a_budgeted_trial_
 
 
 def test_claude_subagent_use_comes_from_its_session_log_call_for_call(docker_client, clean_env, tmp_path):
-    # given a scripted model that has Claude Code run a subagent (its Agent tool waits for it), and a
-    # trial with a budget too large to stop it
-    write_task(tmp_path / "tasks", "t", test_sh=REWARD_1)
-    script = tmp_path / "replies.json"
-    script.write_text(json.dumps([{"tool": "Agent", "args": {"description": "say hello", "prompt": "Say hello.",
-                                                             "subagent_type": "general-purpose"}},
-                                  {"text": "hello"}]))
-    # when
-    proc = run_bench(["run", "tasks", "-a", "claude", "-m", f"mock/script:{script}", "--token-budget", "1000000",
-                      "--jobs-dir", "jobs"], env=clean_env, cwd=tmp_path, timeout=AGENT_RUN_TIMEOUT)
+    # given a scripted model that has Claude Code run a subagent (its Agent tool waits for it), when it
+    # runs in a trial with a token budget too large to stop it
+    job, result = run_budgeted_script(tmp_path, clean_env, "claude", [
+        {"tool": "Agent", "args": {"description": "say hello", "prompt": "Say hello.", "subagent_type": "general-purpose"}},
+        {"text": "hello"}])
     # then the calls were the main agent's, its subagent's, then the main agent's answer
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    [job] = job_dirs(tmp_path / "jobs")
-    [result] = results_of(job)
-    assert result["error"] is None, result
     calls = trajectory(job, result)
     assert len(calls) == 3, [c["usage"] for c in calls]
     # and Claude Code's log, kept with the trial, says which was the subagent's, to the token
