@@ -326,7 +326,18 @@ class ProxyApp:
         return out
 
     async def _mock(self, call: Call, send: Any) -> Outcome:
-        kind = call.route.model.split(":", 1)[0]
+        kind, _, arg = call.route.model.partition(":")
+        if kind == "script" and call.state.route is None and call.state.script_file != arg:
+            # a key without a model of its own (bench proxy): the script the request names, from
+            # its first reply (again from the first when a request names another script)
+            try:
+                call.state.spec.script_replies = mock.load_script(arg)
+            except Exception as exc:  # noqa: BLE001 - a missing or malformed file: the client's to fix
+                body = jsonio.dumps(error_body(call.protocol, 400, f"mock/script: {exc}"))
+                await _respond(send, 400, body)
+                return Outcome(400, raw=body, error_class="provider_rejected", error=f"mock/script: {exc}",
+                               headers_sent=True)
+            call.state.script_file, call.state.script_index = arg, 0
         stream = bool(call.obj.get("stream"))
         rendered, usage = mock.respond(
             call.protocol, call.obj, len(call.raw), call.state, kind, stream

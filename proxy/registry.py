@@ -86,6 +86,7 @@ class AttemptState:
         self.price = price
         self.log_path = Path(spec.log_path) if spec.log_path else None
         self.script_index = 0
+        self.script_file: str | None = None  # for a key without a model: the script it replays
         self.u = AttemptUsage(
             spec.attempt_id,
             spec.model,

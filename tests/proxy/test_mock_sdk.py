@@ -262,3 +262,24 @@ async def test_script_calls_a_tool_in_a_namespace_as_codex_offers_them(proxy, re
     [item] = done[0]["response"]["output"]
     assert (item["type"], item["namespace"], item["name"]) == ("function_call", "multi_agent_v1", "spawn_agent")
     assert json.loads(item["arguments"]) == {"message": "look around"}
+
+
+async def test_a_key_without_a_model_replays_the_script_its_requests_name(proxy, register, tmp_path) -> None:
+    # given a key of bench proxy's kind (no model of its own) and two scripts
+    key, _ = register(None)
+    first, second = tmp_path / "first.json", tmp_path / "second.json"
+    first.write_text(json.dumps([{"text": "one"}, {"text": "two"}]))
+    second.write_text(json.dumps([{"text": "other"}]))
+    client = openai_client(proxy, key)
+
+    async def ask(model: str) -> str | None:
+        resp = await client.chat.completions.create(
+            model=model, messages=[{"role": "user", "content": "go"}], tools=CHAT_BASH)
+        return resp.choices[0].message.content
+
+    # then each request gets the named script's next reply, and another script starts from its first
+    assert [await ask(f"mock/script:{first}") for _ in range(3)] == ["one", "two", "Done."]
+    assert await ask(f"mock/script:{second}") == "other"
+    # and a script that cannot be read is the client's error, with the reason
+    with pytest.raises(openai.BadRequestError, match="missing.json"):
+        await ask(f"mock/script:{tmp_path / 'missing.json'}")
