@@ -306,7 +306,8 @@ async def run_agent(
         subagents = watcher.subagents()
         if budget.active and agent.session_logs:  # kept for a trial with a budget, as BenchFlow does
             files = await loop.run_in_executor(
-                None, keep_session_logs, sandbox, agent.session_logs, attempt_dir / "agent" / "sessions", secrets)
+                None, keep_session_logs, sandbox, agent.session_logs, attempt_dir / "agent" / "sessions", secrets,
+                agent.session_store)
             subagents = agent.subagents_from(files) or subagents
         _record_usage(result, usage, budget, outcome, subagents)
     elif agent.needs_model:  # a login: its calls bypass the proxy, so the agent's own log is all there is

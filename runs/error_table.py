@@ -74,7 +74,7 @@ ERROR_CLASSES: tuple[ErrorClass, ...] = (
                 "stopped and the verifier graded what it left. The trial counts 0 unless its tests"
                 " passed, and it is never retried. result.json's trial_budget records the budget, "
                 "where it came from, what was used (subagents included) and which measure stopped "
-                "it; its subagents field says what Claude Code's or Codex's subagents used, from the "
+                "it; its subagents field says what the agent's subagents used (Claude Code, Codex, OpenCode), from the "
                 "agent's own session log, which the trial keeps in agent/sessions.",
     ),
     ErrorClass(

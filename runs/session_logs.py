@@ -6,14 +6,18 @@ events it prints mark them too (runs/agent_run.OutputWatcher, used when there is
 a call's usage from before its end. Codex prints only its main thread's usage; each thread, a
 sub-agent's too, has its own session log ($CODEX_HOME/sessions/YYYY/MM/DD/rollout-*.jsonl): its
 session_meta line says whether the thread is a sub-agent's (source {"subagent": ...}), and a
-token_count event follows each model call with the thread's running total. As BenchFlow does, the
-log is kept for a trial with a budget, in the trial's agent/sessions folder (secrets the trial was
-given are replaced in it).
+token_count event follows each model call with the thread's running total. OpenCode keeps its
+sessions in a SQLite store ($XDG_DATA_HOME/opencode/opencode.db): a subagent's session (its task
+tool's) has a parent session, and each assistant message, one model call, its tokens. As BenchFlow
+does, the log is kept for a trial with a budget, in the trial's agent/sessions folder (secrets the
+trial was given are replaced in it).
 """
 
 from __future__ import annotations
 
 import json
+import sqlite3
+import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,15 +26,92 @@ from runs.login_usage import SESSION_USAGE_KEYS
 from runs.sandboxes.docker import Sandbox
 from runs.secrets import redact_tree
 
+OPENCODE_DB = ("opencode.db", "opencode.db-wal", "opencode.db-shm")
+OPENCODE_EXPORT = "opencode-messages.jsonl"
 
-def keep_session_logs(sandbox: Sandbox, path: str, dest: Path, secrets: list[str]) -> list[Path]:
-    """Copy the agent's session logs out of the sandbox into `dest`; returns the files, sorted."""
+
+def keep_session_logs(sandbox: Sandbox, path: str, dest: Path, secrets: list[str],
+                      store: str = "folder") -> list[Path]:
+    """Copy the agent's session logs out of the sandbox into `dest`; returns the files, sorted.
+
+    `store` "folder": the folder `path` as it is. "opencode-db": OpenCode's SQLite store in `path`,
+    kept as one JSON line per message of each session (a database cannot have its secrets replaced
+    in place: the replacement changes the length of its records)."""
     try:
-        sandbox.copy_dir_to(path, dest)
+        if store == "opencode-db":
+            with tempfile.TemporaryDirectory(prefix="bench-opencode-") as tmp:
+                for name in OPENCODE_DB:
+                    sandbox.copy_file_to(f"{path}/{name}", Path(tmp) / name)
+                rows = opencode_messages(Path(tmp) / OPENCODE_DB[0])
+            if rows is None:
+                return []
+            dest.mkdir(parents=True, exist_ok=True)
+            (dest / OPENCODE_EXPORT).write_text("".join(json.dumps(row) + "\n" for row in rows))
+        else:
+            sandbox.copy_dir_to(path, dest)
     except Exception:  # noqa: BLE001 - no log is no breakdown: subagents stays null
         return []
     redact_tree(dest, secrets)
     return sorted(p for p in dest.rglob("*.jsonl") if p.is_file())
+
+
+def opencode_messages(db: Path) -> list[dict[str, Any]] | None:
+    """Each message of each session in OpenCode's store, oldest first, as {session, parent (the
+    session that started it as a subagent, or null), agent, message}; None without a store."""
+    if not db.is_file():
+        return None
+    con = sqlite3.connect(db)
+    try:
+        sessions = {sid: (parent, agent) for sid, parent, agent in
+                    con.execute("SELECT id, parent_id, agent FROM session")}
+        rows = []
+        for sid, data in con.execute("SELECT session_id, data FROM message ORDER BY time_created, id"):
+            parent, agent = sessions.get(sid, (None, None))
+            try:
+                message = json.loads(data)
+            except ValueError:
+                continue
+            rows.append({"session": sid, "parent": parent, "agent": agent, "message": message})
+        return rows
+    except sqlite3.Error:
+        return None
+    finally:
+        con.close()
+
+
+def opencode_subagents(files: Iterable[Path]) -> dict[str, int] | None:
+    """{turns, tokens} of OpenCode's subagent sessions (started by its task tool: they have a parent
+    session) and {of_turns, of_tokens} of all its sessions, from the messages kept by
+    keep_session_logs; each assistant message with usage is one model call."""
+    calls: list[tuple[int, bool]] = []
+    for path in files:
+        for row in _entries(path):
+            message = row.get("message")
+            if not isinstance(message, dict) or message.get("role") != "assistant":
+                continue
+            tokens = _opencode_tokens(message.get("tokens"))
+            if tokens:
+                calls.append((tokens, row.get("parent") is not None))
+    if not calls:
+        return None
+    return {
+        "turns": sum(1 for _, sub in calls if sub),
+        "tokens": sum(tokens for tokens, sub in calls if sub),
+        "of_turns": len(calls),
+        "of_tokens": sum(tokens for tokens, _ in calls),
+    }
+
+
+def _opencode_tokens(tokens: Any) -> int:
+    """A message's tokens as the proxy counts them: input (cached included) and output."""
+    if not isinstance(tokens, dict):
+        return 0
+    if isinstance(tokens.get("total"), int):
+        return int(tokens["total"])
+    cache = tokens.get("cache")
+    cache = cache if isinstance(cache, dict) else {}
+    parts = (tokens.get("input"), tokens.get("output"), tokens.get("reasoning"), cache.get("read"), cache.get("write"))
+    return sum(v for v in parts if isinstance(v, int))
 
 
 def claude_subagents(files: Iterable[Path]) -> dict[str, int] | None:

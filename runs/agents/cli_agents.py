@@ -19,7 +19,7 @@ from runs.agents.base import Agent, AgentCommand, AgentError
 from runs.agents.cli_install import SPECS, CliSpec, ensure_installed, mount_instead
 from runs.sandboxes.files import FileEntry
 from runs.sandboxes.layers import AgentLayer
-from runs.session_logs import claude_subagents, codex_subagents
+from runs.session_logs import claude_subagents, codex_subagents, opencode_subagents
 from runs.tasks import Task
 
 AGENTS_ROOT = "/opt/benchflow/agents"
@@ -290,6 +290,15 @@ class OpenCodeAgent(ModelAgent):
             # (this also skips the project's AGENTS.md, which OpenCode reads as instructions)
             "OPENCODE_DISABLE_PROJECT_CONFIG": "1",
         }
+
+    session_store = "opencode-db"
+
+    @property
+    def session_logs(self) -> str:  # type: ignore[override]
+        return f"{self.home}/.local/share/opencode"  # $XDG_DATA_HOME/opencode: its SQLite store
+
+    def subagents_from(self, files: list[Path]) -> dict[str, int] | None:
+        return opencode_subagents(files)
 
     def argv(self, instruction: str) -> list[str]:
         return [self.binary, "run", "-m", f"benchflow/{cli_model_name(self.model)}", "--format", "json", "--", instruction]

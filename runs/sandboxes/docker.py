@@ -214,6 +214,26 @@ class Sandbox:
                 members.append(member)
         return members
 
+    def copy_file_to(self, path: str, target: Path, *, cap: int = ARCHIVE_CAP_BYTES) -> bool:
+        """Copy one regular file of the sandbox to `target`; False when there is none (or it is
+        larger than `cap`)."""
+        try:
+            stream, _stat = self.api.get_archive(self.id, path)
+        except NotFound:
+            return False
+        copied = False
+        with tarfile.open(fileobj=_StreamReader(stream), mode="r|") as tar:
+            for member in tar:  # read to the end: the API's stream is then done with
+                src = tar.extractfile(member) if member.isfile() and member.size <= cap else None
+                if src is None or copied:
+                    continue
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with open(target, "wb") as fh:
+                    while block := src.read(1 << 20):
+                        fh.write(block)
+                copied = True
+        return copied
+
     def remove(self) -> None:
         with self._lock:
             if self.removed:

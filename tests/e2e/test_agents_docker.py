@@ -997,3 +997,21 @@ def test_claude_subagent_use_comes_from_its_session_log_call_for_call(docker_cli
                                "of_turns": 3, "of_tokens": tb["used"]["tokens"]}, tb
     sessions = job / result["rollout_name"] / "agent" / "sessions"
     assert list(sessions.rglob("subagents/*.jsonl")), list(sessions.rglob("*"))
+
+
+def test_opencode_subagent_use_comes_from_its_session_store_call_for_call(docker_client, clean_env, tmp_path):
+    # given a scripted model that has OpenCode run a subagent (its task tool waits for it), when it
+    # runs in a trial with a token budget too large to stop it
+    job, result = run_budgeted_script(tmp_path, clean_env, "opencode", [
+        {"tool": "task", "args": {"description": "say hello", "prompt": "Say hello.", "subagent_type": "general"}},
+        {"text": "hello"}])
+    # then the agent's calls were the main session's, its subagent's, then the main session's answer
+    # (beside them, OpenCode's session-title call, which no session holds)
+    calls = [c for c in trajectory(job, result) if c["request"].get("tools")]
+    assert len(calls) == 3, [c["usage"] for c in calls]
+    # and OpenCode's store, kept with the trial as one line per message, says which was the subagent's
+    tb = result["trial_budget"]
+    assert tb["subagents"] == {"turns": 1, "tokens": calls[1]["usage"]["total_tokens"], "of_turns": 3,
+                               "of_tokens": sum(c["usage"]["total_tokens"] for c in calls)}, tb
+    kept = job / result["rollout_name"] / "agent" / "sessions" / "opencode-messages.jsonl"
+    assert any(json.loads(line)["parent"] for line in kept.read_text().splitlines())

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
-from runs.agents.cli_agents import CodexAgent
-from runs.session_logs import claude_subagents, codex_subagents
+from runs.agents.cli_agents import CodexAgent, OpenCodeAgent
+from runs.session_logs import claude_subagents, codex_subagents, opencode_messages, opencode_subagents
 
 PARENT = "01a23226-356a-7f32-ab21-85571692eefa"
 
@@ -72,3 +73,39 @@ def test_claude_subagent_calls_are_the_sidechain_ones_each_counted_once_at_its_l
     moved.write_text(claude_entry("msg_2", final, sidechain=True))
     assert claude_subagents([main, moved])["turns"] == 1  # type: ignore[index]
     assert claude_subagents([]) is None
+
+
+def opencode_store(db: Path) -> None:
+    """A store shaped as OpenCode 1.18's: the main session, and one its task tool started."""
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE session (id TEXT, parent_id TEXT, agent TEXT, title TEXT)")
+    con.execute("CREATE TABLE message (id TEXT, session_id TEXT, time_created INTEGER, data TEXT)")
+    con.executemany("INSERT INTO session VALUES (?, ?, ?, ?)",
+                    [("ses_main", None, "build", "Solving the task"), ("ses_sub", "ses_main", "general", "say hi")])
+    tokens = {"total": 7708, "input": 7690, "output": 18, "reasoning": 0, "cache": {"write": 0, "read": 0}}
+    no_total = {"input": 6000, "output": 1, "reasoning": 2, "cache": {"write": 0, "read": 50}}
+    messages = [("m1", "ses_main", 1, {"role": "user"}), ("m2", "ses_main", 2, {"role": "assistant", "tokens": tokens}),
+                ("m3", "ses_sub", 3, {"role": "user"}), ("m4", "ses_sub", 4, {"role": "assistant", "tokens": no_total}),
+                ("m5", "ses_main", 5, {"role": "assistant", "tokens": tokens})]
+    con.executemany("INSERT INTO message VALUES (?, ?, ?, ?)", [(i, s, t, json.dumps(d)) for i, s, t, d in messages])
+    con.commit()
+    con.close()
+
+
+def test_opencode_subagent_sessions_are_those_with_a_parent(tmp_path: Path) -> None:
+    db = tmp_path / "opencode.db"
+    opencode_store(db)
+    rows = opencode_messages(db)
+    assert rows is not None and [r["session"] for r in rows] == ["ses_main", "ses_main", "ses_sub", "ses_sub", "ses_main"]
+    assert rows[2]["parent"] == "ses_main" and rows[2]["agent"] == "general"
+    kept = tmp_path / "opencode-messages.jsonl"
+    kept.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    # each assistant message with usage is one call; without a total, its parts add up
+    assert opencode_subagents([kept]) == {"turns": 1, "tokens": 6053, "of_turns": 3, "of_tokens": 7708 * 2 + 6053}
+    assert opencode_messages(tmp_path / "none.db") is None
+
+
+def test_opencode_keeps_its_store_where_its_data_home_is() -> None:
+    agent = OpenCodeAgent()
+    assert agent.session_logs == agent.model_env("k")["XDG_DATA_HOME"] + "/opencode"
+    assert agent.session_store == "opencode-db"
