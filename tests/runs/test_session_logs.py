@@ -1,4 +1,4 @@
-"""Codex's session logs: what its sub-agent threads used, for trial_budget.subagents."""
+"""The agents' own session logs (Claude Code, Codex, OpenCode): what their subagents used, for trial_budget.subagents."""
 
 from __future__ import annotations
 
@@ -7,7 +7,12 @@ import sqlite3
 from pathlib import Path
 
 from runs.agents.cli_agents import CodexAgent, OpenCodeAgent
-from runs.session_logs import claude_subagents, codex_subagents, opencode_messages, opencode_subagents
+from runs.session_logs import (
+    claude_subagents,
+    codex_subagents,
+    opencode_messages,
+    opencode_subagents,
+)
 
 PARENT = "01a23226-356a-7f32-ab21-85571692eefa"
 
