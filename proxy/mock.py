@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from proxy import jsonio
 from proxy.mock_wire import Rendered, Reply, render
 from proxy.registry import AttemptState
 from proxy.usage import Usage
@@ -170,12 +171,62 @@ def _shell_reply(protocol: str, body: dict[str, Any], command: str, call_id: str
 def _tool_reply(
     protocol: str, body: dict[str, Any], name: str, args: dict[str, Any], call_id: str
 ) -> Reply:
-    """A call of the tool the script names, with its arguments as given; the agent must offer it."""
+    """A call of the tool the script names, with its arguments as given (a "$LAST_OUTPUT.key" string
+    becomes that field of the last tool result, as JSON: the id a spawn tool returned)."""
+    return Reply(tool_name=name, tool_args=_fill(args, protocol, body), call_id=call_id)
+
+
+def _not_offered(protocol: str, body: dict[str, Any], name: str) -> Reply | None:
     offered = [n for n, _ in tool_specs(protocol, body.get("tools"))]
-    if name not in offered:
-        return Reply(text=f"The mock script calls the tool {name!r}, which this request does not "
-                          f"offer (it offers: {', '.join(offered) or 'none'}).")
-    return Reply(tool_name=name, tool_args=args, call_id=call_id)
+    if name in offered:
+        return None
+    return Reply(text=f"The mock script calls the tool {name!r}, which this request does not "
+                      f"offer (it offers: {', '.join(offered) or 'none'}).")
+
+
+LAST_OUTPUT = "$LAST_OUTPUT."
+
+
+def _fill(value: Any, protocol: str, body: dict[str, Any]) -> Any:
+    if isinstance(value, str) and value.startswith(LAST_OUTPUT):
+        try:
+            found = jsonio.loads(last_tool_output(protocol, body) or "null")
+        except ValueError:
+            found = None
+        for key in value[len(LAST_OUTPUT):].split("."):
+            found = found.get(key) if isinstance(found, dict) else None
+        return found
+    if isinstance(value, dict):
+        return {k: _fill(v, protocol, body) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_fill(v, protocol, body) for v in value]
+    return value
+
+
+def last_tool_output(protocol: str, body: dict[str, Any]) -> str | None:
+    """The text of the conversation's last tool result, in any of the three wire formats."""
+    if protocol == "responses":
+        items = body.get("input")
+        outputs = [i.get("output") for i in items if isinstance(i, dict)
+                   and str(i.get("type", "")).endswith("call_output")] if isinstance(items, list) else []
+        return _text(outputs[-1]) if outputs else None
+    found: Any = None
+    for msg in body.get("messages") or ():
+        if not isinstance(msg, dict):
+            continue
+        if protocol == "chat" and msg.get("role") == "tool":
+            found = msg.get("content")
+        elif protocol == "messages" and isinstance(msg.get("content"), list):
+            for block in msg["content"]:
+                if isinstance(block, dict) and block.get("type") == "tool_result":
+                    found = block.get("content")
+    return None if found is None else _text(found)
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return str(content)
 
 
 def _last_user_text(protocol: str, body: dict[str, Any]) -> str:
@@ -202,10 +253,15 @@ def decide(protocol: str, body: dict[str, Any], state: AttemptState, kind: str) 
     if kind == "script":
         replies = state.spec.script_replies or []
         n = state.script_index
-        state.script_index += 1
         if n >= len(replies):
+            state.script_index += 1
             return Reply(text=FINAL_TEXT)
         entry = replies[n]
+        if "tool" in entry and (missing := _not_offered(protocol, body, str(entry["tool"]))):
+            # left for the next request that offers it: a subagent, with tools of its own, may
+            # ask in between (its call gets this text, and ends its turn)
+            return missing
+        state.script_index += 1
         if "error" in entry:
             err = entry["error"] or {}
             return Reply(error_status=int(err.get("status", 500)), error_body=err.get("body"))

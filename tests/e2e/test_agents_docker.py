@@ -965,17 +965,21 @@ def run_budgeted_script(tmp_path: Path, env: dict[str, str], agent: str,
 def test_codex_sub_agent_use_comes_from_its_session_logs_which_a_budgeted_trial_keeps(
     docker_client, clean_env, tmp_path
 ):
-    # given a scripted model that has Codex spawn a sub-agent (a tool of its multi_agent_v1 namespace),
-    # when it runs in a trial with a token budget too large to stop it
+    # given a scripted model that has Codex spawn a sub-agent and wait for it (tools of its
+    # multi_agent_v1 namespace), when it runs in a trial with a token budget too large to stop it
     job, result = run_budgeted_script(tmp_path, clean_env, "codex", [
-        {"tool": "multi_agent_v1.spawn_agent", "args": {"message": "Say hello."}}, {"text": "hello"}])
-    # then the proxy counted every call, and Codex's own log says which were the sub-agent's
+        {"tool": "multi_agent_v1.spawn_agent", "args": {"message": "Say hello."}},
+        {"tool": "multi_agent_v1.wait_agent", "args": {"targets": ["$LAST_OUTPUT.agent_id"], "timeout_ms": 60000}},
+        {"text": "hello"}])
+    # then the calls were the main thread's spawn, the sub-agent's answer, the main thread's wait and
+    # its answer; the proxy counted them, and Codex's own logs say which was the sub-agent's
+    calls = trajectory(job, result)
+    assert len(calls) == 4, [c["usage"] for c in calls]
+    sub_calls = [c for c in calls if "multi_agent_v1" not in json.dumps(c["request"].get("tools"))]
+    assert len(sub_calls) == 1, [c["request"].get("tools") for c in calls]
     tb = result["trial_budget"]
-    sub, used = tb["subagents"], tb["used"]
-    assert sub is not None, tb
-    assert sub["turns"] >= 1 and sub["tokens"] > 0, tb  # the sub-agent's own call(s)
-    assert sub["of_turns"] >= sub["turns"] + 2, tb  # and the main thread's: the spawn, then its answer
-    assert sub["of_turns"] <= used["turns"] and sub["of_tokens"] <= used["tokens"], tb
+    assert tb["subagents"] == {"turns": 1, "tokens": sub_calls[0]["usage"]["total_tokens"],
+                               "of_turns": 4, "of_tokens": tb["used"]["tokens"]}, tb
     # the log is kept in the trial's folder: one rollout file per thread
     rollouts = list((job / result["rollout_name"] / "agent" / "sessions").rglob("rollout-*.jsonl"))
     assert len(rollouts) >= 2, rollouts

@@ -283,3 +283,36 @@ async def test_a_key_without_a_model_replays_the_script_its_requests_name(proxy,
     # and a script that cannot be read is the client's error, with the reason
     with pytest.raises(openai.BadRequestError, match="missing.json"):
         await ask(f"mock/script:{tmp_path / 'missing.json'}")
+
+
+async def test_a_tool_entry_waits_for_a_request_that_offers_it_and_can_use_the_last_output(
+    proxy, register, tmp_path
+) -> None:
+    # given a script whose second entry waits on the agent a spawn returned
+    script = tmp_path / "replies.json"
+    script.write_text(json.dumps([
+        {"tool": "spawn", "args": {"message": "go"}},
+        {"tool": "wait", "args": {"targets": ["$LAST_OUTPUT.agent_id"], "missing": "$LAST_OUTPUT.nope"}},
+        {"text": "all done"}]))
+    key, _ = register(f"mock/script:{script}")
+    client = openai_client(proxy, key)
+    parent_tools = [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}}
+                    for n in ("spawn", "wait", "bash")]
+    sub_tools = parent_tools[2:]
+
+    async def ask(tools: list[dict[str, Any]], messages: list[dict[str, Any]]) -> Any:
+        resp = await client.chat.completions.create(model="m", messages=messages, tools=tools)
+        return resp.choices[0].message
+
+    go = [{"role": "user", "content": "go"}]
+    spawn = await ask(parent_tools, go)
+    assert spawn.tool_calls[0].function.name == "spawn"
+    # when the subagent asks first: it does not offer `wait`, so it gets text, and the entry waits
+    said = await ask(sub_tools, [{"role": "user", "content": "go"}])
+    assert said.tool_calls is None and "'wait'" in said.content
+    # then the parent, with the spawn's output in its conversation, gets the wait with the id filled in
+    after = [*go, {"role": "assistant", "tool_calls": [spawn.tool_calls[0].model_dump()]},
+             {"role": "tool", "tool_call_id": spawn.tool_calls[0].id, "content": '{"agent_id": "a-17", "nickname": "N"}'}]
+    wait = await ask(parent_tools, after)
+    assert json.loads(wait.tool_calls[0].function.arguments) == {"targets": ["a-17"], "missing": None}
+    assert (await ask(parent_tools, after)).content == "all done"
