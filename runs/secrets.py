@@ -39,18 +39,6 @@ def secret_keys(env: dict[str, str]) -> list[str]:
     return sorted(k for k, v in env.items() if is_secret(k, v))
 
 
-def redact(text: str, secrets: list[str]) -> str:
-    """Replace each known secret value (and anything that looks like one) in `text`."""
-    for value in sorted((s for s in secrets if s and len(s) >= 4), key=len, reverse=True):
-        text = text.replace(value, "[REDACTED]")
-    return _SECRET_VALUE.sub(lambda m: "[REDACTED]" if len(m.group(0)) < 40 or _mixed(m.group(0)) else m.group(0), text)
-
-
-def _mixed(s: str) -> bool:
-    """Long runs of letters and digits mixed look like keys; long words or hex digests of files less so."""
-    return any(c.isdigit() for c in s) and any(c.isupper() for c in s) and any(c.islower() for c in s)
-
-
 MIN_SECRET_LEN = 8  # shorter values ("1", "true") are not searched for: they would scar every file
 REDACTED = b"[REDACTED]"
 
@@ -153,7 +141,7 @@ def redact_obj(obj: Any, values: list[str]) -> Any:
     if isinstance(obj, str):
         for value in values:
             if value in obj:
-                obj = obj.replace(value, "[REDACTED]")
+                obj = obj.replace(value, REDACTED.decode())
         return obj
     if isinstance(obj, dict):
         return {k: redact_obj(v, values) for k, v in obj.items()}
