@@ -6,8 +6,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from proxy import jsonio, mock
-from proxy.forward import JSON_CT, PASS_REQUEST, Outcome, forward
+from proxy import fastlane, jsonio, mock
+from proxy.fastlane import Admitted
+from proxy.forward import JSON_CT, PASS_REQUEST, Outcome, forward, prepare_body
 from proxy.mock_wire import error_body
 from proxy.prices import Price
 from proxy.providers import ProviderError, Route
@@ -73,26 +74,6 @@ def parse_headers(
     return key, anthropic, passed
 
 
-def prepare_body(protocol: str, obj: dict[str, Any], raw: bytes, route: Route) -> bytes:
-    """The body to send upstream; re-serialised only when something must change."""
-    dirty = False
-    if route.model and obj.get("model") != route.model:
-        obj["model"] = route.model
-        dirty = True
-    if protocol == "chat" and obj.get("stream"):
-        opts = obj.get("stream_options")
-        if not (isinstance(opts, dict) and opts.get("include_usage")):
-            # Without this a Chat stream reports no usage. The tradeoff: the client now also
-            # gets the final usage chunk (choices: []) it did not ask for. Clients of the
-            # OpenAI format accept it, and stripping it would mean rewriting the stream.
-            obj["stream_options"] = {
-                **(opts if isinstance(opts, dict) else {}),
-                "include_usage": True,
-            }
-            dirty = True
-    return jsonio.dumps(obj) if dirty else raw
-
-
 class Call:
     """One model call in progress: who, where to, and what was asked."""
 
@@ -129,6 +110,8 @@ class ProxyApp:
         self.registry = registry
         self.client = client
         self.writer = writer
+        self.fast_lane = True  # off: every call is an ASGI cycle (tests compare the two)
+        self.fast_calls = 0  # calls the fast lane served
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         kind = scope["type"]
@@ -269,12 +252,22 @@ class ProxyApp:
         call.strict = strict
         return call
 
+    def fast(self, conn: Any, req: Any) -> bool:
+        """Serve a plain forwarded call by callbacks alone (proxy/fastlane.py); False, with
+        what was worked out in req.ctx, for everything else: _api serves it."""
+        return fastlane.serve(self, conn, req)
+
     async def _api(self, protocol: str, scope: Scope, receive: Any, send: Any) -> None:
-        call = self._admit(protocol, scope["headers"], await _read_body(receive))
+        raw = await _read_body(receive)
+        pre: Admitted | None = scope.get("proxy.admitted")
+        call = pre.call if pre is not None else self._admit(protocol, scope["headers"], raw)
         if not isinstance(call, Call):
             await _respond(send, *call)
             return
-        refusal = self.registry.begin_call(call.state)
+        if pre is not None and pre.begun:
+            refusal = pre.refusal
+        else:
+            refusal = self.registry.begin_call(call.state)
         if refusal is not None:
             body = jsonio.dumps(
                 error_body(protocol, 400, refusal.message, code="trial_budget_spent")
@@ -289,23 +282,28 @@ class ProxyApp:
             else:
                 out = await self._forward(call, scope, receive, send)
         finally:
-            if out is None:
-                out = Outcome(500, error_class="proxy_error", error="the proxy failed this call")
-            elif out.error:  # a provider's words, on their way to result.json and the console
-                out.error = redact(out.error.encode(), self.writer.secrets()).decode("utf-8", "replace")
-            cost = self.registry.end_call(
-                call.state,
-                out.usage,
-                call.price,
-                time.perf_counter() - call.t0,
-                out.status,
-                out.error_class,
-                out.error,
-            )
-            self._log(call, out, cost)
+            self.finish(call, out)
+
+    def finish(self, call: Call, out: Outcome | None) -> None:
+        """Count a forwarded call's outcome (None: the proxy failed it) and log it."""
+        if out is None:
+            out = Outcome(500, error_class="proxy_error", error="the proxy failed this call")
+        elif out.error:  # a provider's words, on their way to result.json and the console
+            out.error = redact(out.error.encode(), self.writer.secrets()).decode("utf-8", "replace")
+        cost = self.registry.end_call(
+            call.state,
+            out.usage,
+            call.price,
+            time.perf_counter() - call.t0,
+            out.status,
+            out.error_class,
+            out.error,
+        )
+        self._log(call, out, cost)
 
     async def _forward(self, call: Call, scope: Scope, receive: Any, send: Any) -> Outcome:
-        call.sent = prepare_body(call.protocol, call.obj, call.raw, call.route)
+        if call.sent is call.raw:  # else the fast lane prepared it (and changed call.obj)
+            call.sent = prepare_body(call.protocol, call.obj, call.raw, call.route)
         url = call.route.endpoints[call.protocol]
         if scope.get("query_string"):
             url += "?" + scope["query_string"].decode("latin-1")

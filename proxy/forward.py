@@ -60,6 +60,26 @@ class Outcome:
     headers_sent: bool = field(default=False, repr=False)
 
 
+def prepare_body(protocol: str, obj: dict[str, Any], raw: bytes, route: Route) -> bytes:
+    """The body to send upstream; re-serialised only when something must change."""
+    dirty = False
+    if route.model and obj.get("model") != route.model:
+        obj["model"] = route.model
+        dirty = True
+    if protocol == "chat" and obj.get("stream"):
+        opts = obj.get("stream_options")
+        if not (isinstance(opts, dict) and opts.get("include_usage")):
+            # Without this a Chat stream reports no usage. The tradeoff: the client now also
+            # gets the final usage chunk (choices: []) it did not ask for. Clients of the
+            # OpenAI format accept it, and stripping it would mean rewriting the stream.
+            obj["stream_options"] = {
+                **(opts if isinstance(opts, dict) else {}),
+                "include_usage": True,
+            }
+            dirty = True
+    return jsonio.dumps(obj) if dirty else raw
+
+
 _BLOCKS: dict[tuple[str, str, str, tuple[tuple[bytes, bytes], ...]], bytes] = {}
 
 
@@ -121,7 +141,7 @@ async def forward(
     except UpstreamError as exc:
         return Outcome(502, error_class="infra_failure", error=f"upstream unreachable: {exc}")
     status = resp.status
-    headers = [(k, v) for k, v in resp.headers if k.lower() not in DROP_RESPONSE]
+    headers = response_headers(resp.headers)
     ctype = resp.header(b"content-type") or b""
     if status < 400 and ctype.startswith(b"text/event-stream"):
         return await _relay_stream(resp, protocol, status, headers, send, receive)
@@ -130,12 +150,27 @@ async def forward(
     except UpstreamError as exc:
         return Outcome(502, error_class="infra_failure", error=f"upstream read failed: {exc}")
     if status >= 400:
-        for secret in secrets():
-            if secret in data:
-                data = data.replace(secret, REDACTED)
+        data = redact_error_body(data, secrets())
     headers.append((b"content-length", str(len(data)).encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": data})
+    return body_outcome(protocol, status, data)
+
+
+def response_headers(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """The upstream's response headers the client gets (framing and hop-by-hop ones are ours)."""
+    return [(k, v) for k, v in headers if k.lower() not in DROP_RESPONSE]
+
+
+def redact_error_body(data: bytes, secrets: list[bytes]) -> bytes:
+    for secret in secrets:
+        if data.find(secret) >= 0:
+            data = data.replace(secret, REDACTED)
+    return data
+
+
+def body_outcome(protocol: str, status: int, data: bytes) -> Outcome:
+    """What a whole (non-streamed) answer, already sent to the client, says: usage or error."""
     out = Outcome(status, raw=data, headers_sent=True)
     parsed: Any = None
     if data[:1] == b"{":

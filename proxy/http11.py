@@ -93,14 +93,17 @@ class HttpServer:
 
 async def _stop(conns: set[HttpConnection], timeout: float) -> None:
     """Close `conns` now, give their requests `timeout` s to finish, then cancel the rest."""
-    tasks = {c.task for c in conns if c.task is not None and not c.task.done()}
+    running = [c.task for c in conns if c.task is not None and not c.task.done()]
     for conn in list(conns):
         conn.closed = True
         if conn.transport is not None:  # unread output goes: it could keep a request in drain()
             conn.transport.abort()
-    if tasks and timeout > 0:
-        tasks = (await asyncio.wait(tasks, timeout=timeout))[1]
-    for task in tasks:
-        task.cancel()
-    if tasks:
-        await asyncio.gather(*tasks, return_exceptions=True)
+    # A task, or a request the app serves by callbacks (app.fast), which gives a future
+    waits = {(t if isinstance(t, asyncio.Future) else t.future()): t for t in running}
+    pending = set(waits)
+    if pending and timeout > 0:
+        pending = (await asyncio.wait(pending, timeout=timeout))[1]
+    for fut in pending:
+        waits[fut].cancel()
+    if pending:
+        await asyncio.gather(*pending, return_exceptions=True)

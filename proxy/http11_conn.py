@@ -21,6 +21,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 App = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
+# An app may also serve a request without an ASGI cycle: app.fast(conn, req) -> bool. True: it
+# took the request and stands in as conn.cycle and conn.task (with _wake, started, close, req,
+# done(), cancel() and future()) until it calls conn.cycle_done. False: the request is served
+# as an ASGI cycle, with req.ctx in scope["proxy.admitted"] (what the app already worked out).
 MAX_BODY = 64 << 20  # an agent's request with its whole conversation (images too) stays below this
 MAX_HEAD = 64 << 10  # request line and headers: agents are untrusted, their memory is ours
 MAX_QUEUED = 16  # pipelined requests waiting behind the one in progress
@@ -37,7 +41,7 @@ _ASGI = {"version": "3.0", "spec_version": "2.3"}
 _DISCONNECT = {"type": "http.disconnect"}
 
 
-def _head(status: int, headers: Any, chunked: bool, close: bool) -> bytes:
+def response_head(status: int, headers: Any, chunked: bool, close: bool) -> bytes:
     parts = [b"HTTP/1.1 %d %s\r\n" % (status, _REASONS.get(status, b"Unknown"))]
     for name, value in headers:
         parts += (name, b": ", value, b"\r\n")
@@ -55,21 +59,22 @@ _ERROR_TYPES = {400: "invalid_request_error", 408: "invalid_request_error", 413:
                 431: "invalid_request_error"}
 
 
-def _error_response(status: int, text: str) -> bytes:
+def error_response(status: int, text: str) -> bytes:
     error = {"type": _ERROR_TYPES.get(status, "api_error"), "message": text}
     body = json.dumps({"type": "error", "error": error}).encode() + b"\n"
-    head = _head(status, [(b"content-type", b"application/json"),
+    head = response_head(status, [(b"content-type", b"application/json"),
                           (b"content-length", b"%d" % len(body))], False, True)
     return head + body
 
 
 class _Request:
-    __slots__ = ("method", "url", "headers", "body", "keep_alive", "version")
+    __slots__ = ("method", "url", "headers", "body", "keep_alive", "version", "ctx")
 
     def __init__(self, method: str, url: bytes, headers: list[tuple[bytes, bytes]],
                  body: bytes, keep_alive: bool, version: str) -> None:
         self.method, self.url, self.headers = method, url, headers
         self.body, self.keep_alive, self.version = body, keep_alive, version
+        self.ctx: Any = None
 
 
 class _Cycle:
@@ -102,6 +107,7 @@ class _Cycle:
             "headers": req.headers,
             "client": conn.peer,
             "server": conn.sockname,
+            "proxy.admitted": req.ctx,
         }
         try:
             await app(scope, self.receive, self.send)
@@ -111,7 +117,7 @@ class _Cycle:
         except Exception:
             log.exception("the proxy app failed on %s %s", req.method, path.decode("latin-1"))
             if not self.started and not conn.closed:
-                conn.write(_error_response(500, "Internal Server Error"))
+                conn.write(error_response(500, "Internal Server Error"))
             conn.close()
         else:
             if self.complete:
@@ -119,7 +125,7 @@ class _Cycle:
                 return
             if not self.started and not conn.closed:
                 log.error("the proxy app sent no response to %s %s", req.method, path.decode("latin-1"))
-                conn.write(_error_response(500, "Internal Server Error"))
+                conn.write(error_response(500, "Internal Server Error"))
             conn.close()  # a half-sent response cannot be followed on this connection
         finally:
             if conn.lost:  # connection_lost left the connection counted until now
@@ -192,7 +198,7 @@ class _Cycle:
             self.chunked = not framed and not bodiless and self.req.version == "1.1"
             if not framed and not bodiless and not self.chunked:
                 self.close = True  # HTTP/1.0 without a length: the end is the connection's end
-            self.head = _head(status, headers, self.chunked, self.close)
+            self.head = response_head(status, headers, self.chunked, self.close)
         else:
             raise RuntimeError(f"unexpected ASGI message {kind!r}")
 
@@ -222,6 +228,7 @@ class HttpConnection(asyncio.Protocol):
 
     def __init__(self, app: App, server: HttpServer, listener: Listener):
         self.app, self.server, self.listener = app, server, listener
+        self.fast: Callable[[HttpConnection, _Request], bool] | None = getattr(app, "fast", None)
         self.loop = server.loop
         self.parser = httptools.HttpRequestParser(self)
         self.transport: asyncio.Transport | None = None
@@ -231,8 +238,8 @@ class HttpConnection(asyncio.Protocol):
         self.lost = False  # the client is gone; a request may still run, to be counted in full
         self.paused = False
         self._drain: asyncio.Future[None] | None = None
-        self.cycle: _Cycle | None = None
-        self.task: asyncio.Task[None] | None = None
+        self.cycle: _Cycle | Any = None  # or what app.fast put there
+        self.task: asyncio.Task[None] | Any = None
         self.queue: deque[_Request] = deque()
         self.reading_paused = False
         self.last_active = self.loop.time()
@@ -359,10 +366,15 @@ class HttpConnection(asyncio.Protocol):
 
     # serving
     def _start(self, req: _Request) -> None:
+        if self.fast is None or not self.fast(self, req):
+            self.start_cycle(req)
+
+    def start_cycle(self, req: _Request) -> None:
+        """Serve `req` as an ASGI cycle, in a task of its own."""
         cycle = self.cycle = _Cycle(self, req)
         self.task = self.loop.create_task(cycle.run(self.app))
 
-    def cycle_done(self, cycle: _Cycle) -> None:
+    def cycle_done(self, cycle: _Cycle | Any) -> None:
         self._release(len(cycle.req.body))
         self.cycle = self.task = None
         self.last_active = self.loop.time()
@@ -394,7 +406,7 @@ class HttpConnection(asyncio.Protocol):
     def reject(self, status: int, text: str) -> None:
         """Answer `status` with `text` (unless a response began) and close."""
         if self.cycle is None or not self.cycle.started:
-            self.write(_error_response(status, text))
+            self.write(error_response(status, text))
         self.close()
 
     def close(self) -> None:

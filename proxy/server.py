@@ -32,6 +32,7 @@ class ProxyServer:
         self._server: HttpServer | None = None
         self._sock: socket.socket | None = None
         self._client: UpstreamClient | None = None
+        self.app: ProxyApp | None = None
 
     def _secrets(self) -> list[str]:
         """Exact values to redact: upstream keys, and proxy keys not shaped like ours
@@ -56,6 +57,7 @@ class ProxyServer:
         sock.listen(2048)
         sock.setblocking(False)
         server = HttpServer(app)
+        self.app = app
         await server.start(sock)
         self._server, self._sock = server, sock
         self.host, self.port = host, sock.getsockname()[1]

@@ -14,7 +14,7 @@ import ssl
 import urllib.request
 from collections import deque
 from collections.abc import AsyncGenerator
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import httptools
@@ -39,6 +39,24 @@ def decode_headers(headers: Headers | bytes) -> Headers:
     return [(name, value) for name, value in pairs]
 
 
+def header_value(headers: Headers, name: bytes) -> bytes | None:
+    """The first header called `name` (lower case), in any case."""
+    for key, value in headers:
+        if key.lower() == name:
+            return value
+    return None
+
+
+class Sink(Protocol):
+    """Where UpstreamClient.start delivers an answer, once, outside the parser's callbacks."""
+
+    def on_done(self, conn: _Conn) -> None:
+        """The whole response is in conn (status, headers, chunks); release it to the client."""
+
+    def on_error(self, conn: _Conn, exc: BaseException, resend: bool) -> None:
+        """The call failed; `resend`: it never reached the server and may be sent again."""
+
+
 class UpstreamError(Exception):
     """The upstream could not be reached, or the connection broke or timed out."""
 
@@ -58,6 +76,8 @@ class _Conn(asyncio.Protocol):
         self.parser = httptools.HttpResponseParser(self)
         self.closed = False
         self.waiter: asyncio.Future[None] | None = None
+        self.sink: Sink | None = None  # set by UpstreamClient.start: the answer goes there
+        self.sent_at = 0.0
         self.reset()
 
     def reset(self) -> None:
@@ -84,6 +104,10 @@ class _Conn(asyncio.Protocol):
         except httptools.HttpParserError as exc:
             self._fail(UpstreamError(f"bad HTTP from upstream: {exc}"))
             self.close()
+            return
+        if self.done and self.sink is not None:  # after the parser, never inside its callbacks
+            sink, self.sink = self.sink, None
+            sink.on_done(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -91,6 +115,9 @@ class _Conn(asyncio.Protocol):
             if self.headers_done and not self._framed():
                 self.done = True  # a body delimited by the connection's end
                 self._wake()
+                if self.sink is not None:
+                    sink, self.sink = self.sink, None
+                    sink.on_done(self)
             else:
                 self._fail(UpstreamError(f"upstream closed the connection: {exc or 'EOF'}"))
 
@@ -106,7 +133,7 @@ class _Conn(asyncio.Protocol):
     def on_body(self, body: bytes) -> None:
         self.chunks.append(body)
         self.buffered += len(body)
-        if self.buffered > HIGH_WATER and self.transport is not None:
+        if self.buffered > HIGH_WATER and self.transport is not None and self.sink is None:
             self.transport.pause_reading()
         self._wake()
 
@@ -134,6 +161,18 @@ class _Conn(asyncio.Protocol):
 
     def _fail(self, exc: BaseException) -> None:
         self.error = exc
+        sink = self.sink
+        if sink is not None:
+            self.sink = None
+            # As post() decides: a pooled connection the server had already closed fails at
+            # once, with no answer, and the call may be sent again on another.
+            resend = (
+                not self.got_bytes
+                and not isinstance(exc, UpstreamTimeout)
+                and self.loop.time() - self.sent_at < STALE_WINDOW
+            )
+            sink.on_error(self, exc, resend)
+            return
         waiter = self.waiter
         if waiter is not None:
             self.waiter = None
@@ -167,10 +206,7 @@ class UpstreamResponse:
         self.headers = conn.headers
 
     def header(self, name: bytes) -> bytes | None:
-        for key, value in self.headers:
-            if key.lower() == name:
-                return value
-        return None
+        return header_value(self.headers, name)
 
     async def batches(self) -> AsyncGenerator[tuple[bytes, bool], None]:
         """(everything received so far, whether that is the end), until the end.
@@ -214,7 +250,7 @@ class UpstreamResponse:
     def release(self) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
-            self._client._release(conn)
+            self._client.release(conn)
 
 
 class UpstreamClient:
@@ -253,14 +289,9 @@ class UpstreamClient:
                 self._urls[url] = hit
         return hit
 
-    async def post(self, url: str, headers: Headers | bytes, body: bytes) -> UpstreamResponse | Any:
-        """Send and wait for the status and headers; raises UpstreamError.
-
-        `headers` may be a ready block of "name: value\\r\\n" lines (see encode_headers).
-        """
-        origin, target, hostport, proxied = self._parse(url)
-        if proxied:
-            return await self._post_httpx(url, decode_headers(headers), body)
+    def _request(self, url: str, headers: Headers | bytes, body: bytes) -> tuple[tuple[str, str, int], bytes, bytes]:
+        """(origin, the request bytes to write, a large body to write after them)."""
+        origin, target, hostport, _ = self._parse(url)
         head = [
             b"POST ",
             target,
@@ -277,21 +308,47 @@ class UpstreamClient:
         if len(body) < 65536:
             head.append(body)  # one write, one syscall
             body = b""
-        request = b"".join(head)
+        return origin, b"".join(head), body
+
+    def _send(self, conn: _Conn, request: bytes, body: bytes) -> None:
+        conn.reset()
+        assert conn.transport is not None
+        conn.transport.write(request)
+        if body:
+            conn.transport.write(body)
+        self._busy.add(conn)
+        if self._sweeper is None:
+            self._sweeper = conn.loop.call_later(1.0, self._sweep)
+
+    def start(self, url: str, headers: bytes, body: bytes, sink: Sink) -> _Conn | None:
+        """Send on an idle pooled connection without waiting: `sink` gets the answer by callback
+        (on_done or on_error), and the connection is returned. None, and nothing sent, when no
+        connection is idle or the origin is reached through an HTTP proxy: post() is the way."""
+        origin, _, _, proxied = self._parse(url)
+        conn = None if proxied else self._idle_conn(origin)
+        if conn is None:
+            return None
+        _, request, rest = self._request(url, headers, body)
+        self._send(conn, request, rest)
+        conn.sink = sink
+        conn.sent_at = conn.loop.time()
+        return conn
+
+    async def post(self, url: str, headers: Headers | bytes, body: bytes) -> UpstreamResponse | Any:
+        """Send and wait for the status and headers; raises UpstreamError.
+
+        `headers` may be a ready block of "name: value\\r\\n" lines (see encode_headers).
+        """
+        if self._parse(url)[3]:
+            return await self._post_httpx(url, decode_headers(headers), body)
+        origin, request, body = self._request(url, headers, body)
         for _ in range(2):
             conn = self._idle_conn(origin)
             reused = conn is not None
             if conn is None:
                 conn = await self._connect(origin)
-            conn.reset()
-            assert conn.transport is not None
-            conn.transport.write(request)
-            if body:
-                conn.transport.write(body)
+            self._send(conn, request, body)
             sent_at = conn.loop.time()
-            self._busy.add(conn)
-            if self._sweeper is None:
-                self._sweeper = conn.loop.call_later(1.0, self._sweep)
             try:
                 while not conn.headers_done:
                     await conn.wait()
@@ -310,6 +367,13 @@ class UpstreamClient:
                 raise
             return UpstreamResponse(conn, self)
         raise UpstreamError("upstream closed two connections in a row")
+
+    async def connect_ahead(self, url: str, count: int = 1) -> None:
+        """Open `count` connections to the origin of `url` and pool them, idle."""
+        origin = self._parse(url)[0]
+        for _ in range(count):
+            conn = await self._connect(origin)
+            self._idle.setdefault(origin, []).append(conn)
 
     def _idle_conn(self, origin: tuple[str, str, int]) -> _Conn | None:
         idle = self._idle.get(origin)
@@ -349,7 +413,13 @@ class UpstreamClient:
         if self._busy:
             self._sweeper = asyncio.get_running_loop().call_later(1.0, self._sweep)
 
-    def _release(self, conn: _Conn) -> None:
+    def discard(self, conn: _Conn) -> None:
+        """Close a connection whose call failed."""
+        self._busy.discard(conn)
+        conn.close()
+
+    def release(self, conn: _Conn) -> None:
+        """Back to the pool (kept alive) or closed, once its response is read whole."""
         self._busy.discard(conn)
         keep = conn.done and conn.keep_alive and not conn.closed and conn.error is None
         if not keep:

@@ -37,10 +37,19 @@ def env(upstream: FakeUpstream) -> dict[str, str]:
     }
 
 
-@pytest.fixture
-async def proxy(env: dict[str, str]) -> AsyncIterator[ProxyServer]:
+@pytest.fixture(params=["fast", "asgi"])
+async def proxy(
+    request: pytest.FixtureRequest, env: dict[str, str], upstream: FakeUpstream
+) -> AsyncIterator[ProxyServer]:
+    """Each test twice: with a connection to the upstream idle in the pool, so that a plain
+    call takes the fast lane (proxy/fastlane.py), and with the fast lane off."""
     server = ProxyServer(env=env)
     await server.start("127.0.0.1", 0)
+    assert server.app is not None and server._client is not None
+    if request.param == "fast":
+        await server._client.connect_ahead(upstream.url, 2)
+    else:
+        server.app.fast_lane = False
     yield server
     await server.stop()
 
