@@ -16,7 +16,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from proxy import jsonio
 from proxy.sse import SSESplitter
@@ -103,7 +103,7 @@ _second: list[Any] = [None, ""]  # the last second formatted, and its text
 _MILLIS = [f".{ms:03d}Z" for ms in range(1000)]
 
 
-def _iso(ts: float) -> str:
+def iso(ts: float) -> str:
     """UTC, milliseconds, e.g. 2026-11-04T18:18:39.123Z."""
     sec = int(ts)
     if _second[0] != sec:
@@ -159,7 +159,7 @@ def _embeddable(raw: Any) -> bool:
 
 
 def record_line(rec: dict[str, Any]) -> bytes:
-    """The loop's cheap record as one JSON line (without its newline).
+    """A record given as a dict, as one JSON line (without its newline).
 
     Bodies the proxy already knows to be valid JSON are spliced in as received rather
     than parsed and serialised again: that is most of the cost for 100 KB agent requests.
@@ -168,16 +168,39 @@ def record_line(rec: dict[str, Any]) -> bytes:
     error text, or strict JSON when response_json). The metadata is serialised on its own
     and the two bodies are joined after it, as "request" and "response", its last keys.
     """
-    req_raw = rec.pop("request_raw", None)
-    req_json = rec.pop("request_json", True)
-    resp_raw = rec.pop("response_raw", None)
-    resp_json = rec.pop("response_json", False)
+    sse, request, response = bodies(
+        bool(rec.get("stream")),
+        rec.get("status", 0),
+        rec.pop("request_raw", None),
+        rec.pop("request_json", True),
+        rec.pop("response_raw", None),
+        rec.pop("response_json", False),
+    )
+    if sse is not None:
+        rec["response_sse"] = sse
+    for name in ("started_at", "ended_at"):
+        if isinstance(rec.get(name), float):
+            rec[name] = iso(rec[name])
+    rec.pop("request", None)
+    rec.pop("response", None)
+    head = jsonio.dumps(rec)
+    return b"".join(
+        (head[:-1], b',"request":' if len(head) > 2 else b'"request":', request,
+         b',"response":', response, b"}")
+    )
+
+
+def bodies(
+    stream: bool, status: int, req_raw: Any, req_json: bool, resp_raw: Any, resp_json: bool
+) -> tuple[str | None, bytes, bytes]:
+    """(response_sse text or None, request JSON, response JSON) for a line: see record_line."""
+    sse = None
     response = b"null"
     if resp_raw is not None:
-        if rec.get("stream") and rec.get("status", 0) < 300:
+        if stream and status < 300:
             # The stream as it came, one string; readers split it with stream_events().
             # Parsing every event here would triple the cost of logging a streamed call.
-            rec["response_sse"] = resp_raw.decode("utf-8", "replace")
+            sse = resp_raw.decode("utf-8", "replace")
         elif resp_json and _embeddable(resp_raw):
             response = resp_raw
         elif resp_raw:
@@ -188,16 +211,7 @@ def record_line(rec: dict[str, Any]) -> bytes:
         request = _as_json(req_raw)
     else:
         request = b"null"
-    for name in ("started_at", "ended_at"):
-        if isinstance(rec.get(name), float):
-            rec[name] = _iso(rec[name])
-    rec.pop("request", None)
-    rec.pop("response", None)
-    head = jsonio.dumps(rec)
-    return b"".join(
-        (head[:-1], b',"request":' if len(head) > 2 else b'"request":', request,
-         b',"response":', response, b"}")
-    )
+    return sse, request, response
 
 
 def _as_json(raw: bytes) -> bytes:
@@ -206,6 +220,12 @@ def _as_json(raw: bytes) -> bytes:
         return jsonio.dumps(jsonio.loads(raw))
     except ValueError:
         return jsonio.dumps(raw.decode("utf-8", "replace"))
+
+
+class Line(Protocol):
+    """A record that serialises itself (the proxy's exchanges: see proxy.app.Exchange)."""
+
+    def line(self) -> bytes: ...
 
 
 class TrajectoryWriter:
@@ -226,13 +246,14 @@ class TrajectoryWriter:
         self._secrets = secrets
         self.delay = delay
         self.batch = batch
-        self._pending: list[tuple[Path, dict[str, Any]]] = []
+        self._pending: list[tuple[Path, dict[str, Any] | Line]] = []
         self._lock = threading.Lock()
         self._timer: asyncio.TimerHandle | None = None
         self._dirs: set[Path] = set()
 
-    def submit(self, path: Path, record: dict[str, Any]) -> None:
-        """Queue one exchange (called on the event loop; cheap)."""
+    def submit(self, path: Path, record: dict[str, Any] | Line) -> None:
+        """Queue one exchange (called on the event loop; cheap): a dict for record_line, or
+        an object that makes its own line when the batch is written."""
         with self._lock:
             self._pending.append((path, record))
             full = len(self._pending) >= self.batch
@@ -263,14 +284,15 @@ class TrajectoryWriter:
         """The exact values to redact (upstream keys and the like), longest first."""
         return sorted({s.encode() for s in self._secrets() if len(s) >= 8}, key=len, reverse=True)
 
-    def _write(self, batch: list[tuple[Path, dict[str, Any]]]) -> None:
+    def _write(self, batch: list[tuple[Path, dict[str, Any] | Line]]) -> None:
         secrets = self.secrets()
         plain = [s for s in secrets if not _hinted(s)]
         shaped = [s for s in secrets if _hinted(s)]
         lines: dict[Path, list[bytes]] = defaultdict(list)
         for path, record in batch:
             try:
-                lines[path].append(_redact(record_line(record), plain, shaped) + b"\n")
+                line = record_line(record) if isinstance(record, dict) else record.line()
+                lines[path].append(_redact(line, plain, shaped) + b"\n")
             except Exception:
                 log.exception("could not serialise a trajectory record for %s", path)
         for path, chunk in lines.items():

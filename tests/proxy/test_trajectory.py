@@ -177,3 +177,57 @@ def test_metadata_orjson_refuses_still_makes_one_line_with_the_bodies_spliced() 
     assert doc["tokens"] == 2**70
     assert doc["request"] == {"model": "m", "n": 1} and doc["response"] == {"ok": True}
     assert list(doc)[-2:] == ["request", "response"]
+
+
+def _old_style(call, out, cost, duration, refused):  # the dict the app logged before Exchange
+    return {
+        "attempt_id": call.state.spec.attempt_id, "protocol": call.protocol,
+        "provider": call.route.provider, "model": call.route.model,
+        "requested_model": call.requested, "stream": out.stream,
+        "started_at": call.started_at, "ended_at": call.started_at + duration,
+        "duration_s": round(duration, 6), "status": out.status,
+        "usage": out.usage.as_dict() if out.usage is not None else None, "cost_usd": cost,
+        "price_source": call.price.source if cost is not None and call.price else None,
+        "error_class": out.error_class, "error": out.error, "refused": refused,
+        "client_disconnected": out.client_disconnected, "request_raw": call.sent,
+        "request_json": call.strict or call.sent is not call.raw, "response_raw": out.raw,
+        "response_json": out.parsed is not None,
+    }
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["ok", "stream", "error", "refused", "nan_request", "unpriced", "no_usage", "odd_model"],
+)
+def test_an_exchange_makes_the_line_the_record_dict_makes(case: str) -> None:
+    # given a call and its outcome, as the app has them when it logs
+    from proxy.app import Call, Exchange
+    from proxy.forward import Outcome
+    from proxy.prices import Price
+    from proxy.registry import Attempt, Registry
+    from proxy.usage import Usage
+
+    reg = Registry({})
+    state = reg.lookup(reg.register(Attempt("att-\"1\"", "mock/echo")))
+    assert state is not None
+    price = None if case == "unpriced" else Price(3.0, 0.3, 3.75, 15.0, "builtin")
+    raw = b'{"model":"m","messages":[{"role":"user","content":"caf\\u00e9 \\"q\\""}]}'
+    if case == "nan_request":
+        raw = b'{"model":"m","t":NaN}'
+    requested = "m\u00e9/\"x\"" if case == "odd_model" else "m"
+    call = Call("chat", state, state.route, price, {"model": "m"}, raw, requested, [])
+    call.strict = case != "nan_request"
+    usage = None if case in ("no_usage", "refused") else Usage(120, 12, 100, 0, 132)
+    out = Outcome(200, usage=usage, raw=b'{"id":"x","usage":{}}', parsed={"id": "x"})
+    if case == "stream":
+        out = Outcome(200, usage=usage, raw=b"data: {\"a\":1}\n\ndata: [DONE]\n\n", stream=True,
+                      client_disconnected=True)
+    elif case in ("error", "refused"):
+        out = Outcome(429 if case == "error" else 400, raw=b"<html>slow down</html>",
+                      error_class="provider_rate_limit" if case == "error" else None,
+                      error="HTTP 429: slow \u2014 down \"now\"")
+    cost = None if usage is None or price is None else 0.000123456789
+    # when both make a line, then they are the same document, keys in the same order
+    new = json.loads(Exchange(call, out, cost, 0.0123456789, case == "refused").line())
+    old = json.loads(record_line(_old_style(call, out, cost, 0.0123456789, case == "refused")))
+    assert new == old and list(new) == list(old)
