@@ -3,7 +3,7 @@
 Most calls an agent makes are the same: a non-streamed POST, routed to a provider, with a
 keep-alive connection to it idle in the pool. For those, the request's last byte starts the
 upstream write (HttpConnection -> serve), and the answer's last byte writes the response and
-counts the call (_Conn -> FastCall.on_done). That skips, per call, a task, two coroutine
+counts the call (UpstreamConn -> FastCall.on_done). That skips, per call, a task, two coroutine
 resumptions, a future and four ASGI messages: about 40% of what the bare pass-through costs.
 Everything else (a stream, the mock, a refusal, an error before routing, no idle connection,
 an HTTP proxy on the way) goes to ProxyApp._api with what was worked out here, so that no
@@ -29,13 +29,13 @@ from proxy.forward import (
 from proxy.http11_conn import error_response, response_head
 from proxy.mock_wire import error_body
 from proxy.registry import Refusal
-from proxy.upstream import header_value
+from proxy.upstream_conn import header_value
 from proxy.usage import StreamTap
 
 if TYPE_CHECKING:
     from proxy.app import Call, ProxyApp
     from proxy.http11_conn import HttpConnection, _Request
-    from proxy.upstream import _Conn
+    from proxy.upstream_conn import UpstreamConn
 
 log = logging.getLogger(__name__)
 FAST_PATHS = {  # exactly these: no query string, nothing percent-encoded
@@ -88,13 +88,13 @@ class FastCall:
 
     def __init__(self, app: ProxyApp, conn: HttpConnection, req: _Request, call: Call) -> None:
         self.app, self.conn, self.req, self.call = app, conn, req, call
-        self.up: _Conn | None = None
+        self.up: UpstreamConn | None = None
         self.close = not req.keep_alive
         self.started = self.finished = False
         self._future: asyncio.Future[None] | None = None
 
-    # the upstream's answer (proxy.upstream.Sink)
-    def on_done(self, up: _Conn) -> None:
+    # the upstream's answer (proxy.upstream_conn.Sink)
+    def on_done(self, up: UpstreamConn) -> None:
         try:
             out = self._relay(up)
         except Exception:
@@ -104,7 +104,7 @@ class FastCall:
             out = None
         self._end(out)
 
-    def on_error(self, up: _Conn, exc: BaseException, resend: bool) -> None:
+    def on_error(self, up: UpstreamConn, exc: BaseException, resend: bool) -> None:
         self.app.client.discard(up)
         if resend:  # the pooled connection was dead: the ASGI app sends it again on another
             self.req.ctx = Admitted(self.call, True)
@@ -116,7 +116,7 @@ class FastCall:
         self._write(502, [JSON_CT, (b"content-length", b"%d" % len(body))], body)
         self._end(out)
 
-    def _relay(self, up: _Conn) -> Outcome:
+    def _relay(self, up: UpstreamConn) -> Outcome:
         chunks, status = up.chunks, up.status
         data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         chunks.clear()

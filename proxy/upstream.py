@@ -12,19 +12,23 @@ from __future__ import annotations
 import asyncio
 import ssl
 import urllib.request
-from collections import deque
 from collections.abc import AsyncGenerator
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import urlsplit
 
-import httptools
+from proxy.upstream_conn import (
+    HIGH_WATER,
+    STALE_WINDOW,
+    Headers,
+    Sink,
+    UpstreamConn,
+    UpstreamError,
+    UpstreamTimeout,
+    header_value,
+)
 
-Headers = list[tuple[bytes, bytes]]
-HIGH_WATER = 1 << 20  # pause reading the upstream when this much body waits for the client
-# A pooled connection that fails before any answer is sent again only if it failed this soon
-# after the write: a server that had already closed it fails it at once, while one that
-# fails later may have run (and billed) the call, and must not get it twice.
-STALE_WINDOW = 0.5
+__all__ = ["UpstreamClient", "UpstreamError", "UpstreamResponse", "UpstreamTimeout", "Sink",
+           "encode_headers", "decode_headers", "header_value", "STALE_WINDOW"]
 
 
 def encode_headers(headers: Headers) -> bytes:
@@ -39,168 +43,11 @@ def decode_headers(headers: Headers | bytes) -> Headers:
     return [(name, value) for name, value in pairs]
 
 
-def header_value(headers: Headers, name: bytes) -> bytes | None:
-    """The first header called `name` (lower case), in any case."""
-    for key, value in headers:
-        if key.lower() == name:
-            return value
-    return None
-
-
-class Sink(Protocol):
-    """Where UpstreamClient.start delivers an answer, once, outside the parser's callbacks."""
-
-    def on_done(self, conn: _Conn) -> None:
-        """The whole response is in conn (status, headers, chunks); release it to the client."""
-
-    def on_error(self, conn: _Conn, exc: BaseException, resend: bool) -> None:
-        """The call failed; `resend`: it never reached the server and may be sent again."""
-
-
-class UpstreamError(Exception):
-    """The upstream could not be reached, or the connection broke or timed out."""
-
-
-class UpstreamTimeout(UpstreamError):
-    """The upstream went silent for longer than the read timeout."""
-
-
-class _Conn(asyncio.Protocol):
-    """One keep-alive connection; parses responses with httptools as bytes arrive."""
-
-    def __init__(self, origin: tuple[str, str, int]) -> None:
-        # Kept: get_running_loop() costs a getpid() syscall on Python 3.11.
-        self.loop = asyncio.get_running_loop()
-        self.origin = origin
-        self.transport: asyncio.Transport | None = None
-        self.parser = httptools.HttpResponseParser(self)
-        self.closed = False
-        self.waiter: asyncio.Future[None] | None = None
-        self.sink: Sink | None = None  # set by UpstreamClient.start: the answer goes there
-        self.sent_at = 0.0
-        self.reset()
-
-    def reset(self) -> None:
-        self.status = 0
-        self.headers: Headers = []
-        self.chunks: deque[bytes] = deque()
-        self.buffered = 0
-        self.headers_done = False
-        self.done = False
-        self.error: BaseException | None = None
-        self.got_bytes = False
-        self.keep_alive = False
-        self.last_active = self.loop.time()
-
-    # asyncio.Protocol
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-
-    def data_received(self, data: bytes) -> None:
-        self.got_bytes = True
-        self.last_active = self.loop.time()
-        try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserError as exc:
-            self._fail(UpstreamError(f"bad HTTP from upstream: {exc}"))
-            self.close()
-            return
-        if self.done and self.sink is not None:  # after the parser, never inside its callbacks
-            sink, self.sink = self.sink, None
-            sink.on_done(self)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
-        if not self.done and self.error is None:
-            if self.headers_done and not self._framed():
-                self.done = True  # a body delimited by the connection's end
-                self._wake()
-                if self.sink is not None:
-                    sink, self.sink = self.sink, None
-                    sink.on_done(self)
-            else:
-                self._fail(UpstreamError(f"upstream closed the connection: {exc or 'EOF'}"))
-
-    # httptools callbacks
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self.headers.append((name, value))
-
-    def on_headers_complete(self) -> None:
-        self.status = self.parser.get_status_code()
-        self.headers_done = True
-        self._wake()
-
-    def on_body(self, body: bytes) -> None:
-        self.chunks.append(body)
-        self.buffered += len(body)
-        if self.buffered > HIGH_WATER and self.transport is not None and self.sink is None:
-            self.transport.pause_reading()
-        self._wake()
-
-    def on_message_complete(self) -> None:
-        self.keep_alive = self.parser.should_keep_alive()  # only valid inside this callback
-        self.done = True
-        self._wake()
-
-    # helpers
-    def _framed(self) -> bool:
-        for name, value in self.headers:
-            low = name.lower()
-            if low == b"content-length" or (
-                low == b"transfer-encoding" and b"chunked" in value.lower()
-            ):
-                return True
-        return False
-
-    def _wake(self) -> None:
-        waiter = self.waiter
-        if waiter is not None:
-            self.waiter = None
-            if not waiter.done():
-                waiter.set_result(None)
-
-    def _fail(self, exc: BaseException) -> None:
-        self.error = exc
-        sink = self.sink
-        if sink is not None:
-            self.sink = None
-            # As post() decides: a pooled connection the server had already closed fails at
-            # once, with no answer, and the call may be sent again on another.
-            resend = (
-                not self.got_bytes
-                and not isinstance(exc, UpstreamTimeout)
-                and self.loop.time() - self.sent_at < STALE_WINDOW
-            )
-            sink.on_error(self, exc, resend)
-            return
-        waiter = self.waiter
-        if waiter is not None:
-            self.waiter = None
-            if not waiter.done():
-                waiter.set_exception(exc)
-
-    async def wait(self) -> None:
-        """Until the parser has news; a stalled read is failed by UpstreamClient._sweep."""
-        if self.error is not None:
-            raise self.error
-        fut = self.loop.create_future()
-        self.waiter = fut
-        try:
-            await fut
-        finally:
-            self.waiter = None
-
-    def close(self) -> None:
-        self.closed = True
-        if self.transport is not None:
-            self.transport.close()
-
-
 class UpstreamResponse:
     """Status and headers are known; iterate for the body chunks, then it is released."""
 
-    def __init__(self, conn: _Conn, client: UpstreamClient) -> None:
-        self._conn: _Conn | None = conn
+    def __init__(self, conn: UpstreamConn, client: UpstreamClient) -> None:
+        self._conn: UpstreamConn | None = conn
         self._client = client
         self.status = conn.status
         self.headers = conn.headers
@@ -265,11 +112,11 @@ class UpstreamClient:
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
         self.max_idle = max_idle_per_origin
-        self._idle: dict[tuple[str, str, int], list[_Conn]] = {}
+        self._idle: dict[tuple[str, str, int], list[UpstreamConn]] = {}
         self._urls: dict[str, tuple[tuple[str, str, int], bytes, bytes, bool]] = {}
         self._ssl: ssl.SSLContext | None = None
         self._httpx: Any = None
-        self._busy: set[_Conn] = set()
+        self._busy: set[UpstreamConn] = set()
         self._sweeper: asyncio.TimerHandle | None = None
 
     def _parse(self, url: str) -> tuple[tuple[str, str, int], bytes, bytes, bool]:
@@ -310,7 +157,7 @@ class UpstreamClient:
             body = b""
         return origin, b"".join(head), body
 
-    def _send(self, conn: _Conn, request: bytes, body: bytes) -> None:
+    def _send(self, conn: UpstreamConn, request: bytes, body: bytes) -> None:
         conn.reset()
         assert conn.transport is not None
         conn.transport.write(request)
@@ -320,7 +167,7 @@ class UpstreamClient:
         if self._sweeper is None:
             self._sweeper = conn.loop.call_later(1.0, self._sweep)
 
-    def start(self, url: str, headers: bytes, body: bytes, sink: Sink) -> _Conn | None:
+    def start(self, url: str, headers: bytes, body: bytes, sink: Sink) -> UpstreamConn | None:
         """Send on an idle pooled connection without waiting: `sink` gets the answer by callback
         (on_done or on_error), and the connection is returned. None, and nothing sent, when no
         connection is idle or the origin is reached through an HTTP proxy: post() is the way."""
@@ -375,7 +222,7 @@ class UpstreamClient:
             conn = await self._connect(origin)
             self._idle.setdefault(origin, []).append(conn)
 
-    def _idle_conn(self, origin: tuple[str, str, int]) -> _Conn | None:
+    def _idle_conn(self, origin: tuple[str, str, int]) -> UpstreamConn | None:
         idle = self._idle.get(origin)
         while idle:
             conn = idle.pop()
@@ -383,7 +230,7 @@ class UpstreamClient:
                 return conn
         return None
 
-    async def _connect(self, origin: tuple[str, str, int]) -> _Conn:
+    async def _connect(self, origin: tuple[str, str, int]) -> UpstreamConn:
         scheme, host, port = origin
         loop = asyncio.get_running_loop()
         ssl_ctx = None
@@ -393,7 +240,7 @@ class UpstreamClient:
             ssl_ctx = self._ssl
         try:
             _, conn = await asyncio.wait_for(
-                loop.create_connection(lambda: _Conn(origin), host, port, ssl=ssl_ctx),
+                loop.create_connection(lambda: UpstreamConn(origin), host, port, ssl=ssl_ctx),
                 self.connect_timeout,
             )
         except (TimeoutError, OSError, ssl.SSLError) as exc:
@@ -413,12 +260,12 @@ class UpstreamClient:
         if self._busy:
             self._sweeper = asyncio.get_running_loop().call_later(1.0, self._sweep)
 
-    def discard(self, conn: _Conn) -> None:
+    def discard(self, conn: UpstreamConn) -> None:
         """Close a connection whose call failed."""
         self._busy.discard(conn)
         conn.close()
 
-    def release(self, conn: _Conn) -> None:
+    def release(self, conn: UpstreamConn) -> None:
         """Back to the pool (kept alive) or closed, once its response is read whole."""
         self._busy.discard(conn)
         keep = conn.done and conn.keep_alive and not conn.closed and conn.error is None
