@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from proxy.registry import Attempt
 from proxy.server import ProxyServer
 from tests.proxy.conftest import openai_client, read_log
 from tests.proxy.fake_upstream import CHAT_USAGE, chat_body, chat_frames
+from tests.proxy.test_http11 import sandbox_listener
 
 MSGS = [{"role": "user", "content": "hello"}]
 ANSWER = json.dumps(chat_body("gpt-4o")).encode()
@@ -244,12 +244,8 @@ async def test_a_listener_stopped_mid_call_waits_then_cancels(
     # given a sandbox listener with a call in the fast lane that the upstream holds
     key, log = _register(server, tmp_path)
     await _pooled(server, scripted, ["gated"])
-    extra = socket.socket()
-    extra.bind(("127.0.0.1", 0))
-    extra.listen(8)
-    extra.setblocking(False)
-    port = extra.getsockname()[1]
-    close = await server.serve_socket(extra)
+    assert server._server is not None
+    port, close = await sandbox_listener(server._server)  # as ProxyServer.serve_socket does
     _, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(_raw_request(key))
     await writer.drain()
