@@ -63,7 +63,7 @@ def error_response(status: int, text: str) -> bytes:
     error = {"type": _ERROR_TYPES.get(status, "api_error"), "message": text}
     body = json.dumps({"type": "error", "error": error}).encode() + b"\n"
     head = response_head(status, [(b"content-type", b"application/json"),
-                          (b"content-length", b"%d" % len(body))], False, True)
+                                  (b"content-length", b"%d" % len(body))], False, True)
     return head + body
 
 

@@ -264,3 +264,22 @@ async def test_a_listener_stopped_mid_call_waits_then_cancels(
     else:
         assert (line["status"], line["error_class"]) == (500, "proxy_error")
     writer.close()
+
+
+async def test_a_fast_lane_that_cannot_send_leaves_the_call_to_the_asgi_way(
+    server, scripted, tmp_path, monkeypatch
+) -> None:
+    # given a pooled connection, and a fast lane whose send fails unexpectedly
+    key, log = _register(server, tmp_path)
+    await _pooled(server, scripted, ["ok"])
+
+    def broken(*args: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(server._client, "start", broken)
+    # when a call comes, then the ASGI way answers it, and its turn is counted once
+    reply = await openai_client(server, key).chat.completions.create(model="gpt-4o", messages=MSGS)
+    assert reply.choices[0].message.content == "Hi from upstream."
+    u = server.registry.usage(key)
+    assert (u.turns, u.calls, u.in_flight) == (1, 1, 0) and server.app.fast_calls == 0
+    assert [line["status"] for line in read_log(server, log)] == [200]
