@@ -163,6 +163,7 @@ def response_headers(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, by
 
 
 def redact_error_body(data: bytes, secrets: list[bytes]) -> bytes:
+    """An error body with the secrets it quotes replaced: a provider may quote the key it got."""
     for secret in secrets:
         if data.find(secret) >= 0:
             data = data.replace(secret, REDACTED)
