@@ -5,17 +5,17 @@ Prints a table and writes benchmarks/results/proxy_instructions.json. Traffic st
 
 Throughput on a shared two-core machine moves by a third from one run to the next
 (benchmarks/proxy_bench.py shows it); the number of user-space instructions a server runs per
-call does not: valgrind counts them, whatever else the machine does, to within a fraction of a
-percent. So this is the figure to compare two versions of the proxy with (run the script in
-each checkout). It counts user space only: the kernel's socket work, about half of the proxy's
-CPU per call, is not in it, and is the same for every version.
+call does not: valgrind counts them, whatever else the machine does, to within 1%. So this is
+the figure to compare two versions of the proxy with (run the script in each checkout). It
+counts user space only: the kernel's socket work, about half of the proxy's CPU per call, is
+not in it, and is the same for every version.
 
 Each server in turn runs under `valgrind --tool=callgrind --instr-atstart=no`; after a warm-up
 load, collection is switched on (callgrind_control -i on) for n calls from the load generator of
 proxy_bench.py at concurrency 32, then off, and the counts are dumped. The fake provider is
-measured as the target of `direct` load; the pass-through and the proxy (with its trajectory log,
-as in a run, and with it off: BENCH_NO_LOG=1) in front of a fake provider that runs normally. valgrind is needed (Debian's package); the run takes about a
-minute per server and kind.
+measured as the target of `direct` load; the pass-through and the proxy (with its trajectory
+log, as in a run, and with it off: BENCH_NO_LOG=1) in front of a fake provider that runs
+normally. valgrind is needed (Debian's package); a run takes about two minutes.
 """
 
 from __future__ import annotations
