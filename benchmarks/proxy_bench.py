@@ -32,7 +32,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 PY = sys.executable
-KINDS = {  # kind -> (path, key name, body)
+KINDS: dict[str, tuple[str, str, dict[str, Any]]] = {  # kind -> (path, key name, body)
     "chat": ("/v1/chat/completions", "openai", {"stream": False}),
     "chat_stream": (
         "/v1/chat/completions",
@@ -46,7 +46,7 @@ KEYS = {
     "openai": "bf-bench-openai-key-0123456789abcdef",
     "anthropic": "bf-bench-anthropic-key-0123456789abcdef",
 }
-TARGETS = {
+TARGETS: dict[str, float] = {
     "added_p50_ms": 1.5,
     "added_p50_ms_stream": 3.0,
     "ratio_c32": 0.50,
@@ -131,7 +131,7 @@ async def serve_proxy(upstream: str, port: int, budget: bool, log_dir: str) -> N
     }
     server = ProxyServer(env=env)
     await server.start("127.0.0.1", port)
-    caps = {"token_budget": 10**15, "turn_budget": 10**12} if budget else {}
+    caps: dict[str, Any] = {"token_budget": 10**15, "turn_budget": 10**12} if budget else {}
     for who, model in (
         ("openai", "openai-compatible/bench-model"),
         ("anthropic", "anthropic/claude-sonnet-4-5"),
@@ -150,7 +150,8 @@ def budget_check_us(calls: int = 200_000) -> dict[str, float]:
     from proxy.usage import Usage
 
     out = {}
-    for name, caps in (("none", {}), ("budget", {"token_budget": 10**15, "turn_budget": 10**12})):
+    budgets: dict[str, Any] = {"token_budget": 10**15, "turn_budget": 10**12}
+    for name, caps in (("none", {}), ("budget", budgets)):
         reg = Registry({})
         state = reg.lookup(reg.register(Attempt(f"a-{name}", "mock/echo", **caps)))
         assert state is not None
@@ -283,7 +284,7 @@ def report(
     for kind in kinds:
         k1, k32 = f"{kind}|c1|", f"{kind}|c32|"
         stream = kind.endswith("stream")
-        row = {
+        row: dict[str, Any] = {
             "kind": kind,
             "direct_p50_ms_c1": med(raw, k1 + "direct", "p50_ms"),
             "proxy_p50_ms_c1": med(raw, k1 + "proxy", "p50_ms"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import Any, cast
 
 USAGE_CHAT = {
     "prompt_tokens": 120,
@@ -84,7 +84,7 @@ _ITEM = {
     "content": [{"type": "output_text", "text": "Hello there, bench.", "annotations": []}],
 }
 RESPONSES_SSE = [
-    _sse(e, e["type"])
+    _sse(e, str(e["type"]))
     for e in [
         {"type": "response.created", "sequence_number": 0, "response": _RESP},
         {"type": "response.in_progress", "sequence_number": 1, "response": _RESP},
@@ -134,45 +134,52 @@ RESPONSES_SSE = [
     ]
 ]
 MESSAGES_SSE = [
-    _sse(e, e["type"])
-    for e in [
-        {
-            "type": "message_start",
-            "message": {
-                "id": "msg_1",
-                "type": "message",
-                "role": "assistant",
-                "model": "claude-sonnet-4-5",
-                "content": [],
-                "stop_reason": None,
-                "stop_sequence": None,
-                "usage": {
-                    "input_tokens": 20,
-                    "cache_read_input_tokens": 100,
-                    "cache_creation_input_tokens": 0,
-                    "output_tokens": 1,
+    _sse(e, str(e["type"]))
+    for e in cast(
+        "list[dict[str, Any]]",
+        [
+            {
+                "type": "message_start",
+                "message": {
+                    "id": "msg_1",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": "claude-sonnet-4-5",
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": {
+                        "input_tokens": 20,
+                        "cache_read_input_tokens": 100,
+                        "cache_creation_input_tokens": 0,
+                        "output_tokens": 1,
+                    },
                 },
             },
-        },
-        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
-        {
-            "type": "content_block_delta",
-            "index": 0,
-            "delta": {"type": "text_delta", "text": "Hello there, "},
-        },
-        {
-            "type": "content_block_delta",
-            "index": 0,
-            "delta": {"type": "text_delta", "text": "bench."},
-        },
-        {"type": "content_block_stop", "index": 0},
-        {
-            "type": "message_delta",
-            "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-            "usage": {"output_tokens": 12},
-        },
-        {"type": "message_stop"},
-    ]
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "text", "text": ""},
+            },
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "text_delta", "text": "Hello there, "},
+            },
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "text_delta", "text": "bench."},
+            },
+            {"type": "content_block_stop", "index": 0},
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                "usage": {"output_tokens": 12},
+            },
+            {"type": "message_stop"},
+        ],
+    )
 ]
 JSON_HEADERS = [
     (b"content-type", b"application/json"),

@@ -5,9 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export PYTHONUNBUFFERED=1
-echo "== lint and types (ruff, mypy on runs/ and proxy/)"
-.venv/bin/ruff check runs proxy benchflow_site viewer
-.venv/bin/mypy runs proxy
+echo "== lint and types (ruff, mypy on runs/, proxy/ and benchmarks/)"
+.venv/bin/ruff check runs proxy benchflow_site viewer benchmarks
+.venv/bin/mypy runs proxy benchmarks
 echo "== tests on SQLite (the embedded default)"
 .venv/bin/pytest -q -p no:cacheprovider "$@"
 echo "== database tests on PostgreSQL"
