@@ -75,50 +75,144 @@ def _idle_timeout(text: str) -> float | None:
 
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("tasks", type=Path, help="a task folder, a folder of tasks, or a folder holding tasks/")
-    p.add_argument("-a", "--agent", default="claude",
-                   help="oracle, nop, script:PATH, claude (or claude-code, claude-agent-acp), opencode, "
-                        "codex (or codex-acp) (default: claude)")
-    p.add_argument("-m", "--model",
-                   help="PROVIDER/MODEL (mock/oracle, deepseek/deepseek-v4-flash, ...), or a Claude alias (sonnet, "
-                        "opus, haiku, claude-*): Anthropic when ANTHROPIC_API_KEY is set, else -a claude uses this "
-                        "machine's Claude login")
-    p.add_argument("-j", "--concurrency", type=positive_int, default=4, help="trials running at once (default 4)")
-    p.add_argument("--warm-pool", type=_non_negative_int, default=1, metavar="N",
-                   help="sandboxes prepared ahead of their turn (default 1; at most -j minus 1, so none at -j 1)")
-    p.add_argument("--trials", type=positive_int, default=1, metavar="N",
-                   help="repeats of each task; repeats run one after another, each -j at a time")
-    p.add_argument("-i", "--include", action="append", default=[], metavar="NAME",
-                   help="only these tasks (names or globs; repeat)")
-    p.add_argument("--exclude", action="append", default=[], metavar="NAME", help="skip these tasks (names or globs; repeat)")
-    p.add_argument("--jobs-dir", type=Path, default=Path("jobs"), help="where job folders go (default: jobs)")
+    p.add_argument(
+        "tasks", type=Path, help="a task folder, a folder of tasks, or a folder holding tasks/"
+    )
+    p.add_argument(
+        "-a",
+        "--agent",
+        default="claude",
+        help="oracle, nop, script:PATH, claude (or claude-code, claude-agent-acp), opencode, "
+        "codex (or codex-acp) (default: claude)",
+    )
+    p.add_argument(
+        "-m",
+        "--model",
+        help="PROVIDER/MODEL (mock/oracle, deepseek/deepseek-v4-flash, ...), or a Claude alias (sonnet, "
+        "opus, haiku, claude-*): Anthropic when ANTHROPIC_API_KEY is set, else -a claude uses this "
+        "machine's Claude login",
+    )
+    p.add_argument(
+        "-j",
+        "--concurrency",
+        type=positive_int,
+        default=4,
+        help="trials running at once (default 4)",
+    )
+    p.add_argument(
+        "--warm-pool",
+        type=_non_negative_int,
+        default=1,
+        metavar="N",
+        help="sandboxes prepared ahead of their turn (default 1; at most -j minus 1, so none at -j 1)",
+    )
+    p.add_argument(
+        "--trials",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="repeats of each task; repeats run one after another, each -j at a time",
+    )
+    p.add_argument(
+        "-i",
+        "--include",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="only these tasks (names or globs; repeat)",
+    )
+    p.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="skip these tasks (names or globs; repeat)",
+    )
+    p.add_argument(
+        "--jobs-dir", type=Path, default=Path("jobs"), help="where job folders go (default: jobs)"
+    )
     p.add_argument("--job", metavar="NAME", help="name the job; resume it if it exists")
     p.add_argument("--fresh", action="store_true", help="always start a new job")
-    p.add_argument("--agent-env", "--ae", action="append", type=_env_pair, default=[], metavar="KEY=VALUE",
-                   help="environment for the agent (repeat); secret-looking values are never recorded")
-    p.add_argument("--retry-attempts", type=_non_negative_int, default=2, metavar="N",
-                   help="extra attempts for a trial that failed for a retryable reason (default 2; 0: off)")
-    p.add_argument("--agent-idle-timeout", type=_idle_timeout, default=DEFAULT_IDLE_TIMEOUT_S, metavar="S",
-                   help="stop an agent (claude, opencode, codex) that prints nothing and calls no model for S "
-                        "seconds, 3x as long while a tool call or model call of its is pending; the trial is "
-                        "graded on what it left and retried as idle_timeout (default 600; 0 or none: off)")
-    p.add_argument("--save-outputs", "--freeze-workspace", dest="save_outputs", action="store_true",
-                   help="keep each trial's final workspace (with a manifest) so bench regrade can rescore it")
+    p.add_argument(
+        "--agent-env",
+        "--ae",
+        action="append",
+        type=_env_pair,
+        default=[],
+        metavar="KEY=VALUE",
+        help="environment for the agent (repeat); secret-looking values are never recorded",
+    )
+    p.add_argument(
+        "--retry-attempts",
+        type=_non_negative_int,
+        default=2,
+        metavar="N",
+        help="extra attempts for a trial that failed for a retryable reason (default 2; 0: off)",
+    )
+    p.add_argument(
+        "--agent-idle-timeout",
+        type=_idle_timeout,
+        default=DEFAULT_IDLE_TIMEOUT_S,
+        metavar="S",
+        help="stop an agent (claude, opencode, codex) that prints nothing and calls no model for S "
+        "seconds, 3x as long while a tool call or model call of its is pending; the trial is "
+        "graded on what it left and retried as idle_timeout (default 600; 0 or none: off)",
+    )
+    p.add_argument(
+        "--save-outputs",
+        "--freeze-workspace",
+        dest="save_outputs",
+        action="store_true",
+        help="keep each trial's final workspace (with a manifest) so bench regrade can rescore it",
+    )
     p.add_argument("--quiet", action="store_true", help="no live display and no progress lines")
-    p.add_argument("--max-cost-usd", type=_positive_float, metavar="USD", help="job cap: dollars (needs a priced model)")
-    p.add_argument("--max-tokens", type=positive_int, metavar="N", help="job cap: total tokens of finished trials")
-    p.add_argument("--max-sandbox-seconds", type=_positive_float, metavar="S", help="job cap: trial wall-clock seconds")
-    p.add_argument("--max-rollouts", type=positive_int, metavar="N", help="job cap: rollouts started, retries included")
-    p.add_argument("--token-budget", type=positive_int, metavar="N", help="per-trial budget: tokens")
-    p.add_argument("--turn-budget", type=positive_int, metavar="N", help="per-trial budget: turns (model calls)")
+    p.add_argument(
+        "--max-cost-usd",
+        type=_positive_float,
+        metavar="USD",
+        help="job cap: dollars (needs a priced model)",
+    )
+    p.add_argument(
+        "--max-tokens",
+        type=positive_int,
+        metavar="N",
+        help="job cap: total tokens of finished trials",
+    )
+    p.add_argument(
+        "--max-sandbox-seconds",
+        type=_positive_float,
+        metavar="S",
+        help="job cap: trial wall-clock seconds",
+    )
+    p.add_argument(
+        "--max-rollouts",
+        type=positive_int,
+        metavar="N",
+        help="job cap: rollouts started, retries included",
+    )
+    p.add_argument(
+        "--token-budget", type=positive_int, metavar="N", help="per-trial budget: tokens"
+    )
+    p.add_argument(
+        "--turn-budget",
+        type=positive_int,
+        metavar="N",
+        help="per-trial budget: turns (model calls)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="bench", description="Run AI-agent benchmarks in Docker sandboxes.")
+    parser = argparse.ArgumentParser(
+        prog="bench", description="Run AI-agent benchmarks in Docker sandboxes."
+    )
     parser.add_argument("--version", action="version", version=f"benchflow-site {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    run = sub.add_parser("run", help="run an agent on a folder of tasks", description="Run an agent on a folder of tasks.")
+    run = sub.add_parser(
+        "run",
+        help="run an agent on a folder of tasks",
+        description="Run an agent on a folder of tasks.",
+    )
     add_run_arguments(run)
 
     ev = sub.add_parser("eval", help="BenchFlow 0.8 spellings: eval run | eval resume")
@@ -126,11 +220,15 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_arguments(ev_sub.add_parser("run", help="same as bench run"))
     resume = ev_sub.add_parser("resume", help="finish a job with its recorded settings")
     resume.add_argument("job", type=Path)
-    resume.add_argument("--agent-env", "--ae", action="append", type=_env_pair, default=[], metavar="KEY=VALUE")
+    resume.add_argument(
+        "--agent-env", "--ae", action="append", type=_env_pair, default=[], metavar="KEY=VALUE"
+    )
     resume.add_argument("-j", "--concurrency", type=positive_int)
     resume.add_argument("--quiet", action="store_true")
 
-    doctor = sub.add_parser("doctor", help="check the Docker engine, base images, agent layers and disk space")
+    doctor = sub.add_parser(
+        "doctor", help="check the Docker engine, base images, agent layers and disk space"
+    )
     doctor.add_argument(
         "--fix",
         action="store_true",
@@ -141,12 +239,18 @@ def build_parser() -> argparse.ArgumentParser:
     tasks = sub.add_parser("tasks", help="tasks check: each task's problems, before any job")
     tasks_sub = tasks.add_subparsers(dest="tasks_command", metavar="VERB")
     check = tasks_sub.add_parser(
-        "check", help="check task folders: config, instruction, tests, symlinks, FROM images",
+        "check",
+        help="check task folders: config, instruction, tests, symlinks, FROM images",
         description="Check each task folder as bench run would, task by task, and whether its FROM "
         "images can be had on this machine. Exit 1 when any task has a problem.",
     )
-    check.add_argument("tasks", type=Path, nargs="+", metavar="TASKS",
-                       help="a task folder, a folder of tasks, or a folder holding tasks/")
+    check.add_argument(
+        "tasks",
+        type=Path,
+        nargs="+",
+        metavar="TASKS",
+        help="a task folder, a folder of tasks, or a folder holding tasks/",
+    )
 
     explain = sub.add_parser("explain", help="explain an error class (bench explain trial_budget)")
     explain.add_argument("error_class", metavar="CLASS", nargs="?")
@@ -160,14 +264,22 @@ def build_parser() -> argparse.ArgumentParser:
     view.add_argument("--port", type=int, default=8888)
     view.add_argument("--host", default="127.0.0.1")
 
-    px = sub.add_parser("proxy", help="run the model proxy on its own (prints its URL and a key)",
-                        description="Serve the model proxy: OpenAI Chat Completions, OpenAI Responses and "
-                        "Anthropic Messages, routed by model prefix (anthropic/, openai/, deepseek/, xiaomi/, "
-                        "openrouter/, openai-compatible/, mock/oracle, mock/script:FILE) with keys from this "
-                        "machine's environment.")
+    px = sub.add_parser(
+        "proxy",
+        help="run the model proxy on its own (prints its URL and a key)",
+        description="Serve the model proxy: OpenAI Chat Completions, OpenAI Responses and "
+        "Anthropic Messages, routed by model prefix (anthropic/, openai/, deepseek/, xiaomi/, "
+        "openrouter/, openai-compatible/, mock/oracle, mock/script:FILE) with keys from this "
+        "machine's environment.",
+    )
     px.add_argument("--host", default="127.0.0.1")
     px.add_argument("--port", type=int, default=8642)
-    px.add_argument("--key", action="append", default=[], help="accept this client key (repeat); default: a new one")
+    px.add_argument(
+        "--key",
+        action="append",
+        default=[],
+        help="accept this client key (repeat); default: a new one",
+    )
     px.add_argument("--log", type=Path, help="append every exchange to this JSONL file")
 
     results = sub.add_parser("results", help="denominators and one row per trial of a job")
@@ -220,7 +332,11 @@ def cmd_resume(args: argparse.Namespace) -> int:
     from runs.preflight import resume_job
 
     return resume_job(
-        args.job, dict(args.agent_env), args.concurrency, args.quiet, setup_django=_setup_django,
+        args.job,
+        dict(args.agent_env),
+        args.concurrency,
+        args.quiet,
+        setup_django=_setup_django,
         gateway=ProxyGateway(),
     )
 
@@ -262,7 +378,9 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 
         client = connect()
     else:
-        print("Docker engine not running: FROM images not checked (bash scripts/setup.sh starts it)")
+        print(
+            "Docker engine not running: FROM images not checked (bash scripts/setup.sh starts it)"
+        )
     reports = []
     for root in args.tasks:
         try:
@@ -284,10 +402,14 @@ def cmd_results(args: argparse.Namespace) -> int:
     from runs import results
 
     if not (args.job / "evaluation.json").is_file() and not any(args.job.glob("*/result.json")):
-        raise UsageError(f"{args.job} is not a job folder (no evaluation.json and no <task>__<id>/result.json in it)")
+        raise UsageError(
+            f"{args.job} is not a job folder (no evaluation.json and no <task>__<id>/result.json in it)"
+        )
     job = results.load_job(args.job, attempts=args.attempts)
     fmt = "json" if args.json else "csv" if args.csv else "table"
-    sys.stdout.write(results.render_results(job, fmt=fmt, attempts=args.attempts).rstrip("\n") + "\n")
+    sys.stdout.write(
+        results.render_results(job, fmt=fmt, attempts=args.attempts).rstrip("\n") + "\n"
+    )
     return 0
 
 
@@ -319,7 +441,9 @@ def _crash(exc: Exception) -> int:
     import time
     import traceback
 
-    log_dir = Path(os.environ.get("BENCHFLOW_LOG_DIR", Path.home() / ".cache" / "benchflow-site" / "logs"))
+    log_dir = Path(
+        os.environ.get("BENCHFLOW_LOG_DIR", Path.home() / ".cache" / "benchflow-site" / "logs")
+    )
     log_dir.mkdir(parents=True, exist_ok=True)
     log = log_dir / f"crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
     log.write_text("".join(traceback.format_exception(exc)))

@@ -6,7 +6,11 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-API_NAMES = {"messages": "Anthropic Messages", "chat": "OpenAI Chat Completions", "responses": "OpenAI Responses"}
+API_NAMES = {
+    "messages": "Anthropic Messages",
+    "chat": "OpenAI Chat Completions",
+    "responses": "OpenAI Responses",
+}
 
 
 class ProxyGateway:
@@ -43,7 +47,9 @@ class ProxyGateway:
         from proxy.server import ProxyServer
 
         self.server = ProxyServer()
-        self.port = await self.server.start("127.0.0.1", 0)  # loopback only: sandboxes reach it by a relay
+        self.port = await self.server.start(
+            "127.0.0.1", 0
+        )  # loopback only: sandboxes reach it by a relay
         return self.port
 
     async def stop(self) -> None:
@@ -67,9 +73,16 @@ class ProxyGateway:
         from proxy.registry import Attempt
 
         return self.server.registry.register(
-            Attempt(attempt_id=attempt_id, model=model, log_path=log_path, token_budget=token_budget,
-                    turn_budget=turn_budget, solution_text=solution_text, on_budget_spent=on_budget_spent,
-                    secrets=list(secrets))
+            Attempt(
+                attempt_id=attempt_id,
+                model=model,
+                log_path=log_path,
+                token_budget=token_budget,
+                turn_budget=turn_budget,
+                solution_text=solution_text,
+                on_budget_spent=on_budget_spent,
+                secrets=list(secrets),
+            )
         )
 
     def unregister(self, key: str) -> Any:

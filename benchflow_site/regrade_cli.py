@@ -32,16 +32,34 @@ exit codes: 0 regraded, 1 a sandbox run failed, 2 nothing could be regraded (or 
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("job", type=Path, metavar="JOB", help="a job folder made by bench run --save-outputs")
-    p.add_argument("--tasks-dir", type=Path, metavar="DIR",
-                   help="where the current task folders are (default: the job's recorded tasks dir, "
-                        "then each attempt's recorded task_path)")
-    p.add_argument("--reason", metavar="TEXT", help="why you regrade; recorded in each regrade.json")
+    p.add_argument(
+        "job", type=Path, metavar="JOB", help="a job folder made by bench run --save-outputs"
+    )
+    p.add_argument(
+        "--tasks-dir",
+        type=Path,
+        metavar="DIR",
+        help="where the current task folders are (default: the job's recorded tasks dir, "
+        "then each attempt's recorded task_path)",
+    )
+    p.add_argument(
+        "--reason", metavar="TEXT", help="why you regrade; recorded in each regrade.json"
+    )
     from benchflow_site.cli import positive_int
 
-    p.add_argument("-j", "--concurrency", type=positive_int, default=4, metavar="N",
-                   help="sandboxes verifying at once (default 4)")
-    p.add_argument("--json", action="store_true", help="print regrade-summary.json instead of one line per trial")
+    p.add_argument(
+        "-j",
+        "--concurrency",
+        type=positive_int,
+        default=4,
+        metavar="N",
+        help="sandboxes verifying at once (default 4)",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print regrade-summary.json instead of one line per trial",
+    )
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -87,7 +105,9 @@ def run(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """`python -m benchflow_site.regrade_cli JOB ...`, until `bench regrade` is wired."""
     parser = argparse.ArgumentParser(
-        prog="bench regrade", description=DESCRIPTION, epilog=EPILOG,
+        prog="bench regrade",
+        description=DESCRIPTION,
+        epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_arguments(parser)

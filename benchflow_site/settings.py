@@ -16,7 +16,9 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 
 
 def _state_dir() -> Path:
-    path = Path(os.environ.get("BENCHFLOW_HOME", Path.home() / ".local" / "share" / "benchflow-site"))
+    path = Path(
+        os.environ.get("BENCHFLOW_HOME", Path.home() / ".local" / "share" / "benchflow-site")
+    )
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -93,7 +95,10 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 REDIS_URL = os.environ.get("BENCHFLOW_REDIS_URL", "")
 if REDIS_URL:
     CHANNEL_LAYERS = {
-        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL]},
+        }
     }
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}

@@ -80,14 +80,24 @@ async def serve(upstream: str, port: int) -> None:
         resp = await client.post(upstream + scope["path"], block, body)
         ctype = resp.header(b"content-type") or b"application/json"
         if ctype.startswith(b"text/event-stream"):
-            await send({"type": "http.response.start", "status": resp.status,
-                        "headers": [(b"content-type", ctype)]})
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": resp.status,
+                    "headers": [(b"content-type", ctype)],
+                }
+            )
             async for data, last in resp.batches():
                 await send({"type": "http.response.body", "body": data, "more_body": not last})
             return
         data = await resp.read()
-        await send({"type": "http.response.start", "status": resp.status,
-                    "headers": [(b"content-type", ctype), (b"content-length", b"%d" % len(data))]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": resp.status,
+                "headers": [(b"content-type", ctype), (b"content-length", b"%d" % len(data))],
+            }
+        )
         await send({"type": "http.response.body", "body": data})
 
     sock = socket.socket()

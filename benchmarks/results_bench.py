@@ -29,16 +29,27 @@ REPO = Path(__file__).resolve().parent.parent
 TARGET_S = 2.0
 TARGET_MB = 200.0
 ERRORS = [
-    ("Agent idle for 600s with no new tool call, message, or thought (last activity 612s ago, "
-     "15 tool calls so far)", "idle_timeout"),
+    (
+        "Agent idle for 600s with no new tool call, message, or thought (last activity 612s ago, "
+        "15 tool calls so far)",
+        "idle_timeout",
+    ),
     ("Agent install failed (exit 1): npm ERR! network request failed", "install_failure"),
     ("ACP error: provider rate limited (HTTP 429)", "provider_rate_limit"),
     ("Connection reset by peer while reading the agent's stdout", "infra_failure"),
 ]
 
 
-def _result(task: str, folder: str, index: int, attempt: int, rng: random.Random,
-            start: datetime, *, error: tuple[str, str] | None) -> dict[str, Any]:
+def _result(
+    task: str,
+    folder: str,
+    index: int,
+    attempt: int,
+    rng: random.Random,
+    start: datetime,
+    *,
+    error: tuple[str, str] | None,
+) -> dict[str, Any]:
     trial = task if index == 0 else f"{task}#{index}"
     tokens_in, tokens_out = rng.randint(5_000, 900_000), rng.randint(500, 40_000)
     cached = tokens_in // 3
@@ -47,31 +58,54 @@ def _result(task: str, folder: str, index: int, attempt: int, rng: random.Random
     reward = None if error else rng.choice([0.0, 1.0, 1.0, 0.5])
     budget = None
     if rng.random() < 0.05 and error is None:
-        budget = {"budget": {"tokens": 60_000, "turns": None}, "source": {"tokens": "run"},
-                  "used": {"tokens": 63_260, "turns": 6}, "subagents": None,
-                  "stopped_by": "tokens", "stopped_at": 63_260, "refused_calls": 1}
+        budget = {
+            "budget": {"tokens": 60_000, "turns": None},
+            "source": {"tokens": "run"},
+            "used": {"tokens": 63_260, "turns": 6},
+            "subagents": None,
+            "stopped_by": "tokens",
+            "stopped_at": 63_260,
+            "refused_calls": 1,
+        }
         reward = 0.0
     return {
-        "task_name": task, "rollout_name": folder, "trial_name": trial, "trial_index": index,
-        "attempt": attempt, "rewards": None if reward is None else {"reward": reward},
-        "agent": "opencode", "agent_name": "opencode", "model": "deepseek/deepseek-v4-flash",
-        "n_tool_calls": rng.randint(0, 120), "n_prompts": 1,
+        "task_name": task,
+        "rollout_name": folder,
+        "trial_name": trial,
+        "trial_index": index,
+        "attempt": attempt,
+        "rewards": None if reward is None else {"reward": reward},
+        "agent": "opencode",
+        "agent_name": "opencode",
+        "model": "deepseek/deepseek-v4-flash",
+        "n_tool_calls": rng.randint(0, 120),
+        "n_prompts": 1,
         "last_tool_call": "python3 - <<'EOF'",
         "agent_result": {
-            "n_input_tokens": tokens_in, "n_output_tokens": tokens_out,
-            "n_cache_read_tokens": cached, "n_cache_creation_tokens": 0,
+            "n_input_tokens": tokens_in,
+            "n_output_tokens": tokens_out,
+            "n_cache_read_tokens": cached,
+            "n_cache_creation_tokens": 0,
             "total_tokens": tokens_in + tokens_out,
             "cost_usd": round((tokens_in - cached) * 0.28e-6 + tokens_out * 0.42e-6, 6),
-            "usage_source": "provider_response", "price_source": "benchflow-placeholder",
+            "usage_source": "provider_response",
+            "price_source": "benchflow-placeholder",
         },
-        "error": error[0] if error else None, "error_category": error[1] if error else None,
-        "verifier_error": None, "verifier_error_category": None,
-        "agent_timeout_info": None, "trial_budget": budget,
+        "error": error[0] if error else None,
+        "error_category": error[1] if error else None,
+        "verifier_error": None,
+        "verifier_error_category": None,
+        "agent_timeout_info": None,
+        "trial_budget": budget,
         "started_at": start.isoformat(timespec="milliseconds"),
         "finished_at": finished.isoformat(timespec="milliseconds"),
-        "timing": {"environment_setup": round(setup, 1), "agent_setup": 0.0,
-                   "agent_execution": round(execution, 1), "verifier": round(verify, 1),
-                   "total": round(setup + execution + verify, 1)},
+        "timing": {
+            "environment_setup": round(setup, 1),
+            "agent_setup": 0.0,
+            "agent_execution": round(execution, 1),
+            "verifier": round(verify, 1),
+            "total": round(setup + execution + verify, 1),
+        },
         "sandbox_id": f"{rng.getrandbits(48):012x}",
     }
 
@@ -102,8 +136,13 @@ def make_job(path: str | os.PathLike[str], n_attempts: int, *, seed: int = 7) ->
                 error = rng.choice(ERRORS) if attempt < tries else None
                 body = _result(task, folder, index, attempt, rng, clock, error=error)
                 (job / folder / "result.json").write_text(json.dumps(body, indent=2))
-    settings = {"plan": plan, "trials": 2, "agent": "opencode",
-                "model": "deepseek/deepseek-v4-flash", "concurrency": 8}
+    settings = {
+        "plan": plan,
+        "trials": 2,
+        "agent": "opencode",
+        "model": "deepseek/deepseek-v4-flash",
+        "concurrency": 8,
+    }
     (job / "evaluation.json").write_text(json.dumps(settings, indent=2))
     return job
 
@@ -118,9 +157,14 @@ def measure(job_dir: str) -> dict[str, Any]:
     text = render_results(job)
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-    return {"seconds": round(seconds, 4), "cpu_seconds": round(cpu, 4),
-            "peak_rss_mb": round(peak_mb, 1),
-            "trials": len(job.trials), "attempts": len(job.attempts), "chars": len(text)}
+    return {
+        "seconds": round(seconds, 4),
+        "cpu_seconds": round(cpu, 4),
+        "peak_rss_mb": round(peak_mb, 1),
+        "trials": len(job.trials),
+        "attempts": len(job.attempts),
+        "chars": len(text),
+    }
 
 
 def measure_plan(job_dir: str) -> dict[str, Any]:
@@ -141,8 +185,13 @@ def measure_plan(job_dir: str) -> dict[str, Any]:
     plan = plan_job(Path(job_dir), tasks, settings["trials"])  # type: ignore[arg-type]
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"seconds": round(seconds, 4), "cpu_seconds": round(cpu, 4), "peak_rss_mb": round(peak_mb, 1),
-            "done": len(plan.done), "to_run": plan.to_run}
+    return {
+        "seconds": round(seconds, 4),
+        "cpu_seconds": round(cpu, 4),
+        "peak_rss_mb": round(peak_mb, 1),
+        "done": len(plan.done),
+        "to_run": plan.to_run,
+    }
 
 
 def run(n_attempts: int, runs: int) -> dict[str, Any]:
@@ -152,13 +201,21 @@ def run(n_attempts: int, runs: int) -> dict[str, Any]:
         made_s = time.perf_counter() - started
         samples = []
         for _ in range(runs):
-            out = subprocess.run([sys.executable, __file__, "--measure", str(job)],
-                                 check=True, capture_output=True, text=True)
+            out = subprocess.run(
+                [sys.executable, __file__, "--measure", str(job)],
+                check=True,
+                capture_output=True,
+                text=True,
+            )
             samples.append(json.loads(out.stdout))
         plans = []
         for _ in range(runs):
-            out = subprocess.run([sys.executable, __file__, "--measure-plan", str(job)],
-                                 check=True, capture_output=True, text=True)
+            out = subprocess.run(
+                [sys.executable, __file__, "--measure-plan", str(job)],
+                check=True,
+                capture_output=True,
+                text=True,
+            )
             plans.append(json.loads(out.stdout))
     median_s = statistics.median(s["seconds"] for s in samples)
     median_mb = statistics.median(s["peak_rss_mb"] for s in samples)
@@ -177,7 +234,8 @@ def run(n_attempts: int, runs: int) -> dict[str, Any]:
             "median_seconds": statistics.median(p["seconds"] for p in plans),
             "median_peak_rss_mb": statistics.median(p["peak_rss_mb"] for p in plans),
         },
-        "ok": median_s < TARGET_S and median_mb < TARGET_MB
+        "ok": median_s < TARGET_S
+        and median_mb < TARGET_MB
         and statistics.median(p["seconds"] for p in plans) < TARGET_S
         and statistics.median(p["peak_rss_mb"] for p in plans) < TARGET_MB,
         "make_job_seconds": round(made_s, 2),
@@ -206,13 +264,15 @@ def main() -> int:
     out = REPO / "benchmarks" / "results" / "results.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"{report['n_attempts']:,} attempts ({report['trials']:,} trials): "
-          f"median {report['median_seconds']:.3f} s wall, {report['median_cpu_seconds']:.3f} s CPU "
-          f"(target < {TARGET_S} s), "
-          f"peak RSS median {report['median_peak_rss_mb']:.1f} MB (target < {TARGET_MB:.0f} MB); "
-          f"resume planning median {report['resume_planning']['median_seconds']:.3f} s, "
-          f"{report['resume_planning']['median_peak_rss_mb']:.1f} MB "
-          f"-> {'OK' if report['ok'] else 'MISSED'}; wrote {out.relative_to(REPO)}")
+    print(
+        f"{report['n_attempts']:,} attempts ({report['trials']:,} trials): "
+        f"median {report['median_seconds']:.3f} s wall, {report['median_cpu_seconds']:.3f} s CPU "
+        f"(target < {TARGET_S} s), "
+        f"peak RSS median {report['median_peak_rss_mb']:.1f} MB (target < {TARGET_MB:.0f} MB); "
+        f"resume planning median {report['resume_planning']['median_seconds']:.3f} s, "
+        f"{report['resume_planning']['median_peak_rss_mb']:.1f} MB "
+        f"-> {'OK' if report['ok'] else 'MISSED'}; wrote {out.relative_to(REPO)}"
+    )
     return 0 if report["ok"] else 1
 
 

@@ -30,7 +30,7 @@ import docker
 REPO = Path(__file__).resolve().parent.parent
 SOLVE = "#!/bin/bash\necho hello > /app/out.txt\n"
 TEST = (
-    "#!/bin/bash\nif [ \"$(cat /app/out.txt 2>/dev/null)\" = hello ]; then echo 1 > /logs/verifier/reward.txt;"
+    '#!/bin/bash\nif [ "$(cat /app/out.txt 2>/dev/null)" = hello ]; then echo 1 > /logs/verifier/reward.txt;'
     " else echo 0 > /logs/verifier/reward.txt; fi\n"
 )
 DOCKERFILE = "FROM debian:bookworm-slim\nWORKDIR /app\n"
@@ -65,7 +65,9 @@ def _tar(files: dict[str, str]) -> bytes:
 
 def floor_trial(api: docker.APIClient, image: str) -> None:
     """The least one trial takes through the docker SDK."""
-    c = api.create_container(image, command=["sleep", "infinity"], host_config=api.create_host_config(init=True))
+    c = api.create_container(
+        image, command=["sleep", "infinity"], host_config=api.create_host_config(init=True)
+    )
     cid = c["Id"]
     try:
         api.put_archive(cid, "/", _tar({"solution/solve.sh": SOLVE}))
@@ -73,7 +75,14 @@ def floor_trial(api: docker.APIClient, image: str) -> None:
         ex = api.exec_create(cid, ["bash", "/solution/solve.sh"])
         api.exec_start(ex["Id"])
         api.put_archive(cid, "/", _tar({"tests/test.sh": TEST}))
-        ex = api.exec_create(cid, ["bash", "-c", "mkdir -p /logs/verifier && bash /tests/test.sh && cat /logs/verifier/reward.txt"])
+        ex = api.exec_create(
+            cid,
+            [
+                "bash",
+                "-c",
+                "mkdir -p /logs/verifier && bash /tests/test.sh && cat /logs/verifier/reward.txt",
+            ],
+        )
         out = api.exec_start(ex["Id"])
         assert out.strip() == b"1", out
     finally:
@@ -92,9 +101,24 @@ def bench_per_trial(tasks: Path, jobs: Path, n: int, j: int, env: dict) -> tuple
     """(whole command per trial, in-job per trial, peak RSS KB) of one `bench run`."""
     t = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "benchflow_site.cli", "run", str(tasks), "-a", "oracle", "-j", str(j),
-         "--quiet", "--fresh", "--jobs-dir", str(jobs)],
-        env=env, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "benchflow_site.cli",
+            "run",
+            str(tasks),
+            "-a",
+            "oracle",
+            "-j",
+            str(j),
+            "--quiet",
+            "--fresh",
+            "--jobs-dir",
+            str(jobs),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
     )
     wall = time.perf_counter() - t
     if proc.returncode != 0:
@@ -113,14 +137,18 @@ def peak_memory_mb(tasks: Path, jobs: Path, j: int, env: dict) -> float:
         f"'-j', '{j}', '--quiet', '--fresh', '--jobs-dir', {str(jobs)!r}], capture_output=True); "
         "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, p.returncode)"
     )
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    ).stdout.split()
     if out[1] != "0":
         raise SystemExit("bench run for the memory figure failed")
     return int(out[0]) / 1024
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--tasks", type=int, default=16)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--memory-tasks", type=int, default=50)

@@ -79,8 +79,18 @@ class Call:
     """One model call in progress: who, where to, and what was asked."""
 
     __slots__ = (
-        "protocol", "state", "route", "price", "obj", "raw", "requested", "passed",
-        "started_at", "t0", "sent", "strict",
+        "protocol",
+        "state",
+        "route",
+        "price",
+        "obj",
+        "raw",
+        "requested",
+        "passed",
+        "started_at",
+        "t0",
+        "sent",
+        "strict",
     )
 
     def __init__(
@@ -334,8 +344,13 @@ class ProxyApp:
             except Exception as exc:  # noqa: BLE001 - a missing or malformed file: the client's to fix
                 body = jsonio.dumps(error_body(call.protocol, 400, f"mock/script: {exc}"))
                 await _respond(send, 400, body)
-                return Outcome(400, raw=body, error_class="provider_rejected", error=f"mock/script: {exc}",
-                               headers_sent=True)
+                return Outcome(
+                    400,
+                    raw=body,
+                    error_class="provider_rejected",
+                    error=f"mock/script: {exc}",
+                    headers_sent=True,
+                )
             call.state.script_file, call.state.script_index = arg, 0
         stream = bool(call.obj.get("stream"))
         rendered, usage = mock.respond(
@@ -373,7 +388,9 @@ class ProxyApp:
     def _log(self, call: Call, out: Outcome, cost: float | None, refused: bool = False) -> None:
         path: Path | None = call.state.log_path
         if path is not None:
-            self.writer.submit(path, Exchange(call, out, cost, time.perf_counter() - call.t0, refused))
+            self.writer.submit(
+                path, Exchange(call, out, cost, time.perf_counter() - call.t0, refused)
+            )
 
 
 def _auth_error(protocol: str) -> dict[str, Any]:

@@ -38,8 +38,8 @@ class HttpServer:
 
     async def start(self, sock: Any) -> None:
         self._server = await self.loop.create_server(
-            lambda: HttpConnection(self.app, self, self._main), sock=sock,
-            backlog=2048)
+            lambda: HttpConnection(self.app, self, self._main), sock=sock, backlog=2048
+        )
         self._sweeper = self.loop.call_later(SWEEP_EVERY, self._sweep)
 
     async def add_listener(self, sock: Any) -> Callable[..., Awaitable[None]]:
@@ -49,8 +49,8 @@ class HttpServer:
         clients gone or not) `timeout` s to finish and be counted in full, then cancels them."""
         group = Listener(sandbox=True)
         listener = await self.loop.create_server(
-            lambda: HttpConnection(self.app, self, group), sock=sock,
-            backlog=256)
+            lambda: HttpConnection(self.app, self, group), sock=sock, backlog=256
+        )
 
         async def close(timeout: float = 10.0) -> None:
             listener.close()

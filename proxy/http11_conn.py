@@ -55,23 +55,38 @@ def response_head(status: int, headers: Any, chunked: bool, close: bool) -> byte
 
 # The server's own refusals, in the shape both OpenAI's and Anthropic's SDKs read an error from
 # ({"error": {"message", "type"}}), so that an agent's SDK shows the reason, not a parse failure.
-_ERROR_TYPES = {400: "invalid_request_error", 408: "invalid_request_error", 413: "request_too_large",
-                431: "invalid_request_error"}
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    408: "invalid_request_error",
+    413: "request_too_large",
+    431: "invalid_request_error",
+}
 
 
 def error_response(status: int, text: str) -> bytes:
     error = {"type": _ERROR_TYPES.get(status, "api_error"), "message": text}
     body = json.dumps({"type": "error", "error": error}).encode() + b"\n"
-    head = response_head(status, [(b"content-type", b"application/json"),
-                                  (b"content-length", b"%d" % len(body))], False, True)
+    head = response_head(
+        status,
+        [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))],
+        False,
+        True,
+    )
     return head + body
 
 
 class _Request:
     __slots__ = ("method", "url", "headers", "body", "keep_alive", "version", "ctx")
 
-    def __init__(self, method: str, url: bytes, headers: list[tuple[bytes, bytes]],
-                 body: bytes, keep_alive: bool, version: str) -> None:
+    def __init__(
+        self,
+        method: str,
+        url: bytes,
+        headers: list[tuple[bytes, bytes]],
+        body: bytes,
+        keep_alive: bool,
+        version: str,
+    ) -> None:
         self.method, self.url, self.headers = method, url, headers
         self.body, self.keep_alive, self.version = body, keep_alive, version
         self.ctx: Any = None
@@ -80,8 +95,18 @@ class _Request:
 class _Cycle:
     """One request and its response: the ASGI receive and send callables."""
 
-    __slots__ = ("conn", "req", "started", "complete", "chunked", "head", "close",
-                 "body_read", "waiter", "is_head")
+    __slots__ = (
+        "conn",
+        "req",
+        "started",
+        "complete",
+        "chunked",
+        "head",
+        "close",
+        "body_read",
+        "waiter",
+        "is_head",
+    )
 
     def __init__(self, conn: HttpConnection, req: _Request) -> None:
         self.conn, self.req = conn, req
@@ -100,7 +125,9 @@ class _Cycle:
             "http_version": req.version,
             "method": req.method,
             "scheme": "http",
-            "path": unquote(path.decode("latin-1")) if path.find(b"%") >= 0 else path.decode("latin-1"),
+            "path": unquote(path.decode("latin-1"))
+            if path.find(b"%") >= 0
+            else path.decode("latin-1"),
             "raw_path": path,
             "query_string": query,
             "root_path": "",
@@ -124,7 +151,9 @@ class _Cycle:
                 conn.cycle_done(self)
                 return
             if not self.started and not conn.closed:
-                log.error("the proxy app sent no response to %s %s", req.method, path.decode("latin-1"))
+                log.error(
+                    "the proxy app sent no response to %s %s", req.method, path.decode("latin-1")
+                )
                 conn.write(error_response(500, "Internal Server Error"))
             conn.close()  # a half-sent response cannot be followed on this connection
         finally:
@@ -276,8 +305,11 @@ class HttpConnection(asyncio.Protocol):
             self.reject(400, "Upgrades are not supported")
         except httptools.HttpParserError as exc:  # a callback's exception arrives wrapped
             if self._over_held:
-                self.reject(413, f"Request bodies in progress from this client's sandbox hold over "
-                                  f"{self.listener.max_held} bytes")
+                self.reject(
+                    413,
+                    f"Request bodies in progress from this client's sandbox hold over "
+                    f"{self.listener.max_held} bytes",
+                )
             elif self._size > MAX_BODY:
                 self.reject(413, f"Request body too large (over {MAX_BODY} bytes)")
             elif self._head_size > MAX_HEAD:
@@ -353,9 +385,14 @@ class HttpConnection(asyncio.Protocol):
     def on_message_complete(self) -> None:
         self.body_since = None
         body, self._body = self._body, b""  # not kept while the connection idles
-        req = _Request(self.parser.get_method().decode("ascii"), self._url, self._headers,
-                       bytes(body) if isinstance(body, bytearray) else body,
-                       self.parser.should_keep_alive(), self.parser.get_http_version())
+        req = _Request(
+            self.parser.get_method().decode("ascii"),
+            self._url,
+            self._headers,
+            bytes(body) if isinstance(body, bytearray) else body,
+            self.parser.should_keep_alive(),
+            self.parser.get_http_version(),
+        )
         if self.cycle is None:
             self._start(req)
         else:

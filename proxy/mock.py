@@ -60,7 +60,10 @@ def tool_specs(protocol: str, tools: Any) -> list[tuple[str, dict[str, Any]]]:
         if not isinstance(tool, dict):
             continue
         if tool.get("type") == "namespace" and isinstance(tool.get("name"), str):
-            specs += [(f"{tool['name']}.{name}", schema) for name, schema in tool_specs(protocol, tool.get("tools"))]
+            specs += [
+                (f"{tool['name']}.{name}", schema)
+                for name, schema in tool_specs(protocol, tool.get("tools"))
+            ]
             continue
         if protocol == "messages":
             name, schema = tool.get("name"), tool.get("input_schema")
@@ -180,8 +183,10 @@ def _not_offered(protocol: str, body: dict[str, Any], name: str) -> Reply | None
     offered = [n for n, _ in tool_specs(protocol, body.get("tools"))]
     if name in offered:
         return None
-    return Reply(text=f"The mock script calls the tool {name!r}, which this request does not "
-                      f"offer (it offers: {', '.join(offered) or 'none'}).")
+    return Reply(
+        text=f"The mock script calls the tool {name!r}, which this request does not "
+        f"offer (it offers: {', '.join(offered) or 'none'})."
+    )
 
 
 LAST_OUTPUT = "$LAST_OUTPUT."
@@ -193,7 +198,7 @@ def _fill(value: Any, protocol: str, body: dict[str, Any]) -> Any:
             found = jsonio.loads(last_tool_output(protocol, body) or "null")
         except ValueError:
             found = None
-        for key in value[len(LAST_OUTPUT):].split("."):
+        for key in value[len(LAST_OUTPUT) :].split("."):
             found = found.get(key) if isinstance(found, dict) else None
         return found
     if isinstance(value, dict):
@@ -207,8 +212,15 @@ def last_tool_output(protocol: str, body: dict[str, Any]) -> str | None:
     """The text of the conversation's last tool result, in any of the three wire formats."""
     if protocol == "responses":
         items = body.get("input")
-        outputs = [i.get("output") for i in items if isinstance(i, dict)
-                   and str(i.get("type", "")).endswith("call_output")] if isinstance(items, list) else []
+        outputs = (
+            [
+                i.get("output")
+                for i in items
+                if isinstance(i, dict) and str(i.get("type", "")).endswith("call_output")
+            ]
+            if isinstance(items, list)
+            else []
+        )
         return _text(outputs[-1]) if outputs else None
     found: Any = None
     for msg in body.get("messages") or ():
@@ -270,8 +282,13 @@ def decide(protocol: str, body: dict[str, Any], state: AttemptState, kind: str) 
                 protocol, body, str(entry["shell"]), _call_id(protocol, "bfscript", n)
             )
         if "tool" in entry:
-            return _tool_reply(protocol, body, str(entry["tool"]), entry.get("args") or {},
-                               _call_id(protocol, "bfscript", n))
+            return _tool_reply(
+                protocol,
+                body,
+                str(entry["tool"]),
+                entry.get("args") or {},
+                _call_id(protocol, "bfscript", n),
+            )
         return Reply(text=str(entry.get("text", "")))
     # oracle
     if has_tool_result(protocol, body, ORACLE_MARK):

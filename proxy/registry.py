@@ -39,7 +39,9 @@ class Attempt:
     solution_text: str | None = None  # mock/oracle: the task's solution script
     script_replies: list[dict[str, Any]] | None = None  # mock/script: replies, in order
     on_budget_spent: Callable[[str], object] | None = None  # called once, with attempt_id
-    secrets: list[str] = field(default_factory=list)  # values its agent was given: redacted from the log
+    secrets: list[str] = field(
+        default_factory=list
+    )  # values its agent was given: redacted from the log
 
 
 @dataclass
@@ -125,7 +127,9 @@ class Registry:
         self._by_key: dict[str, AttemptState] = {}
         self._by_id: dict[str, AttemptState] = {}
         self._routes: dict[str, tuple[Route, Price | None]] = {}
-        self._secrets: dict[str, int] = {}  # registered attempts' secret values -> attempts holding it
+        self._secrets: dict[
+            str, int
+        ] = {}  # registered attempts' secret values -> attempts holding it
         # Set by ProxyServer: waits until queued trajectory lines are on disk.
         self.flush_logs: Callable[[float], None] = lambda timeout: None
 

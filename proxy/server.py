@@ -38,9 +38,11 @@ class ProxyServer:
         """Exact values to redact: upstream keys, and proxy keys not shaped like ours
         (those, bf-..., are caught by the log's key pattern without a search each)."""
         values = [self.env.get(var, "") for var in upstream_key_vars()]
-        return [v for v in values if v] + [
-            k for k in self.registry.keys() if not k.startswith(KEY_PREFIX)
-        ] + self.registry.secrets()
+        return (
+            [v for v in values if v]
+            + [k for k in self.registry.keys() if not k.startswith(KEY_PREFIX)]
+            + self.registry.secrets()
+        )
 
     @property
     def url(self) -> str:

@@ -27,8 +27,17 @@ from proxy.upstream_conn import (
     header_value,
 )
 
-__all__ = ["UpstreamClient", "UpstreamError", "UpstreamResponse", "UpstreamTimeout", "Sink",
-           "encode_headers", "decode_headers", "header_value", "STALE_WINDOW"]
+__all__ = [
+    "UpstreamClient",
+    "UpstreamError",
+    "UpstreamResponse",
+    "UpstreamTimeout",
+    "Sink",
+    "encode_headers",
+    "decode_headers",
+    "header_value",
+    "STALE_WINDOW",
+]
 
 
 def encode_headers(headers: Headers) -> bytes:
@@ -136,7 +145,9 @@ class UpstreamClient:
                 self._urls[url] = hit
         return hit
 
-    def _request(self, url: str, headers: Headers | bytes, body: bytes) -> tuple[tuple[str, str, int], bytes, bytes]:
+    def _request(
+        self, url: str, headers: Headers | bytes, body: bytes
+    ) -> tuple[tuple[str, str, int], bytes, bytes]:
         """(origin, the request bytes to write, a large body to write after them)."""
         origin, target, hostport, _ = self._parse(url)
         head = [

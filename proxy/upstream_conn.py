@@ -172,5 +172,3 @@ class UpstreamConn(asyncio.Protocol):
         self.closed = True
         if self.transport is not None:
             self.transport.close()
-
-

@@ -49,7 +49,9 @@ def trial_budget_for(task: Task, token_budget: int | None, turn_budget: int | No
         tokens,
         turns,
         {
-            "tokens": "run" if token_budget is not None else ("task" if tokens is not None else None),
+            "tokens": "run"
+            if token_budget is not None
+            else ("task" if tokens is not None else None),
             "turns": "run" if turn_budget is not None else ("task" if turns is not None else None),
         },
     )
@@ -99,7 +101,9 @@ class OutputWatcher:
     def __init__(self, agent: Agent, on_tool: Callable[[str], None]):
         self.agent, self.on_tool = agent, on_tool
         self._buf = b""
-        self.last_output: float | None = None  # monotonic time of the last output, for the idle watchdog
+        self.last_output: float | None = (
+            None  # monotonic time of the last output, for the idle watchdog
+        )
         self.open_tools = 0  # tool calls started and not yet reported finished
         self.tool_calls = 0
         self.last_tool: str | None = None
@@ -113,24 +117,37 @@ class OutputWatcher:
         if not self.calls:
             return None
         sub = [tokens for tokens, is_sub in self.calls.values() if is_sub]
-        return {"turns": len(sub), "tokens": sum(sub), "of_turns": len(self.calls),
-                "of_tokens": sum(tokens for tokens, _ in self.calls.values())}
+        return {
+            "turns": len(sub),
+            "tokens": sum(sub),
+            "of_turns": len(self.calls),
+            "of_tokens": sum(tokens for tokens, _ in self.calls.values()),
+        }
 
     def _note_call(self, event: dict[str, Any]) -> None:
         message = event.get("message") or {}
         usage = message.get("usage") if isinstance(message, dict) else None
         if event.get("type") != "assistant" or not isinstance(usage, dict) or not message.get("id"):
             return
-        tokens = sum(int(usage.get(k) or 0) for k in ("input_tokens", "cache_read_input_tokens",
-                                                       "cache_creation_input_tokens", "output_tokens"))
-        if tokens:  # a message without usage is the CLI's own (an API error it shows), no model call
+        tokens = sum(
+            int(usage.get(k) or 0)
+            for k in (
+                "input_tokens",
+                "cache_read_input_tokens",
+                "cache_creation_input_tokens",
+                "output_tokens",
+            )
+        )
+        if (
+            tokens
+        ):  # a message without usage is the CLI's own (an API error it shows), no model call
             self.calls[message["id"]] = (tokens, event.get("parent_tool_use_id") is not None)
 
     def feed(self, chunk: bytes) -> None:
         self.last_output = time.monotonic()
         self._buf += chunk
         if len(self._buf) > 4 << 20:  # a line this long is no event of ours: drop it
-            self._buf = self._buf[-(1 << 20):]
+            self._buf = self._buf[-(1 << 20) :]
         *lines, self._buf = self._buf.split(b"\n")
         for line in lines:
             line = line.strip()
@@ -244,6 +261,7 @@ async def run_agent(
     except BaseException:  # what was opened for this trial is closed again, whatever failed
         await _close_openings(stop_serving, relays)
         raise
+
     def tool_seen(title: str) -> None:
         loop.call_soon_threadsafe(on_tool, redact_obj(title, secrets))
 
@@ -251,16 +269,28 @@ async def run_agent(
     fut = loop.run_in_executor(
         None,
         lambda: sandbox.exec(
-            command.argv, user=command.user, workdir=command.workdir, env=env,
-            stdout_path=log, stderr_path=log, on_stdout=watcher.feed, secrets=secrets,
+            command.argv,
+            user=command.user,
+            workdir=command.workdir,
+            env=env,
+            stdout_path=log,
+            stderr_path=log,
+            on_stdout=watcher.feed,
+            secrets=secrets,
         ),
     )
     t = time.monotonic()
     timeout = task.agent.timeout_sec
     watch = None
     if idle_timeout is not None and agent.needs_model:
-        activity = (lambda: proxy.activity(attempt_dir.name)) if key is not None and proxy is not None else None
-        watch = IdleWatch(idle_timeout, lambda: watcher.last_output, lambda: watcher.open_tools, activity)
+        activity = (
+            (lambda: proxy.activity(attempt_dir.name))
+            if key is not None and proxy is not None
+            else None
+        )
+        watch = IdleWatch(
+            idle_timeout, lambda: watcher.last_output, lambda: watcher.open_tools, activity
+        )
     idle_limit: float | None = None
     budget_wait: asyncio.Future[Any] = asyncio.ensure_future(budget_spent.wait())
     try:
@@ -268,9 +298,17 @@ async def run_agent(
         deadline = None if timeout is None else t + timeout
         while True:
             left = None if deadline is None else deadline - time.monotonic()
-            step = left if watch is None else CHECK_EVERY_S if left is None else min(left, CHECK_EVERY_S)
+            step = (
+                left
+                if watch is None
+                else CHECK_EVERY_S
+                if left is None
+                else min(left, CHECK_EVERY_S)
+            )
             done, _ = await asyncio.wait(
-                waiting, timeout=None if step is None else max(step, 0), return_when=asyncio.FIRST_COMPLETED
+                waiting,
+                timeout=None if step is None else max(step, 0),
+                return_when=asyncio.FIRST_COMPLETED,
             )
             if done or (left is not None and step is not None and left <= step):
                 break
@@ -292,45 +330,73 @@ async def run_agent(
         await _close_openings(stop_serving, relays)
     result["agent_exit_code"] = exec_result.exit_code
     result["n_tool_calls"] = result.get("n_tool_calls", 0) + watcher.tool_calls
-    result["last_tool_call"] = redact_obj(watcher.last_tool, secrets) or result.get("last_tool_call")
+    result["last_tool_call"] = redact_obj(watcher.last_tool, secrets) or result.get(
+        "last_tool_call"
+    )
     if outcome.idle_stopped and watch is not None and idle_limit is not None:
         record_idle_stop(result, watch, idle_limit, watcher.tool_calls)
     if outcome.timed_out:
         result["error"] = f"agent timed out after {timeout:g}s (prompt exceeded wall-clock budget)"
         result["error_category"] = "timeout"
-        result["agent_timeout_info"] = {"timeout_sec": timeout, "elapsed_sec": round(time.monotonic() - t, 1)}
+        result["agent_timeout_info"] = {
+            "timeout_sec": timeout,
+            "elapsed_sec": round(time.monotonic() - t, 1),
+        }
     if key is not None and proxy is not None:
         if left := await calls_settled(proxy, attempt_dir.name):
-            result["usage_incomplete_info"] = {"calls_in_flight": left, "waited_sec": CALLS_SETTLE_S}
+            result["usage_incomplete_info"] = {
+                "calls_in_flight": left,
+                "waited_sec": CALLS_SETTLE_S,
+            }
         usage = proxy.unregister(key)
         subagents = watcher.subagents()
-        if budget.active and agent.session_logs:  # kept for a trial with a budget, as BenchFlow does
+        if (
+            budget.active and agent.session_logs
+        ):  # kept for a trial with a budget, as BenchFlow does
             files = await loop.run_in_executor(
-                None, keep_session_logs, sandbox, agent.session_logs, attempt_dir / "agent" / "sessions", secrets,
-                agent.session_store)
+                None,
+                keep_session_logs,
+                sandbox,
+                agent.session_logs,
+                attempt_dir / "agent" / "sessions",
+                secrets,
+                agent.session_store,
+            )
             subagents = agent.subagents_from(files) or subagents
         _record_usage(result, usage, budget, outcome, subagents)
-    elif agent.needs_model:  # a login: its calls bypass the proxy, so the agent's own log is all there is
+    elif (
+        agent.needs_model
+    ):  # a login: its calls bypass the proxy, so the agent's own log is all there is
         native, source = None, "agent_session_log"
         config_dir = env.get("CLAUDE_CONFIG_DIR")
         if config_dir and watcher.session_id:
-            native = await loop.run_in_executor(None, read_session_usage, sandbox, config_dir, watcher.session_id)
-        if native is None:  # no session log: the final result line, which a stopped agent never prints
+            native = await loop.run_in_executor(
+                None, read_session_usage, sandbox, config_dir, watcher.session_id
+            )
+        if (
+            native is None
+        ):  # no session log: the final result line, which a stopped agent never prints
             native, source = watcher.final_usage, "agent_result_line"
         if native is not None:
             record_native_usage(result, native, source)
-    if exec_result.exit_code == 137 and not (outcome.timed_out or outcome.idle_stopped or outcome.budget_stopped):
+    if exec_result.exit_code == 137 and not (
+        outcome.timed_out or outcome.idle_stopped or outcome.budget_stopped
+    ):
         # SIGKILL that we did not send: most often the task's memory_mb is too small for the agent
         kills = await loop.run_in_executor(None, sandbox.oom_kills)
         if kills:
             result["agent_oom_killed"] = True
     if exec_result.exit_code in (126, 127) and not result.get("error"):
-        result["error"] = f"install failed: the agent's command could not run (exit {exec_result.exit_code})"
+        result["error"] = (
+            f"install failed: the agent's command could not run (exit {exec_result.exit_code})"
+        )
         result["error_category"] = "install_failure"
     return outcome
 
 
-async def _close_openings(stop_serving: Callable[[], Awaitable[None]] | None, relays: list[LoopbackRelay]) -> None:
+async def _close_openings(
+    stop_serving: Callable[[], Awaitable[None]] | None, relays: list[LoopbackRelay]
+) -> None:
     if stop_serving is not None:
         await stop_serving()
     for relay in relays:
@@ -363,7 +429,11 @@ def add_proxy_usage(ar: dict[str, Any], usage: Any) -> None:
 
 
 def _record_usage(
-    result: dict[str, Any], usage: Any, budget: TrialBudget, outcome: AgentRun, subagents: dict[str, int] | None = None
+    result: dict[str, Any],
+    usage: Any,
+    budget: TrialBudget,
+    outcome: AgentRun,
+    subagents: dict[str, int] | None = None,
 ) -> None:
     if usage is None:
         return
@@ -371,16 +441,22 @@ def _record_usage(
     if usage.errors and not result.get("error"):
         status_text = usage.last_error or ""
         if "provider_rate_limit" in usage.errors:
-            result["error"] = f"provider rate limited: HTTP 429 from the model provider ({status_text})"[:500]
+            result["error"] = (
+                f"provider rate limited: HTTP 429 from the model provider ({status_text})"[:500]
+            )
             result["error_category"] = "provider_rate_limit"
         elif "provider_auth" in usage.errors:
-            result["error"] = f"the model provider refused the credential (HTTP 401/403): {status_text}"[:500]
+            result["error"] = (
+                f"the model provider refused the credential (HTTP 401/403): {status_text}"[:500]
+            )
             result["error_category"] = "provider_auth"
         elif "api_error" in usage.errors:
             result["error"] = f"provider api error [server/transient] {status_text}"[:500]
             result["error_category"] = "api_error"
         elif "infra_failure" in usage.errors:
-            result["error"] = f"connection lost to the model provider (upstream unreachable): {status_text}"[:500]
+            result["error"] = (
+                f"connection lost to the model provider (upstream unreachable): {status_text}"[:500]
+            )
             result["error_category"] = "infra_failure"
         elif "provider_rejected" in usage.errors:
             # another 4xx: a 400 is most often a context too long; 404/422 an unknown model or a bad

@@ -57,8 +57,12 @@ class Prepared:
     error: str | None = None
     error_category: str | None = None
     timing: dict[str, float] = field(default_factory=dict)
-    cancelled_by: str | None = None  # the cap's `budget reached: ...`, set before a job cap cancels it
-    cancelled_record: dict[str, Any] | None = None  # the timing.json written when a job cap cancelled it
+    cancelled_by: str | None = (
+        None  # the cap's `budget reached: ...`, set before a job cap cancels it
+    )
+    cancelled_record: dict[str, Any] | None = (
+        None  # the timing.json written when a job cap cancelled it
+    )
     ready_at: float | None = None  # when its sandbox was ready (monotonic)
     began: bool = False
 
@@ -76,7 +80,10 @@ def record_cancelled_usage(record: dict[str, Any], usage: Any) -> None:
     """Add what the proxy counted for a cancelled agent to its record's agent_result (timing.json)."""
     add_proxy_usage(record["agent_result"], usage)
     if usage.in_flight:
-        record["usage_incomplete_info"] = {"calls_in_flight": usage.in_flight, "waited_sec": CANCELLED_CALLS_SETTLE_S}
+        record["usage_incomplete_info"] = {
+            "calls_in_flight": usage.in_flight,
+            "waited_sec": CANCELLED_CALLS_SETTLE_S,
+        }
 
 
 def instruction_for(task: Task) -> str:
@@ -146,25 +153,39 @@ class AttemptRunner:
         # not count it against --max-rollouts); `run` removes the mark, `discard` the whole folder.
         (attempt_dir / NOT_STARTED_MARK).touch()
         prepared = Prepared(plan, attempt_dir, _now(), time.monotonic())
-        write_json(attempt_dir / "config.json", self._config(plan, attempt_dir, prepared.started_at))
+        write_json(
+            attempt_dir / "config.json", self._config(plan, attempt_dir, prepared.started_at)
+        )
         t = time.monotonic()
         try:
             build_log = self.job_dir / "builds" / f"{plan.task.name}.log"
-            image = await self._call(self.factory.images.image_for, plan.task, plan.env_digest, build_log)
+            image = await self._call(
+                self.factory.images.image_for, plan.task, plan.env_digest, build_log
+            )
             layer = self.agent.image_layer()
             if layer is not None:
                 try:
                     image = await self._call(self.factory.images.with_layer, image, layer)
                 except LayerError as exc:
-                    prepared.error = f"install failed: could not add {layer.name} to the task image: {exc}"
+                    prepared.error = (
+                        f"install failed: could not add {layer.name} to the task image: {exc}"
+                    )
                     prepared.error_category = "install_failure"
                     prepared.timing["environment_setup"] = time.monotonic() - t
                     prepared.ready_at = time.monotonic()
                     return prepared
-            prepared.workdir = plan.task.sandbox.workdir or await self._call(self.factory.images.image_workdir, image)
-            mounts = {**self.agent.mounts(plan.task), TESTS_DIR: (self.staging(attempt_dir) / "tests", "rw")}
+            prepared.workdir = plan.task.sandbox.workdir or await self._call(
+                self.factory.images.image_workdir, image
+            )
+            mounts = {
+                **self.agent.mounts(plan.task),
+                TESTS_DIR: (self.staging(attempt_dir) / "tests", "rw"),
+            }
+
             def create() -> Sandbox:
-                made = self.factory.create(plan.task, image, attempt_dir.name, logs_dir=attempt_dir, mounts=mounts)
+                made = self.factory.create(
+                    plan.task, image, attempt_dir.name, logs_dir=attempt_dir, mounts=mounts
+                )
                 self.live.add(made)  # here, in the worker thread: a cancelled prepare leaks nothing
                 return made
 
@@ -175,13 +196,19 @@ class AttemptRunner:
             if files or dirs:
                 await self._call(sandbox.put_files, files, dirs)
             await self._call(self.factory.start, sandbox)
-            write_json(attempt_dir / "sandbox.json", {"provider": "docker", "sandbox_id": sandbox.id, "image": image})
+            write_json(
+                attempt_dir / "sandbox.json",
+                {"provider": "docker", "sandbox_id": sandbox.id, "image": image},
+            )
         except ImageBuildError as exc:
             prepared.error, prepared.error_category = str(exc), "image_build"
         except SandboxError as exc:
             prepared.error, prepared.error_category = str(exc), "sandbox_setup"
         except Exception as exc:  # noqa: BLE001 - docker can fail in many ways; all are infrastructure
-            prepared.error, prepared.error_category = f"sandbox startup failed: {exc}", "sandbox_setup"
+            prepared.error, prepared.error_category = (
+                f"sandbox startup failed: {exc}",
+                "sandbox_setup",
+            )
         prepared.timing["environment_setup"] = time.monotonic() - t
         prepared.ready_at = time.monotonic()
         return prepared
@@ -212,7 +239,9 @@ class AttemptRunner:
             self.events("attempt_cancelled", plan=plan, attempt_dir=attempt_dir)
             raise
         except Exception as exc:  # noqa: BLE001
-            result["error"] = result["error"] or f"infrastructure error: connection lost to the sandbox ({exc})"
+            result["error"] = (
+                result["error"] or f"infrastructure error: connection lost to the sandbox ({exc})"
+            )
             result["error_category"] = result["error_category"] or "infra_failure"
         if secrets := trial_secrets(self.spec.agent_env, plan.task):
             # what the agent or the tests wrote into /logs, and any text of theirs in the result
@@ -238,7 +267,9 @@ class AttemptRunner:
         timing["total"] = round(time.monotonic() - prepared.t0, 3)
         result["timing"] = timing
         result["finished_at"] = _now()
-        write_json(prepared.attempt_dir / "timing.json", {k: round(v, 1) for k, v in timing.items()})
+        write_json(
+            prepared.attempt_dir / "timing.json", {k: round(v, 1) for k, v in timing.items()}
+        )
         write_json(prepared.attempt_dir / "result.json", result)
 
     def discard(self, prepared: Prepared) -> None:
@@ -270,7 +301,9 @@ class AttemptRunner:
         while self._removals:
             await asyncio.gather(*list(self._removals), return_exceptions=True)
 
-    async def _remove(self, sandbox: Sandbox | None, staging: Path | None = None, unused: Path | None = None) -> None:
+    async def _remove(
+        self, sandbox: Sandbox | None, staging: Path | None = None, unused: Path | None = None
+    ) -> None:
         try:
             if sandbox is not None:
                 await self._call(sandbox.remove)
@@ -295,7 +328,9 @@ class AttemptRunner:
             "agent": self.spec.agent,
             "agent_name": self.agent.name,
             # a model agent's, a Claude login's included (its calls bypass the proxy)
-            "model": self.spec.model if self.spec.model and (self.proxy or self.agent.needs_model) else None,
+            "model": self.spec.model
+            if self.spec.model and (self.proxy or self.agent.needs_model)
+            else None,
             "n_tool_calls": 0,
             "n_prompts": 0,
             "last_tool_call": None,
@@ -343,7 +378,9 @@ class AttemptRunner:
             proxy=self.proxy,
             model=self.spec.model,
             budget=trial_budget_for(task, self.spec.token_budget, self.spec.turn_budget),
-            on_tool=lambda title: self.events("tool_call", plan=plan, attempt_dir=prepared.attempt_dir, title=title),
+            on_tool=lambda title: self.events(
+                "tool_call", plan=plan, attempt_dir=prepared.attempt_dir, title=title
+            ),
             idle_timeout=self.spec.agent_idle_timeout,
         )
         graded_anyway = run.stopped
@@ -357,7 +394,10 @@ class AttemptRunner:
         self.events("phase", plan=plan, attempt_dir=prepared.attempt_dir, phase="verifier")
         t = time.monotonic()
         outcome = await run_verifier(
-            sandbox, task, prepared.attempt_dir, staged_tests=self.job_dir / ".staging" / prepared.attempt_dir.name / "tests"
+            sandbox,
+            task,
+            prepared.attempt_dir,
+            staged_tests=self.job_dir / ".staging" / prepared.attempt_dir.name / "tests",
         )
         prepared.timing["verifier"] = time.monotonic() - t
         result["rewards"] = outcome.rewards

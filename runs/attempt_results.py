@@ -114,7 +114,11 @@ class Attempt:
     def usage(self, key: str) -> float | None:
         """From result.json's agent_result, or, for an attempt a job cap cancelled, what the proxy
         counted for it (timing.json's agent_result)."""
-        agent_result = self.get("agent_result") if self.result is not None else (self.timing or {}).get("agent_result")
+        agent_result = (
+            self.get("agent_result")
+            if self.result is not None
+            else (self.timing or {}).get("agent_result")
+        )
         return _number(agent_result.get(key)) if isinstance(agent_result, Mapping) else None
 
     def folder_mtime(self) -> float:

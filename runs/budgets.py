@@ -67,14 +67,24 @@ class JobBudget:
     reason: str | None = None  # "budget reached: ..." once a cap is reached
     reached_by: str | None = None
     running_seconds: float = 0.0
-    in_progress: int = 0  # rollouts admitted in this run and not yet ended (sandbox set-up included)
+    in_progress: int = (
+        0  # rollouts admitted in this run and not yet ended (sandbox set-up included)
+    )
     pending: int = 0  # admitted, sandbox prepared or preparing, not yet started: no rollout yet
     _warned_usd: bool = False
     _changed: asyncio.Event | None = None
 
     @property
     def active(self) -> bool:
-        return any(v is not None for v in (self.max_cost_usd, self.max_tokens, self.max_sandbox_seconds, self.max_rollouts))
+        return any(
+            v is not None
+            for v in (
+                self.max_cost_usd,
+                self.max_tokens,
+                self.max_sandbox_seconds,
+                self.max_rollouts,
+            )
+        )
 
     def caps(self) -> dict[str, Any]:
         return {
@@ -105,11 +115,16 @@ class JobBudget:
         s = self.spent
         if self.max_cost_usd is not None and s.cost_usd >= self.max_cost_usd:
             self.reached_by = "cost"
-            self.reason = f"budget reached: ${s.cost_usd:.4f} USD spent of a ${self.max_cost_usd:.4f} cap"
+            self.reason = (
+                f"budget reached: ${s.cost_usd:.4f} USD spent of a ${self.max_cost_usd:.4f} cap"
+            )
         elif self.max_tokens is not None and s.tokens >= self.max_tokens:
             self.reached_by = "tokens"
             self.reason = f"budget reached: {s.tokens:,} tokens spent of a {self.max_tokens:,} cap"
-        elif self.max_sandbox_seconds is not None and s.sandbox_seconds + running_seconds >= self.max_sandbox_seconds:
+        elif (
+            self.max_sandbox_seconds is not None
+            and s.sandbox_seconds + running_seconds >= self.max_sandbox_seconds
+        ):
             self.reached_by = "sandbox_seconds"
             self.running_seconds = running_seconds
             self.reason = (
@@ -118,7 +133,9 @@ class JobBudget:
             )
         elif self.max_rollouts is not None and s.rollouts >= self.max_rollouts:
             self.reached_by = "rollouts"
-            self.reason = f"budget reached: {s.rollouts} rollouts started of a {self.max_rollouts} cap"
+            self.reason = (
+                f"budget reached: {s.rollouts} rollouts started of a {self.max_rollouts} cap"
+            )
         return self.reason is not None
 
     @property
@@ -187,7 +204,9 @@ class JobBudget:
         if self.reached or self.max_rollouts is None or self.spent.rollouts < self.max_rollouts:
             return False
         self.reached_by = "rollouts"
-        self.reason = f"budget reached: {self.spent.rollouts} rollouts started of a {self.max_rollouts} cap"
+        self.reason = (
+            f"budget reached: {self.spent.rollouts} rollouts started of a {self.max_rollouts} cap"
+        )
         return True
 
     def _wake(self) -> None:
@@ -227,7 +246,10 @@ class JobBudget:
         return self._check_reached(sum(elapsed))
 
     def summary_block(
-        self, cancelled: Sequence[str], not_started: Sequence[str], retries_stopped: Sequence[str] = ()
+        self,
+        cancelled: Sequence[str],
+        not_started: Sequence[str],
+        retries_stopped: Sequence[str] = (),
     ) -> dict[str, Any]:
         """`cancelled` and `not_started` are trials kept from running (no failures); `retries_stopped`
         errored trials whose retry the cap kept from running, counted by their last attempt."""
@@ -236,7 +258,11 @@ class JobBudget:
             "caps": self.caps(),
             "spent": {
                 "cost_usd": round(s.cost_usd, 6),
-                "sandbox_seconds": round(s.sandbox_seconds + (self.running_seconds if self.reached_by == "sandbox_seconds" else 0.0), 1),
+                "sandbox_seconds": round(
+                    s.sandbox_seconds
+                    + (self.running_seconds if self.reached_by == "sandbox_seconds" else 0.0),
+                    1,
+                ),
                 "tokens": s.tokens,
                 "rollouts": s.rollouts,
                 "usd_unknown_trials": s.usd_unknown_trials,
@@ -250,7 +276,9 @@ class JobBudget:
         }
 
 
-def per_trial_card_line(run_tokens: int | None, run_turns: int | None, task_budgets: list[tuple[int | None, int | None]]) -> str | None:
+def per_trial_card_line(
+    run_tokens: int | None, run_turns: int | None, task_budgets: list[tuple[int | None, int | None]]
+) -> str | None:
     """The run card's `Per trial:` line before the run; None when no trial has a budget."""
     sizes = []
     if run_tokens is not None:
@@ -259,7 +287,11 @@ def per_trial_card_line(run_tokens: int | None, run_turns: int | None, task_budg
         sizes.append(f"{run_turns:,} turn{'' if run_turns == 1 else 's'}")
     if sizes:
         whose = "the run's"
-        task_set = [b for b in task_budgets if (run_tokens is None and b[0] is not None) or (run_turns is None and b[1] is not None)]
+        task_set = [
+            b
+            for b in task_budgets
+            if (run_tokens is None and b[0] is not None) or (run_turns is None and b[1] is not None)
+        ]
         if task_set:
             whose += f"; {len(task_set)} task(s) set the other measure"
     else:

@@ -15,12 +15,16 @@ from rich.text import Text
 class Reporter:
     """Prints lines; on a TTY (and not --quiet) shows running trials live below them."""
 
-    def __init__(self, *, quiet: bool = False, stream: IO[str] | None = None, err: IO[str] | None = None):
+    def __init__(
+        self, *, quiet: bool = False, stream: IO[str] | None = None, err: IO[str] | None = None
+    ):
         self.stream = stream or sys.stdout
         self.err = err or sys.stderr
         self.quiet = quiet
         self.tty = self.stream.isatty() and not quiet
-        self.console = Console(file=self.stream, highlight=False, soft_wrap=True) if self.tty else None
+        self.console = (
+            Console(file=self.stream, highlight=False, soft_wrap=True) if self.tty else None
+        )
         self._live: Live | None = None
         self._rows: Callable[[], list[tuple[str, str, float, int, str]]] | None = None
         self._counts: Callable[[], str] | None = None
@@ -47,8 +51,13 @@ class Reporter:
         if not self.tty or self.console is None:
             return
         self._rows, self._counts = rows, counts
-        self._live = Live(self._render(), console=self.console, refresh_per_second=2, transient=True,
-                          get_renderable=self._render)
+        self._live = Live(
+            self._render(),
+            console=self.console,
+            refresh_per_second=2,
+            transient=True,
+            get_renderable=self._render,
+        )
         self._live.start()
 
     def stop_live(self) -> None:
@@ -61,6 +70,8 @@ class Reporter:
         if self._counts is not None:
             table.add_row(Text(self._counts(), style="bold"))
         for name, phase, elapsed, tools, last in (self._rows() if self._rows else [])[:12]:
-            detail = f"{phase}, {elapsed / 60:.1f}min, {tools} tool calls" + (f" (last: {last[:50]})" if last else "")
+            detail = f"{phase}, {elapsed / 60:.1f}min, {tools} tool calls" + (
+                f" (last: {last[:50]})" if last else ""
+            )
             table.add_row(Text(f"  {name}: {detail}", style="dim"))
         return table

@@ -98,7 +98,9 @@ class Coordinator:
     async def _run_wave(self, wave: list[TrialPlan]) -> None:
         self.waiting += len(wave)
         run_slots = asyncio.Semaphore(self.concurrency)
-        sandbox_slots = asyncio.Semaphore(self.concurrency + effective_warm_pool(self.warm_pool, self.concurrency))
+        sandbox_slots = asyncio.Semaphore(
+            self.concurrency + effective_warm_pool(self.warm_pool, self.concurrency)
+        )
         for trial in wave:
             task = asyncio.create_task(self._trial(trial, run_slots, sandbox_slots))
             self._tasks.add(task)
@@ -109,7 +111,9 @@ class Coordinator:
         finally:
             watcher.cancel()
 
-    async def _trial(self, trial: TrialPlan, run_slots: asyncio.Semaphore, sandbox_slots: asyncio.Semaphore) -> None:
+    async def _trial(
+        self, trial: TrialPlan, run_slots: asyncio.Semaphore, sandbox_slots: asyncio.Semaphore
+    ) -> None:
         try:
             await self._attempts(trial, run_slots, sandbox_slots)
         except asyncio.CancelledError:
@@ -118,7 +122,9 @@ class Coordinator:
             self._kept_from_running(trial)
             raise
 
-    async def _attempts(self, trial: TrialPlan, run_slots: asyncio.Semaphore, sandbox_slots: asyncio.Semaphore) -> None:
+    async def _attempts(
+        self, trial: TrialPlan, run_slots: asyncio.Semaphore, sandbox_slots: asyncio.Semaphore
+    ) -> None:
         attempt = trial.previous_attempts + 1
         retries_left = self.retry_attempts
         first = True
@@ -134,7 +140,9 @@ class Coordinator:
                     self._announce_budget()
                     self._kept_from_running(trial)
                     return
-                plan = AttemptPlan(trial.task, trial.trial_name, trial.trial_index, attempt, trial.env_digest)
+                plan = AttemptPlan(
+                    trial.task, trial.trial_name, trial.trial_index, attempt, trial.env_digest
+                )
                 prepared: Prepared | None = None
                 started = False
                 try:
@@ -154,8 +162,15 @@ class Coordinator:
                         self._never_started(prepared)
                     raise
             self._breaker.record(result)
-            if retries_left > 0 and errors.should_retry(result) and self.budget.reached and not self.stopping:
-                self._kept_from_running(trial)  # no retry starts after the cap: its last attempt counts
+            if (
+                retries_left > 0
+                and errors.should_retry(result)
+                and self.budget.reached
+                and not self.stopping
+            ):
+                self._kept_from_running(
+                    trial
+                )  # no retry starts after the cap: its last attempt counts
             elif retries_left > 0 and errors.should_retry(result) and not self.stopping:
                 retries_left -= 1
                 wait = errors.backoff_seconds(attempt)
@@ -175,7 +190,9 @@ class Coordinator:
 
     async def _run_prepared(self, prepared: Prepared, trial: TrialPlan) -> dict[str, Any]:
         key = prepared.attempt_dir.name
-        self.running[key] = Running(prepared.plan, prepared.t0, prepared, last_beat=time.monotonic())
+        self.running[key] = Running(
+            prepared.plan, prepared.t0, prepared, last_beat=time.monotonic()
+        )
         try:
             result = await self.runner.run(prepared)
         except asyncio.CancelledError:
@@ -184,7 +201,9 @@ class Coordinator:
                 self._kept_from_running(trial)
             else:
                 self.cancelled.append(trial.trial_name)
-            if prepared.cancelled_record is not None:  # what it spent before the cap cancelled it counts
+            if (
+                prepared.cancelled_record is not None
+            ):  # what it spent before the cap cancelled it counts
                 self.budget.on_cancelled(prepared.cancelled_record)
             else:
                 self.budget.on_discard()
@@ -199,8 +218,10 @@ class Coordinator:
             self.say(f"[{prepared.plan.trial_name}] {result['error']}")
         if result.get("agent_oom_killed"):
             memory = prepared.plan.task.sandbox.memory_mb
-            self.say(f"[{prepared.plan.trial_name}] the agent was killed for lack of memory (memory_mb={memory:g}); "
-                     "fix: raise memory_mb in the task's [environment]")
+            self.say(
+                f"[{prepared.plan.trial_name}] the agent was killed for lack of memory (memory_mb={memory:g}); "
+                "fix: raise memory_mb in the task's [environment]"
+            )
         self.say(trial_line(result))
         return result
 
@@ -252,8 +273,15 @@ class Coordinator:
             runs = list(self.running.items())
             in_agent = [key for key, run in runs if run.phase == "agent"]
             flights = [self.in_flight(key) for key in in_agent] if self.uses_model else []
-            util.add(Sample(len(runs) - len(in_agent), len(in_agent), max(self.waiting, 0),
-                            sum(flights), sum(1 for f in flights if f)))
+            util.add(
+                Sample(
+                    len(runs) - len(in_agent),
+                    len(in_agent),
+                    max(self.waiting, 0),
+                    sum(flights),
+                    sum(1 for f in flights if f),
+                )
+            )
             for _key, run in runs:
                 if now - run.last_beat >= HEARTBEAT_S:
                     run.last_beat = now
@@ -289,7 +317,9 @@ async def remove_all(sandboxes: set[Sandbox]) -> int:
     """Remove every sandbox still standing (after a signal); returns how many."""
     loop = asyncio.get_running_loop()
     items = list(sandboxes)
-    await asyncio.gather(*(loop.run_in_executor(None, s.remove) for s in items), return_exceptions=True)
+    await asyncio.gather(
+        *(loop.run_in_executor(None, s.remove) for s in items), return_exceptions=True
+    )
     sandboxes.clear()
     return len(items)
 

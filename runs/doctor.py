@@ -155,7 +155,9 @@ def agent_images_check(client: DockerClient, fix: bool) -> Check:
     pinned = {spec.layer_name for spec in SPECS.values()}
     images = client.images.list(filters={"label": LABEL_AGENT})
     old = [i for i in images if i.labels.get(LABEL_AGENT) not in pinned]
-    orphans = [i for i in images if i not in old and not _base_tagged(client, i.labels.get(LABEL_BASE))]
+    orphans = [
+        i for i in images if i not in old and not _base_tagged(client, i.labels.get(LABEL_BASE))
+    ]
     stale = old + orphans
     own = _own_sizes(client)
     removed, freed, failed = 0, 0, []
@@ -167,22 +169,35 @@ def agent_images_check(client: DockerClient, fix: bool) -> Check:
                 removed += 1
                 freed += own.get(image.id, 0)
             except docker.errors.APIError as exc:  # in use by a container, say
-                failed.append(f"{image.tags[0] if image.tags else image.short_id}: {exc.explanation or exc}")
+                failed.append(
+                    f"{image.tags[0] if image.tags else image.short_id}: {exc.explanation or exc}"
+                )
     kept = [i for i in images if i not in stale]
-    detail = f"{len(kept)} image(s) in use ({', '.join(sorted(pinned))})" + _size_text(own, kept, "holding")
+    detail = f"{len(kept)} image(s) in use ({', '.join(sorted(pinned))})" + _size_text(
+        own, kept, "holding"
+    )
     if removed:
         detail += f"; removed {removed} no longer used" + _size_text(own, [], "freeing", freed)
     if failed:
-        return Check("agent layers", "WARN", detail + "; could not remove: " + "; ".join(failed),
-                     "stop the containers using them, then rerun `bench doctor --fix`")
+        return Check(
+            "agent layers",
+            "WARN",
+            detail + "; could not remove: " + "; ".join(failed),
+            "stop the containers using them, then rerun `bench doctor --fix`",
+        )
     if stale and not fix:
         versions = sorted({str(i.labels.get(LABEL_AGENT)) for i in old})
-        parts = [f"{len(old)} of CLI versions no longer pinned ({', '.join(versions)})"] if old else []
+        parts = (
+            [f"{len(old)} of CLI versions no longer pinned ({', '.join(versions)})"] if old else []
+        )
         if orphans:
             parts.append(f"{len(orphans)} over task images since rebuilt")
-        return Check("agent layers", "WARN",
-                     detail + "; no longer used: " + ", ".join(parts) + _size_text(own, stale, "holding"),
-                     "remove them with `bench doctor --fix` (each holds a copy of its CLI)")
+        return Check(
+            "agent layers",
+            "WARN",
+            detail + "; no longer used: " + ", ".join(parts) + _size_text(own, stale, "holding"),
+            "remove them with `bench doctor --fix` (each holds a copy of its CLI)",
+        )
     return Check("agent layers", "PASS", detail)
 
 
@@ -202,7 +217,7 @@ def _own_sizes(client: DockerClient) -> dict[str, int]:
 
 
 def _size_text(own: dict[str, int], images: list[Any], verb: str, total: int | None = None) -> str:
-    """", holding 1.2 GB" for the images' own disk use, or "" when it is not known."""
+    """ ", holding 1.2 GB" for the images' own disk use, or "" when it is not known."""
     if total is None:
         if not images or not own or any(i.id not in own for i in images):
             return ""

@@ -20,10 +20,25 @@ from typing import Any
 from runs.error_table import ERROR_CLASSES, FAULT_WORDS, ErrorClass, Fault, Kind, Marker
 
 __all__ = [
-    "ERROR_CLASSES", "FAULT_WORDS", "Cause", "CircuitBreaker", "ErrorClass", "Marker",
-    "api_error_is_transient", "backoff_seconds", "cause_of", "classify", "classify_verifier",
-    "error_category", "explain_text", "is_retried", "lookup", "provider_fingerprint",
-    "should_retry", "suggest", "verifier_category",
+    "ERROR_CLASSES",
+    "FAULT_WORDS",
+    "Cause",
+    "CircuitBreaker",
+    "ErrorClass",
+    "Marker",
+    "api_error_is_transient",
+    "backoff_seconds",
+    "cause_of",
+    "classify",
+    "classify_verifier",
+    "error_category",
+    "explain_text",
+    "is_retried",
+    "lookup",
+    "provider_fingerprint",
+    "should_retry",
+    "suggest",
+    "verifier_category",
 ]
 
 
@@ -160,13 +175,22 @@ def _integration_cause(result: Mapping[str, Any]) -> str | None:
 
 _INTEGRATION: dict[str, tuple[str, Fault, str]] = {
     "agent_auth": ("its login or billing failed", "setup", "`bench doctor`"),
-    "agent_model": ("it does not offer the model", "setup",
-                    "pick a model the agent lists in the error"),
-    "agent_install": ("its install or runtime is broken", "infrastructure",
-                      "`bench doctor`; delete the agent's folder in ~/.cache/benchflow-site/agents to "
-                      "reinstall it"),
-    "agent_budget": ("its model calls bypass the proxy, so its budget cannot be enforced",
-                     "setup", "give the agent an API key instead of a login"),
+    "agent_model": (
+        "it does not offer the model",
+        "setup",
+        "pick a model the agent lists in the error",
+    ),
+    "agent_install": (
+        "its install or runtime is broken",
+        "infrastructure",
+        "`bench doctor`; delete the agent's folder in ~/.cache/benchflow-site/agents to "
+        "reinstall it",
+    ),
+    "agent_budget": (
+        "its model calls bypass the proxy, so its budget cannot be enforced",
+        "setup",
+        "give the agent an API key instead of a login",
+    ),
 }
 
 
@@ -198,22 +222,35 @@ def _cause(name: str, job: str | None, task: str | None) -> Cause:
     return Cause(name, cls.cause, cls.fault, _fill(cls.next, job, task))
 
 
-def _errored_cause(result: Mapping[str, Any], category: str, job: str | None,
-                   task: str | None) -> Cause:
+def _errored_cause(
+    result: Mapping[str, Any], category: str, job: str | None, task: str | None
+) -> Cause:
     if category == "agent_integration":
         why = _integration_cause(result)
         label, fault, step = _INTEGRATION.get(
             why or "", ("it did nothing useful", "agent", "integration_failure_info in result.json")
         )
-        return Cause(f"agent_integration:{why or 'unknown'}",
-                     f"the agent integration broke: {label}", fault, _fill(step, job, task))
+        return Cause(
+            f"agent_integration:{why or 'unknown'}",
+            f"the agent integration broke: {label}",
+            fault,
+            _fill(step, job, task),
+        )
     if category == "pipe_closed":
         info = result.get("transport_error_info")
         code = info.get("process_exit_code") if isinstance(info, Mapping) else None
         if isinstance(code, int) and not isinstance(code, bool):
-            return Cause("pipe_closed:exit", f"the agent process exited with code {code}", "agent",
-                         _fill("the agent's log (agent/<agent>.txt) has its last words; "
-                               "`bench eval resume {job}` reruns it", job, task))
+            return Cause(
+                "pipe_closed:exit",
+                f"the agent process exited with code {code}",
+                "agent",
+                _fill(
+                    "the agent's log (agent/<agent>.txt) has its last words; "
+                    "`bench eval resume {job}` reruns it",
+                    job,
+                    task,
+                ),
+            )
     if category == "usage_limit":
         info = result.get("usage_limit_info")
         info = info if isinstance(info, Mapping) else {}
@@ -226,15 +263,21 @@ def _errored_cause(result: Mapping[str, Any], category: str, job: str | None,
         return Cause("usage_limit", ", ".join(parts), "setup", _fill(cls.next, job, task))
     if category == "other":
         cls = _BY_NAME["other"]
-        return Cause("other", f"other error: {_short(str(result.get('error') or ''), 80)}",
-                     cls.fault, cls.next)
+        return Cause(
+            "other",
+            f"other error: {_short(str(result.get('error') or ''), 80)}",
+            cls.fault,
+            cls.next,
+        )
     return _cause(category, job, task)
 
 
 def explained(name: str) -> ErrorClass | None:
     """The class `bench explain NAME` explains: a class, or an agent_integration cause
     (agent_budget, agent_auth, ...), which explains its class."""
-    return lookup(name) or (_BY_NAME["agent_integration"] if _normal(name) in _INTEGRATION else None)
+    return lookup(name) or (
+        _BY_NAME["agent_integration"] if _normal(name) in _INTEGRATION else None
+    )
 
 
 def explain_text(name: str) -> str:
@@ -243,23 +286,27 @@ def explain_text(name: str) -> str:
     if cls is None:
         close = suggest(name)
         hint = f" Did you mean: {', '.join(close)}?" if close else ""
-        return (f"Unknown error class '{name}'.{hint}\n"
-                f"Known classes: {', '.join(c.name for c in ERROR_CLASSES)}")
+        return (
+            f"Unknown error class '{name}'.{hint}\n"
+            f"Known classes: {', '.join(c.name for c in ERROR_CLASSES)}"
+        )
     if cls.name == "api_error":
         retried = "only when transient (rate limits, 5xx); permanent provider errors are not"
     else:
         retried = "yes, in a new sandbox" if cls.retried else "no"
     graded = "yes: the verifier still grades what the agent left" if cls.graded else "no"
     body = textwrap.fill(cls.explain, width=88)
-    return "\n".join([
-        f"{cls.name}: {cls.cause}",
-        f"  Whose problem: {FAULT_WORDS[cls.fault]}",
-        f"  Retried:       {retried}",
-        f"  Graded:        {graded}",
-        f"  Next:          {_fill(cls.next, None, None)}",
-        "",
-        body,
-    ])
+    return "\n".join(
+        [
+            f"{cls.name}: {cls.cause}",
+            f"  Whose problem: {FAULT_WORDS[cls.fault]}",
+            f"  Retried:       {retried}",
+            f"  Graded:        {graded}",
+            f"  Next:          {_fill(cls.next, None, None)}",
+            "",
+            body,
+        ]
+    )
 
 
 def provider_fingerprint(message: str | None, category: str | None = None) -> str | None:
@@ -323,5 +370,7 @@ class CircuitBreaker:
             return self._open
 
     def skip_error(self) -> str:
-        return (f"skipped: api-error circuit breaker open ([{self.fingerprint}] "
-                f"x{self.count} consecutive)")
+        return (
+            f"skipped: api-error circuit breaker open ([{self.fingerprint}] "
+            f"x{self.count} consecutive)"
+        )

@@ -61,7 +61,9 @@ CALLS_SETTLE_S = 30.0  # how long a stopped agent's calls still in flight may ta
 CANCELLED_CALLS_SETTLE_S = 5.0  # the same for an attempt a job cap cancelled: the job is stopping
 
 
-async def calls_settled(gateway: ModelGateway, attempt_id: str, timeout_s: float = CALLS_SETTLE_S) -> int:
+async def calls_settled(
+    gateway: ModelGateway, attempt_id: str, timeout_s: float = CALLS_SETTLE_S
+) -> int:
     """Wait until none of the attempt's model calls is in flight; returns how many still were when
     the wait gave up (0: every call is counted).
 

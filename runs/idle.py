@@ -35,7 +35,12 @@ class IdleWatch:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.limit_s = limit_s
-        self._output_at, self._open_tools, self._proxy, self._clock = output_at, open_tools, proxy, clock
+        self._output_at, self._open_tools, self._proxy, self._clock = (
+            output_at,
+            open_tools,
+            proxy,
+            clock,
+        )
         self.last = clock()
         self._calls: int | None = None
         self.pending = False
@@ -66,7 +71,9 @@ def idle_error(limit_s: float, silent_s: float, tool_calls: int) -> str:
     )
 
 
-def record_idle_stop(result: dict[str, Any], watch: IdleWatch, limit_s: float, tool_calls: int) -> None:
+def record_idle_stop(
+    result: dict[str, Any], watch: IdleWatch, limit_s: float, tool_calls: int
+) -> None:
     silent = watch.silent_s
     result["error"] = idle_error(limit_s, silent, tool_calls)
     result["error_category"] = "idle_timeout"

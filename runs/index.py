@@ -28,7 +28,9 @@ class Index:
     """A single writer thread: SQLite takes one writer at a time, and the loop never blocks on it."""
 
     def __init__(self) -> None:
-        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="bench-index")
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="bench-index"
+        )
         self.job_id: int | None = None
         self._trials: dict[str, int] = {}
 
@@ -56,25 +58,35 @@ class Index:
     def _trial_id(self, trial_name: str, task_name: str, trial_index: int) -> int:
         if trial_name not in self._trials:
             trial, _ = Trial.objects.get_or_create(
-                job_id=self.job_id, name=trial_name, defaults={"task_name": task_name, "trial_index": trial_index}
+                job_id=self.job_id,
+                name=trial_name,
+                defaults={"task_name": task_name, "trial_index": trial_index},
             )
             self._trials[trial_name] = trial.pk
         return self._trials[trial_name]
 
-    def attempt_created(self, trial_name: str, task_name: str, trial_index: int, rollout: str, number: int) -> None:
+    def attempt_created(
+        self, trial_name: str, task_name: str, trial_index: int, rollout: str, number: int
+    ) -> None:
         self.submit(self._attempt_created, trial_name, task_name, trial_index, rollout, number)
 
-    def _attempt_created(self, trial_name: str, task_name: str, trial_index: int, rollout: str, number: int) -> None:
+    def _attempt_created(
+        self, trial_name: str, task_name: str, trial_index: int, rollout: str, number: int
+    ) -> None:
         trial_id = self._trial_id(trial_name, task_name, trial_index)
         Attempt.objects.get_or_create(
-            trial_id=trial_id, rollout_name=rollout, defaults={"number": number, "state": AttemptState.RUNNING}
+            trial_id=trial_id,
+            rollout_name=rollout,
+            defaults={"number": number, "state": AttemptState.RUNNING},
         )
 
     def attempt_finished(self, result: dict[str, Any], best: dict[str, Any] | None) -> None:
         self.submit(self._attempt_finished, result, best)
 
     def _attempt_finished(self, result: dict[str, Any], best: dict[str, Any] | None) -> None:
-        trial_id = self._trial_id(result["trial_name"], result["task_name"], result.get("trial_index", 0))
+        trial_id = self._trial_id(
+            result["trial_name"], result["task_name"], result.get("trial_index", 0)
+        )
         reward = (result.get("rewards") or {}).get("reward")
         usage = result.get("agent_result") or {}
         with transaction.atomic():

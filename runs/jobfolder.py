@@ -97,7 +97,9 @@ def latest_auto_job(jobs_dir: Path) -> Path | None:
     names = sorted(
         e.name
         for e in os.scandir(jobs_dir)
-        if e.is_dir() and is_auto_job_name(e.name) and os.path.exists(os.path.join(e.path, "evaluation.json"))
+        if e.is_dir()
+        and is_auto_job_name(e.name)
+        and os.path.exists(os.path.join(e.path, "evaluation.json"))
     )
     return jobs_dir / names[-1] if names else None
 

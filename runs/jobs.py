@@ -57,11 +57,15 @@ def _mismatch(recorded: dict[str, Any], spec: RunSpec) -> str | None:
 def choose_job(spec: RunSpec) -> JobChoice:
     """--job NAME, --fresh, or the latest job in --jobs-dir when its settings match."""
     jobs_dir = spec.jobs_dir
-    resume_note = "(finished tasks are reused; pass a new job_name, or --fresh on the CLI, for a new run)"
+    resume_note = (
+        "(finished tasks are reused; pass a new job_name, or --fresh on the CLI, for a new run)"
+    )
     if spec.job:
         job_dir = jobs_dir / spec.job
         if (job_dir / "evaluation.json").is_file():
-            return JobChoice(job_dir, True, [f"Resuming into existing job directory: {spec.job} {resume_note}"])
+            return JobChoice(
+                job_dir, True, [f"Resuming into existing job directory: {spec.job} {resume_note}"]
+            )
         return JobChoice(job_dir, False)
     if spec.fresh:
         return JobChoice(unique_job_dir(jobs_dir), False)
@@ -74,7 +78,9 @@ def choose_job(spec: RunSpec) -> JobChoice:
         return JobChoice(unique_job_dir(jobs_dir), False)
     why = _mismatch(recorded, spec)
     if why is None:
-        return JobChoice(latest, True, [f"Resuming into existing job directory: {latest.name} {resume_note}"])
+        return JobChoice(
+            latest, True, [f"Resuming into existing job directory: {latest.name} {resume_note}"]
+        )
     new = unique_job_dir(jobs_dir)
     return JobChoice(
         new,
@@ -89,7 +95,9 @@ def choose_job(spec: RunSpec) -> JobChoice:
 def budget_block(budgets: dict[int, JobBudget], c: Coordinator) -> dict[str, Any]:
     """summary.json's budget: the job's, or with --trials the repeats' together (each had its own cap)."""
     if len(budgets) == 1:
-        return next(iter(budgets.values())).summary_block(c.cancelled, c.not_started, c.retries_stopped)
+        return next(iter(budgets.values())).summary_block(
+            c.cancelled, c.not_started, c.retries_stopped
+        )
     blocks = {i: b.summary_block([], []) for i, b in sorted(budgets.items())}
     first = next(iter(blocks.values()))
     spent = {k: sum(b["spent"][k] for b in blocks.values()) for k in first["spent"]}
@@ -102,7 +110,10 @@ def budget_block(budgets: dict[int, JobBudget], c: Coordinator) -> dict[str, Any
         "cancelled": list(c.cancelled),
         "not_started": list(c.not_started),
         "retries_stopped": list(c.retries_stopped),
-        "per_repeat": {str(i): {"spent": b["spent"], "stopped": b["stopped"], "reason": b["reason"]} for i, b in blocks.items()},
+        "per_repeat": {
+            str(i): {"spent": b["spent"], "stopped": b["stopped"], "reason": b["reason"]}
+            for i, b in blocks.items()
+        },
     }
 
 
@@ -140,8 +151,11 @@ def plan_job(job_dir: Path, tasks: list[Task], trials: int) -> Plan:
     by_trial: dict[str, list[attempt_results.Attempt]] = {}
     for attempt in attempt_results.read_attempts(job_dir) if job_dir.is_dir() else []:
         by_trial.setdefault(attempt.trial_name, []).append(attempt)
-    earlier = [(a.trial_index, a.result if a.result is not None else _without_result(a))
-               for attempts in by_trial.values() for a in attempts]
+    earlier = [
+        (a.trial_index, a.result if a.result is not None else _without_result(a))
+        for attempts in by_trial.values()
+        for a in attempts
+    ]
     done: dict[str, dict[str, Any]] = {}
     waves: list[list[TrialPlan]] = [[] for _ in range(trials)]
     for task in tasks:
@@ -149,11 +163,17 @@ def plan_job(job_dir: Path, tasks: list[Task], trials: int) -> Plan:
         for index, name in trial_names(task, trials):
             attempts = by_trial.get(name, [])
             best = attempt_results.best_attempt(attempts) if attempts else None
-            if best is not None and best.result is not None and outcome_of(best.result) in ("passed", "failed"):
+            if (
+                best is not None
+                and best.result is not None
+                and outcome_of(best.result) in ("passed", "failed")
+            ):
                 done[name] = best.result
                 continue
             finished_before = any(a.result is not None for a in attempts)
-            waves[index].append(TrialPlan(task, index, name, digest, len(attempts), finished_before))
+            waves[index].append(
+                TrialPlan(task, index, name, digest, len(attempts), finished_before)
+            )
     return Plan(len(tasks) * trials, done, [w for w in waves if w], earlier)
 
 
@@ -179,10 +199,21 @@ class JobRun:
     """Everything one `bench run` holds while the job runs."""
 
     def __init__(
-        self, spec: RunSpec, tasks: list[Task], agent: Agent, reporter: Reporter, client: Any,
+        self,
+        spec: RunSpec,
+        tasks: list[Task],
+        agent: Agent,
+        reporter: Reporter,
+        client: Any,
         gateway: ModelGateway | None = None,
     ):
-        self.spec, self.tasks, self.agent, self.reporter, self.client = spec, tasks, agent, reporter, client
+        self.spec, self.tasks, self.agent, self.reporter, self.client = (
+            spec,
+            tasks,
+            agent,
+            reporter,
+            client,
+        )
         self.gateway = gateway
         self.live: set[Sandbox] = set()
         self.index = Index()
@@ -207,13 +238,19 @@ class JobRun:
         spec, reporter, job_dir = self.spec, self.reporter, choice.job_dir
         loop = asyncio.get_running_loop()
         loop.set_default_executor(
-            concurrent.futures.ThreadPoolExecutor(max_workers=max(16, 3 * (spec.concurrency + spec.warm_pool) + 4))
+            concurrent.futures.ThreadPoolExecutor(
+                max_workers=max(16, 3 * (spec.concurrency + spec.warm_pool) + 4)
+            )
         )
         for msg in choice.messages:
             reporter.line(msg)
         await loop.run_in_executor(None, reap_orphans, self.client)
         plan = plan_job(job_dir, self.tasks, spec.trials)
-        settings = {**spec.recorded(), "plan": [t.name for t in self.tasks], "job_name": job_dir.name}
+        settings = {
+            **spec.recorded(),
+            "plan": [t.name for t in self.tasks],
+            "job_name": job_dir.name,
+        }
         if not (job_dir / "evaluation.json").is_file():
             settings["created_at"] = time.strftime("%Y-%m-%dT%H:%M:%S")
             write_json(job_dir / "evaluation.json", settings)
@@ -233,25 +270,36 @@ class JobRun:
         proxy = await self._start_proxy()
         runner = AttemptRunner(spec, self.agent, factory, job_dir, self._on_event, self.live, proxy)
         coordinator = Coordinator(
-            runner, spec.concurrency, spec.warm_pool, spec.retry_attempts, budget, reporter.line,
-            progress=not spec.quiet, uses_model=proxy is not None,
+            runner,
+            spec.concurrency,
+            spec.warm_pool,
+            spec.retry_attempts,
+            budget,
+            reporter.line,
+            progress=not spec.quiet,
+            uses_model=proxy is not None,
             in_flight=proxy.in_flight if proxy is not None else (lambda _key: 0),
         )
         self.coordinator = coordinator
-        reporter.line(job_line(plan.total, len(plan.done), plan.to_run, spec.concurrency, spec.warm_pool))
+        reporter.line(
+            job_line(plan.total, len(plan.done), plan.to_run, spec.concurrency, spec.warm_pool)
+        )
         card = [
             line
             for line in (
                 caps_card_line(spec.budget_caps()),
                 per_trial_card_line(
-                    spec.token_budget, spec.turn_budget,
+                    spec.token_budget,
+                    spec.turn_budget,
                     [(t.agent.token_budget, t.agent.turn_budget) for t in self.tasks],
                 ),
             )
             if line
         ]
         if card:
-            reporter.line(f"Run card: {spec.agent}" + (f", model {spec.model}" if spec.model else ""))
+            reporter.line(
+                f"Run card: {spec.agent}" + (f", model {spec.model}" if spec.model else "")
+            )
             for line in card:
                 reporter.line(line)
         for name in ("SIGINT", "SIGTERM"):
@@ -269,7 +317,9 @@ class JobRun:
                 await proxy.stop()
         stopped = coordinator.stopped_running
         elapsed = time.monotonic() - t0
-        return self._finish(job_dir, plan, budgets, coordinator, elapsed, stopped, resumed=choice.resumed)
+        return self._finish(
+            job_dir, plan, budgets, coordinator, elapsed, stopped, resumed=choice.resumed
+        )
 
     async def _start_proxy(self) -> ModelGateway | None:
         """The model gateway, in this loop, when the agent calls a model."""
@@ -295,11 +345,17 @@ class JobRun:
         plan = data["plan"]
         if kind == "attempt_created":
             self.index.attempt_created(
-                plan.trial_name, plan.task.name, plan.trial_index, data["attempt_dir"].name, plan.attempt
+                plan.trial_name,
+                plan.task.name,
+                plan.trial_index,
+                data["attempt_dir"].name,
+                plan.attempt,
             )
         elif kind == "attempt_finished":
             self.index.attempt_finished(data["result"], None)
-        elif kind == "attempt_cancelled":  # by a job cap or a signal: not left "running" in the index
+        elif (
+            kind == "attempt_cancelled"
+        ):  # by a job cap or a signal: not left "running" in the index
             self.index.attempt_cancelled(plan.trial_name, data["attempt_dir"].name)
         elif kind == "tool_call" and self.coordinator is not None:
             self.coordinator.note_tool_call(data["attempt_dir"].name, data["title"])
@@ -325,8 +381,15 @@ class JobRun:
         return f"{len(plan.done) + passed + failed}/{plan.total} scored · {passed} passed · {failed} failed · {errored} errored · {running} running"
 
     def _finish(
-        self, job_dir: Path, plan: Plan, budgets: dict[int, JobBudget], c: Coordinator, elapsed: float, stopped: int,
-        *, resumed: bool
+        self,
+        job_dir: Path,
+        plan: Plan,
+        budgets: dict[int, JobBudget],
+        c: Coordinator,
+        elapsed: float,
+        stopped: int,
+        *,
+        resumed: bool,
     ) -> int:
         spec, reporter = self.spec, self.reporter
         best, cancelled = best_results(job_dir)

@@ -14,7 +14,12 @@ from typing import Any
 
 from runs.sandboxes.docker import Sandbox
 
-SESSION_USAGE_KEYS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens", "output_tokens")
+SESSION_USAGE_KEYS = (
+    "input_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+    "output_tokens",
+)
 
 
 def session_log_usage(lines: Iterable[bytes | str], session_id: str) -> dict[str, int] | None:
@@ -77,9 +82,15 @@ def record_native_usage(result: dict[str, Any], usage: dict[str, Any], source: s
     cache_write = int(usage.get("cache_creation_input_tokens") or 0)
     inp = int(usage.get("input_tokens") or 0) + cache_read + cache_write
     out = int(usage.get("output_tokens") or 0)
-    ar.update(n_input_tokens=add("n_input_tokens", inp), n_output_tokens=add("n_output_tokens", out),
-              n_cache_read_tokens=add("n_cache_read_tokens", cache_read),
-              n_cache_creation_tokens=add("n_cache_creation_tokens", cache_write),
-              total_tokens=add("total_tokens", inp + out), cost_usd=None, usage_source=source, price_source=None)
+    ar.update(
+        n_input_tokens=add("n_input_tokens", inp),
+        n_output_tokens=add("n_output_tokens", out),
+        n_cache_read_tokens=add("n_cache_read_tokens", cache_read),
+        n_cache_creation_tokens=add("n_cache_creation_tokens", cache_write),
+        total_tokens=add("total_tokens", inp + out),
+        cost_usd=None,
+        usage_source=source,
+        price_source=None,
+    )
     if "calls" in usage:
         ar["n_calls"] = add("n_calls", usage["calls"])

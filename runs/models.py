@@ -60,7 +60,9 @@ class Attempt(models.Model):
     trial = models.ForeignKey(Trial, on_delete=models.CASCADE, related_name="attempts")
     rollout_name = models.CharField(max_length=300)
     number = models.IntegerField(default=1)
-    state = models.CharField(max_length=20, choices=AttemptState.choices, default=AttemptState.PREPARING)
+    state = models.CharField(
+        max_length=20, choices=AttemptState.choices, default=AttemptState.PREPARING
+    )
     reward = models.FloatField(null=True, blank=True)
     error = models.TextField(blank=True, default="")
     error_category = models.CharField(max_length=60, blank=True, default="")
@@ -73,7 +75,11 @@ class Attempt(models.Model):
     duration_s = models.FloatField(null=True, blank=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["trial", "rollout_name"], name="unique_attempt_per_trial")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["trial", "rollout_name"], name="unique_attempt_per_trial"
+            )
+        ]
 
     def __str__(self) -> str:
         return self.rollout_name

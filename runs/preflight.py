@@ -58,12 +58,20 @@ def check_run(spec: RunSpec, gateway: ModelGateway | None = None):
             if reason := agent.check_task(task):
                 problems.append(reason)
         if agent.needs_model and not spec.model:
-            problems.append(f"-a {spec.agent} needs a model; fix: pass -m, e.g. -m mock/oracle or -m deepseek/deepseek-v4-flash")
+            problems.append(
+                f"-a {spec.agent} needs a model; fix: pass -m, e.g. -m mock/oracle or -m deepseek/deepseek-v4-flash"
+            )
     jobs = spec.jobs_dir
     if jobs.exists() and not jobs.is_dir():
-        problems.append(f"--jobs-dir {jobs}: it is a file, not a folder; fix: pass a folder for job folders")
-    elif not os.access(next((p for p in (jobs, *jobs.absolute().parents) if p.exists()), Path("/")), os.W_OK):
-        problems.append(f"--jobs-dir {jobs}: not writable by this user; fix: pass a folder you can write to")
+        problems.append(
+            f"--jobs-dir {jobs}: it is a file, not a folder; fix: pass a folder for job folders"
+        )
+    elif not os.access(
+        next((p for p in (jobs, *jobs.absolute().parents) if p.exists()), Path("/")), os.W_OK
+    ):
+        problems.append(
+            f"--jobs-dir {jobs}: not writable by this user; fix: pass a folder you can write to"
+        )
     if agent is not None and not problems:
         problems.extend(model_problems(spec, agent, tasks, gateway))
     if problems:
@@ -96,10 +104,16 @@ def model_problems(spec: RunSpec, agent, tasks, gateway: ModelGateway | None = N
             "BENCHFLOW_PROVIDER_BASE_URL (and BENCHFLOW_PROVIDER_API_KEY) and pass -m openai-compatible/MODEL"
         )
         bypass = []
-    if budgeted and (getattr(agent, "login", False) or bypass or (not agent.needs_model and not spec.model and agent.name.startswith("script:"))):
+    if budgeted and (
+        getattr(agent, "login", False)
+        or bypass
+        or (not agent.needs_model and not spec.model and agent.name.startswith("script:"))
+    ):
         why = (
-            "a Claude login calls Anthropic directly" if getattr(agent, "login", False)
-            else f"--agent-env {bypass[0]} gives the agent an endpoint of its own" if bypass
+            "a Claude login calls Anthropic directly"
+            if getattr(agent, "login", False)
+            else f"--agent-env {bypass[0]} gives the agent an endpoint of its own"
+            if bypass
             else "a script agent without -m may call a model of its own"
         )
         problems.append(
@@ -109,10 +123,14 @@ def model_problems(spec: RunSpec, agent, tasks, gateway: ModelGateway | None = N
         )
     if not uses_proxy(agent, spec.model) or getattr(agent, "login", False):
         if spec.max_cost_usd is not None and getattr(agent, "login", False):
-            problems.append("--max-cost-usd: a Claude login reports no dollars; fix: cap tokens with --max-tokens")
+            problems.append(
+                "--max-cost-usd: a Claude login reports no dollars; fix: cap tokens with --max-tokens"
+            )
         return problems
     if gateway is None:
-        return [f"-a {spec.agent} -m {spec.model}: this run has no model gateway to route the model through"]
+        return [
+            f"-a {spec.agent} -m {spec.model}: this run has no model gateway to route the model through"
+        ]
     protocol = getattr(getattr(agent, "spec", None), "protocol", None)
     problems.extend(gateway.check_model(spec.model or "", protocol, spec.max_cost_usd is not None))
     return problems
@@ -139,7 +157,9 @@ def prepare_run(
     try:
         return JobRun(spec, tasks, agent, reporter, client, gateway).execute()
     except JobLocked as exc:
-        raise RunRefused(f"refusing to run: {exc}; wait for it to finish or stop it first", exit_code=1) from None
+        raise RunRefused(
+            f"refusing to run: {exc}; wait for it to finish or stop it first", exit_code=1
+        ) from None
 
 
 def resume_job(
@@ -154,7 +174,9 @@ def resume_job(
     """`bench eval resume JOB`: the job's recorded settings; secret --agent-env values asked for by name."""
     evaluation = job_dir / "evaluation.json"
     if not evaluation.is_file():
-        raise RunRefused(f"{job_dir} is not a job folder (no evaluation.json); fix: pass a folder made by bench run")
+        raise RunRefused(
+            f"{job_dir} is not a job folder (no evaluation.json); fix: pass a folder made by bench run"
+        )
     recorded = read_json(evaluation)
     missing = [k for k in recorded.get("agent_env_secret_keys") or [] if k not in agent_env]
     if missing:

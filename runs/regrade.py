@@ -54,11 +54,18 @@ class RegradeError(Exception):
     """Not a job folder, or a job another process is running: a usage error (exit 2)."""
 
 
-def append_regrade(existing: Mapping[str, Any] | None, original: dict[str, Any], block: dict[str, Any]) -> dict[str, Any]:
+def append_regrade(
+    existing: Mapping[str, Any] | None, original: dict[str, Any], block: dict[str, Any]
+) -> dict[str, Any]:
     """regrade.json after one more regrade: the first `original` kept, `block` appended and latest."""
     prior = dict(existing or {})
     regrades = [*(prior.get("regrades") or []), block]
-    return {**prior, "original": prior.get("original") or original, "regrades": regrades, "latest": block}
+    return {
+        **prior,
+        "original": prior.get("original") or original,
+        "regrades": regrades,
+        "latest": block,
+    }
 
 
 @dataclass
@@ -121,7 +128,10 @@ def _plan_trial(
     folder = _find_task(chosen.task, roots)
     if folder is None:
         where = " or ".join(str(r) for r in roots) or "the job's records"
-        return chosen, f"task folder no longer exists (looked for {chosen.task} in {where}); pass --tasks-dir DIR"
+        return (
+            chosen,
+            f"task folder no longer exists (looked for {chosen.task} in {where}); pass --tasks-dir DIR",
+        )
     try:
         task = load_task(folder)
     except TaskError as exc:
@@ -130,7 +140,9 @@ def _plan_trial(
         return chosen, MULTI_STEP
     manifest = _read(Path(chosen.path) / EVIDENCE / MANIFEST)
     try:
-        mismatch = check_manifest(Path(chosen.path)) or _manifest_problem(Path(chosen.path), manifest)
+        mismatch = check_manifest(Path(chosen.path)) or _manifest_problem(
+            Path(chosen.path), manifest
+        )
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         mismatch = f"evidence/manifest.json is unreadable: {exc!r}"
     if mismatch:
@@ -144,14 +156,25 @@ def plan_regrade(job_dir: Path, tasks_dir: Path | None) -> tuple[list[_Plan], li
     for attempt in read_attempts(job_dir):
         groups.setdefault(attempt.trial_name, []).append(attempt)
     if not groups:
-        raise RegradeError(f"{job_dir} is not a job folder (no <task>__<id>/ attempt folders in it)")
+        raise RegradeError(
+            f"{job_dir} is not a job folder (no <task>__<id>/ attempt folders in it)"
+        )
     settings = _read(job_dir / "evaluation.json")
     plans: list[_Plan] = []
     refused: list[TrialRow] = []
     for trial, attempts in sorted(groups.items()):
         chosen, plan = _plan_trial(attempts, settings, tasks_dir)
         if isinstance(plan, str):
-            refused.append(TrialRow(trial, chosen.task, chosen.folder, "refused", original_reward=chosen.reward, message=plan))
+            refused.append(
+                TrialRow(
+                    trial,
+                    chosen.task,
+                    chosen.folder,
+                    "refused",
+                    original_reward=chosen.reward,
+                    message=plan,
+                )
+            )
         else:
             plans.append(plan)
     return plans, refused
@@ -164,7 +187,9 @@ def _workspace_files(plan: _Plan) -> dict[str, FileEntry]:
     for entry in plan.manifest["files"]:
         data = (root / entry["path"]).read_bytes()
         if hashlib.sha256(data).hexdigest() != entry["sha256"]:
-            raise ValueError(f"saved file {entry['path']} changed after it was checked against the manifest")
+            raise ValueError(
+                f"saved file {entry['path']} changed after it was checked against the manifest"
+            )
         files[entry["path"]] = FileEntry(data, int(str(entry["mode"]), 8) & 0o7777)
     return files
 
@@ -213,7 +238,13 @@ def _original(plan: _Plan, original_digest: str | None) -> dict[str, Any]:
     }
 
 
-def _record(run: _Run, plan: _Plan, block: dict[str, Any], outcome: VerifierOutcome | None, error: str | None) -> None:
+def _record(
+    run: _Run,
+    plan: _Plan,
+    block: dict[str, Any],
+    outcome: VerifierOutcome | None,
+    error: str | None,
+) -> None:
     """Finish the block, append it to regrade.json and add the trial's row to the report."""
     new_rewards = outcome.rewards if outcome and block["status"] == "complete" else None
     block["new_rewards"] = new_rewards
@@ -226,10 +257,18 @@ def _record(run: _Run, plan: _Plan, block: dict[str, Any], outcome: VerifierOutc
     existing = _read(path) if path.exists() else None
     if path.exists() and not existing:  # unreadable: keep it aside rather than lose its history
         os.replace(path, path.with_name(f"regrade.json.unreadable-{block['id']}"))
-    write_json(path, append_regrade(existing, _original(plan, block["original_task_digest"]), block))
+    write_json(
+        path, append_regrade(existing, _original(plan, block["original_task_digest"]), block)
+    )
     row = TrialRow(
-        plan.attempt.trial_name, plan.attempt.task, plan.attempt.folder, block["status"], block["change"],
-        block["original_reward"], block["new_reward"], error or block["verifier_error"],
+        plan.attempt.trial_name,
+        plan.attempt.task,
+        plan.attempt.folder,
+        block["status"],
+        block["change"],
+        block["original_reward"],
+        block["new_reward"],
+        error or block["verifier_error"],
     )
     run.report.rows.append(row)
     run.say(row.line())
@@ -269,13 +308,20 @@ async def _regrade_one(run: _Run, plan: _Plan, gate: asyncio.Semaphore) -> None:
             _republish_logs(plan.dir, out_dir)
             files = await loop.run_in_executor(None, _workspace_files, plan)
             image = await loop.run_in_executor(
-                None, run.factory.images.image_for, task, environment_digest(task), out_dir / "build.log"
+                None,
+                run.factory.images.image_for,
+                task,
+                environment_digest(task),
+                out_dir / "build.log",
             )
             tests = staging / "tests"
             tests.mkdir(parents=True, exist_ok=True)
             mounts = {TESTS_DIR: (tests, "rw")}
             sandbox = await loop.run_in_executor(
-                None, lambda: run.factory.create(task, image, f"{plan.dir.name}-regrade-{rid}", logs_dir=out_dir, mounts=mounts)
+                None,
+                lambda: run.factory.create(
+                    task, image, f"{plan.dir.name}-regrade-{rid}", logs_dir=out_dir, mounts=mounts
+                ),
             )
             run.live.add(sandbox)
             block["sandbox"] = {"provider": "docker", "sandbox_id": sandbox.id, "image": image}
@@ -344,12 +390,20 @@ def regrade_job(
     except JobLocked as exc:
         raise RegradeError(f"{exc}; regrade it once that has ended") from None
     try:
-        run = _Run(job_dir, report, SandboxFactory(client or connect(), job_dir.name), say, getpass.getuser())
+        run = _Run(
+            job_dir,
+            report,
+            SandboxFactory(client or connect(), job_dir.name),
+            say,
+            getpass.getuser(),
+        )
     except BaseException:
         lock.release()
         raise
-    say(f"Regrading {len(plans)} trial(s) of {job_dir.name} with the current verifiers "
-        f"(regrade {report.regrade_id}, concurrency={concurrency})")
+    say(
+        f"Regrading {len(plans)} trial(s) of {job_dir.name} with the current verifiers "
+        f"(regrade {report.regrade_id}, concurrency={concurrency})"
+    )
     try:
         asyncio.run(_regrade_all(run, plans, max(1, concurrency)))
     except KeyboardInterrupt:
@@ -362,8 +416,15 @@ def regrade_job(
                 pass
         for plan in plans:
             if plan.attempt.trial_name not in run.started:
-                report.rows.append(TrialRow(plan.attempt.trial_name, plan.attempt.task, plan.attempt.folder,
-                                            "interrupted", message="not started"))
+                report.rows.append(
+                    TrialRow(
+                        plan.attempt.trial_name,
+                        plan.attempt.task,
+                        plan.attempt.folder,
+                        "interrupted",
+                        message="not started",
+                    )
+                )
         report.rows.sort(key=lambda r: r.trial)
         report.summary_path = job_dir / SUMMARY
         write_json(report.summary_path, report.to_dict())

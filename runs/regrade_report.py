@@ -83,7 +83,11 @@ class RegradeReport:
 
     @property
     def closing(self) -> str:
-        regraded, refused, failed = self._count("complete"), self._count("refused"), self._count("failed")
+        regraded, refused, failed = (
+            self._count("complete"),
+            self._count("refused"),
+            self._count("failed"),
+        )
         if self.exit_code == 2:
             return f"Nothing to regrade in {self.job_dir}: {refused} trial(s) refused, none regradable."
         changes = ", ".join(f"{n} {k}" for k, n in sorted(self.counts.items()))

@@ -79,7 +79,9 @@ class Trial:
 
     def cause(self, job_dir: str | None = None) -> errors.Cause | None:
         if self.outcome == "cancelled":  # no result.json: its cause is the job cap's
-            return errors.cause_of({"error": self.error, "error_category": self.error_category}, job=job_dir)
+            return errors.cause_of(
+                {"error": self.error, "error_category": self.error_category}, job=job_dir
+            )
         return errors.cause_of(self.result, job=job_dir)
 
 
@@ -109,7 +111,11 @@ def _trial(chosen: Attempt, attempts: list[Attempt], settings: Mapping[str, Any]
         assessment="scored" if chosen.reward is not None else assessment_of(result),
         control=_control(agent, chosen.task),
         error=chosen.error,
-        error_category=errors.error_category(result) if result else "budget_cancelled" if cancelled else "interrupted",
+        error_category=errors.error_category(result)
+        if result
+        else "budget_cancelled"
+        if cancelled
+        else "interrupted",
         verifier_error=chosen.get("verifier_error"),
         verifier_error_category=errors.verifier_category(result) if result else None,
         cost_usd=chosen.usage("cost_usd"),
@@ -159,7 +165,11 @@ class Job:
 
     def counted(self, include_controls: bool = False) -> list[Trial]:
         """The trials (or attempts) the counts are over: a job cap's cancelled attempts are none."""
-        return [t for t in self.trials if (include_controls or t.control is None) and t.outcome != "cancelled"]
+        return [
+            t
+            for t in self.trials
+            if (include_controls or t.control is None) and t.outcome != "cancelled"
+        ]
 
     def denominators(self, include_controls: bool = False) -> dict[str, Any]:
         """BenchFlow's counts: scored trials have a reward; errors never count as 0."""
@@ -176,8 +186,9 @@ class Job:
             "mean_reward": mean_of([t.reward for t in scored if t.reward is not None]),
             "clean_scored": len(clean),
             "clean_passed": sum(t.outcome == "passed" for t in clean),
-            "controls_excluded": 0 if include_controls else sum(
-                t.control is not None and t.outcome != "cancelled" for t in self.trials),
+            "controls_excluded": 0
+            if include_controls
+            else sum(t.control is not None and t.outcome != "cancelled" for t in self.trials),
             "budget_cancelled": sum(n.why == "cancelled" for n in self.not_run),
             "budget_not_started": sum(n.why == "not started" for n in self.not_run),
         }
@@ -237,7 +248,9 @@ def load_job(path: str | os.PathLike[str], attempts: AttemptsMode = "best") -> J
             else:
                 best.append(_trial(chosen, ordered, settings))
     best.sort(key=lambda t: (order.get(t.task, len(order)), t.task, t.trial_index, t.trial_name))
-    not_run += [NotRun(name, "not started") for name in _budget_not_started(job_dir) if name not in groups]
+    not_run += [
+        NotRun(name, "not started") for name in _budget_not_started(job_dir) if name not in groups
+    ]
     job = Job(job_dir, settings, all_attempts, best, "best", best, not_run)
     return with_mode(job, attempts)
 

@@ -12,9 +12,30 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from runs.results import Job, Trial
 
-TRIAL_COLUMNS = ("Task", "Reward", "Outcome", "Attempts", "Agent", "Model", "Cost", "Tokens", "Cause")
-ATTEMPT_COLUMNS = ("Task", "Attempt", "Folder", "Best", "Reward", "Outcome", "Agent", "Model",
-                   "Cost", "Tokens", "Cause")
+TRIAL_COLUMNS = (
+    "Task",
+    "Reward",
+    "Outcome",
+    "Attempts",
+    "Agent",
+    "Model",
+    "Cost",
+    "Tokens",
+    "Cause",
+)
+ATTEMPT_COLUMNS = (
+    "Task",
+    "Attempt",
+    "Folder",
+    "Best",
+    "Reward",
+    "Outcome",
+    "Agent",
+    "Model",
+    "Cost",
+    "Tokens",
+    "Cause",
+)
 
 
 def _pct(part: int, whole: int) -> str:
@@ -46,22 +67,28 @@ def denominator_lines(job: Job) -> list[str]:
         lines.append(f"Controls:  {d['controls_excluded']} control runs (oracle, nop) left out")
     if job.not_run:
         names = ", ".join(f"{n.trial_name} ({n.why})" for n in job.not_run)
-        lines.append(f"Not run:   {len(job.not_run)} trials a job cap kept from running, not counted as "
-                     f"failures: {names}")
+        lines.append(
+            f"Not run:   {len(job.not_run)} trials a job cap kept from running, not counted as "
+            f"failures: {names}"
+        )
     retried = sum(1 for t in job.best_trials if t.retried)
     interrupted = len(job.interrupted)
     n_attempts = sum(len(t.attempts) for t in job.best_trials)
-    lines.append(f"Attempts:  {n_attempts} over {len(job.best_trials)} trials "
-                 f"({retried} needed a retry, {interrupted} interrupted)")
+    lines.append(
+        f"Attempts:  {n_attempts} over {len(job.best_trials)} trials "
+        f"({retried} needed a retry, {interrupted} interrupted)"
+    )
     if _has_repeats(job):
         rates = pass_at_k_table(job, (1, 2, 3, 5, 10))
         parts = [f"pass@{k} {v:.3f}" for k, v in rates.items() if v is not None]
         stats = reward_stats(job)
         s, e = stats["scored"], stats["with_errors"]
-        lines.append(f"Repeats:   {', '.join(parts) or 'pass@k n/a'}; mean reward "
-                     f"{_num(s['mean'], '.3f')} ± {_num(s['stderr'], '.3f')} (scored, n={s['n']}), "
-                     f"{_num(e['mean'], '.3f')} ± {_num(e['stderr'], '.3f')} "
-                     f"(errors as 0, n={e['n']})")
+        lines.append(
+            f"Repeats:   {', '.join(parts) or 'pass@k n/a'}; mean reward "
+            f"{_num(s['mean'], '.3f')} ± {_num(s['stderr'], '.3f')} (scored, n={s['n']}), "
+            f"{_num(e['mean'], '.3f')} ± {_num(e['stderr'], '.3f')} "
+            f"(errors as 0, n={e['n']})"
+        )
     return lines
 
 
@@ -162,8 +189,14 @@ def job_document(job: Job, include_controls: bool = False) -> dict[str, Any]:
         "n_attempts": len(job.attempts),
         "interrupted": [a.folder for a in job.interrupted],
         "trials": job.to_records(),
-        "not_run": [{"trial_name": n.trial_name, "why": n.why, "rollout_names": [a.folder for a in n.attempts]}
-                    for n in job.not_run],
+        "not_run": [
+            {
+                "trial_name": n.trial_name,
+                "why": n.why,
+                "rollout_names": [a.folder for a in n.attempts],
+            }
+            for n in job.not_run
+        ],
     }
     if _has_repeats(job):
         top = max((len(ts) for ts in _tasks(job).values()), default=0)

@@ -61,13 +61,19 @@ def parse_rewards(
 
     if reward_json is not None:
         try:
-            data = json.loads(reward_json, parse_constant=lambda c: float(c.lower().replace("infinity", "inf")))
+            data = json.loads(
+                reward_json, parse_constant=lambda c: float(c.lower().replace("infinity", "inf"))
+            )
         except json.JSONDecodeError as exc:
-            return RewardOutcome(None, f"reward.json is not valid JSON ({exc.msg} at line {exc.lineno})")
+            return RewardOutcome(
+                None, f"reward.json is not valid JSON ({exc.msg} at line {exc.lineno})"
+            )
         except ValueError as exc:  # a constant parse_constant could not turn into a number
             return RewardOutcome(None, f"reward.json is not valid JSON ({exc})")
         if not isinstance(data, dict) or not data:
-            return RewardOutcome(None, "reward.json must be an object of numeric rewards, e.g. {\"reward\": 1.0}")
+            return RewardOutcome(
+                None, 'reward.json must be an object of numeric rewards, e.g. {"reward": 1.0}'
+            )
         rewards = {}
         for key, value in data.items():
             number = _number(value)
@@ -92,6 +98,7 @@ def parse_rewards(
         return RewardOutcome({"reward": from_txt}, None)
     if exit_code not in (0, None):
         return RewardOutcome(
-            None, f"verifier exited with rc={exit_code}; no reward file found at {REWARD_TXT} or {REWARD_JSON}"
+            None,
+            f"verifier exited with rc={exit_code}; no reward file found at {REWARD_TXT} or {REWARD_JSON}",
         )
     return RewardOutcome(None, f"No reward file found at {REWARD_TXT} or {REWARD_JSON}")

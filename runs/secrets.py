@@ -8,7 +8,17 @@ from pathlib import Path
 from typing import Any
 
 SECRET_NAME_MARKERS = (
-    "KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "COOKIE", "AUTH", "BEARER", "SESSION", "PRIVATE",
+    "KEY",
+    "TOKEN",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "CREDENTIAL",
+    "COOKIE",
+    "AUTH",
+    "BEARER",
+    "SESSION",
+    "PRIVATE",
 )
 _SECRET_VALUE = re.compile(
     r"(sk-[A-Za-z0-9_\-]{16,}|sk-ant-[A-Za-z0-9_\-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|xox[abpr]-[A-Za-z0-9\-]{10,}"
@@ -45,7 +55,9 @@ REDACTED = b"[REDACTED]"
 
 def secret_values(*envs: dict[str, str]) -> list[str]:
     """The secret values of these environments (by name or by shape), longest first."""
-    values = {v for env in envs for k, v in env.items() if len(v) >= MIN_SECRET_LEN and is_secret(k, v)}
+    values = {
+        v for env in envs for k, v in env.items() if len(v) >= MIN_SECRET_LEN and is_secret(k, v)
+    }
     return sorted(values, key=len, reverse=True)
 
 
@@ -61,7 +73,9 @@ class StreamRedactor:
     begin a secret is held back until the next chunk (or close) shows whether it does."""
 
     def __init__(self, values: list[str] | list[bytes]):
-        self.values = sorted({v.encode() if isinstance(v, str) else v for v in values}, key=len, reverse=True)
+        self.values = sorted(
+            {v.encode() if isinstance(v, str) else v for v in values}, key=len, reverse=True
+        )
         self._tail = b""
 
     def feed(self, chunk: bytes) -> bytes:
@@ -130,7 +144,7 @@ def _holds_any(path: Path, values: list[bytes]) -> bool:
             data = tail + chunk
             if any(data.find(v) >= 0 for v in values):
                 return True
-            tail = data[-(longest - 1):] if longest > 1 else b""
+            tail = data[-(longest - 1) :] if longest > 1 else b""
     return False
 
 

@@ -30,8 +30,9 @@ OPENCODE_DB = ("opencode.db", "opencode.db-wal", "opencode.db-shm")
 OPENCODE_EXPORT = "opencode-messages.jsonl"
 
 
-def keep_session_logs(sandbox: Sandbox, path: str, dest: Path, secrets: list[str],
-                      store: str = "folder") -> list[Path]:
+def keep_session_logs(
+    sandbox: Sandbox, path: str, dest: Path, secrets: list[str], store: str = "folder"
+) -> list[Path]:
     """Copy the agent's session logs out of the sandbox into `dest`; returns the files, sorted.
 
     `store` "folder": the folder `path` as it is. "opencode-db": OpenCode's SQLite store in `path`,
@@ -62,10 +63,14 @@ def opencode_messages(db: Path) -> list[dict[str, Any]] | None:
         return None
     con = sqlite3.connect(db)
     try:
-        sessions = {sid: (parent, agent) for sid, parent, agent in
-                    con.execute("SELECT id, parent_id, agent FROM session")}
+        sessions = {
+            sid: (parent, agent)
+            for sid, parent, agent in con.execute("SELECT id, parent_id, agent FROM session")
+        }
         rows = []
-        for sid, data in con.execute("SELECT session_id, data FROM message ORDER BY time_created, id"):
+        for sid, data in con.execute(
+            "SELECT session_id, data FROM message ORDER BY time_created, id"
+        ):
             parent, agent = sessions.get(sid, (None, None))
             try:
                 message = json.loads(data)
@@ -110,7 +115,13 @@ def _opencode_tokens(tokens: Any) -> int:
         return int(tokens["total"])
     cache = tokens.get("cache")
     cache = cache if isinstance(cache, dict) else {}
-    parts = (tokens.get("input"), tokens.get("output"), tokens.get("reasoning"), cache.get("read"), cache.get("write"))
+    parts = (
+        tokens.get("input"),
+        tokens.get("output"),
+        tokens.get("reasoning"),
+        cache.get("read"),
+        cache.get("write"),
+    )
     return sum(v for v in parts if isinstance(v, int))
 
 
@@ -126,7 +137,11 @@ def claude_subagents(files: Iterable[Path]) -> dict[str, int] | None:
         in_subagents = "subagents" in path.parts
         for entry in _entries(path):
             message = entry.get("message")
-            if entry.get("type") != "assistant" or not isinstance(message, dict) or not message.get("id"):
+            if (
+                entry.get("type") != "assistant"
+                or not isinstance(message, dict)
+                or not message.get("id")
+            ):
                 continue
             usage = message.get("usage")
             if not isinstance(usage, dict):
@@ -136,7 +151,9 @@ def claude_subagents(files: Iterable[Path]) -> dict[str, int] | None:
                 continue
             sub = entry.get("isSidechain") is True or in_subagents
             seen = calls.get(str(message["id"]))
-            calls[str(message["id"])] = (max(tokens, seen[0]), sub or seen[1]) if seen else (tokens, sub)
+            calls[str(message["id"])] = (
+                (max(tokens, seen[0]), sub or seen[1]) if seen else (tokens, sub)
+            )
     if not calls:
         return None
     return {

@@ -31,7 +31,9 @@ def pass_at_k_estimate(n: int, c: int, k: int) -> float:
 
 def pass_at_k_tasks(samples: Iterable[Sequence[float]], k: int) -> float | None:
     """Mean pass@k over tasks with at least k scored samples (success: reward == 1); None if none."""
-    values = [pass_at_k_estimate(len(s), sum(r == 1.0 for r in s), k) for s in samples if len(s) >= k]
+    values = [
+        pass_at_k_estimate(len(s), sum(r == 1.0 for r in s), k) for s in samples if len(s) >= k
+    ]
     return mean_of(values)
 
 

@@ -16,10 +16,13 @@ from runs.attempt_results import outcome_of, reward_of
 from runs.stats import mean_stderr, pass_at_k_tasks
 
 PHASES = ("environment_setup", "agent_setup", "agent_execution", "verifier", "total")
-USAGE_KEYS = (("total_input_tokens", "n_input_tokens"), ("total_output_tokens", "n_output_tokens"),
-              ("total_cache_read_tokens", "n_cache_read_tokens"),
-              ("total_cache_creation_tokens", "n_cache_creation_tokens"),
-              ("total_tokens", "total_tokens"))
+USAGE_KEYS = (
+    ("total_input_tokens", "n_input_tokens"),
+    ("total_output_tokens", "n_output_tokens"),
+    ("total_cache_read_tokens", "n_cache_read_tokens"),
+    ("total_cache_creation_tokens", "n_cache_creation_tokens"),
+    ("total_tokens", "total_tokens"),
+)
 MAX_FAILURE_LINES = 5
 
 
@@ -70,7 +73,8 @@ def _trial_budget_check(results: Sequence[Mapping[str, Any]]) -> dict[str, Any] 
     used = [r["trial_budget"].get("used") or {} for r in budgeted]
     budgets = Counter(
         (b.get("tokens"), b.get("turns"))
-        for r in budgeted if isinstance(b := r["trial_budget"].get("budget"), Mapping)
+        for r in budgeted
+        if isinstance(b := r["trial_budget"].get("budget"), Mapping)
     )
     tokens, turns = budgets.most_common(1)[0][0] if budgets else (None, None)
     return {
@@ -78,7 +82,9 @@ def _trial_budget_check(results: Sequence[Mapping[str, Any]]) -> dict[str, Any] 
         "stopped": len(stops),
         "by_tokens": sum(by == "tokens" for _, by in stops),
         "by_turns": sum(by == "turns" for _, by in stops),
-        "tokens_used": _median_max([u["tokens"] for u in used if number(u.get("tokens")) is not None]),
+        "tokens_used": _median_max(
+            [u["tokens"] for u in used if number(u.get("tokens")) is not None]
+        ),
         "turns_used": _median_max([u["turns"] for u in used if number(u.get("turns")) is not None]),
         "budget": {"tokens": tokens, "turns": turns},
         "stopped_trials": [name for name, _ in stops],
@@ -111,9 +117,17 @@ def _causes(
         if cause is None:
             continue
         bucket = "errored" if outcome == "errored" else "unscored"
-        group = groups.setdefault((bucket, cause.headline()), {
-            "bucket": bucket, "key": cause.key, "label": cause.label, "fault": cause.fault,
-            "trials": [], "steps": []})
+        group = groups.setdefault(
+            (bucket, cause.headline()),
+            {
+                "bucket": bucket,
+                "key": cause.key,
+                "label": cause.label,
+                "fault": cause.fault,
+                "trials": [],
+                "steps": [],
+            },
+        )
         group["trials"].append(trial_name(result))
         if cause.next not in group["steps"]:
             group["steps"].append(cause.next)
@@ -127,8 +141,9 @@ def _causes(
 
 def _order(results: Iterable[Mapping[str, Any]], plan: Sequence[str]) -> list[Mapping[str, Any]]:
     index = {t: i for i, t in enumerate(plan)}
-    return sorted(results, key=lambda r: (index.get(str(r.get("task_name")), len(index)),
-                                          trial_name(r)))
+    return sorted(
+        results, key=lambda r: (index.get(str(r.get("task_name")), len(index)), trial_name(r))
+    )
 
 
 def build_summary(
@@ -157,7 +172,10 @@ def build_summary(
     counts = Counter(outcome_of(r) for r in trials)
     total = len(trials)
     passed, failed = counts["passed"], counts["failed"]
-    errored, verifier_errored = counts["errored"] + counts["interrupted"], counts["verifier_errored"]
+    errored, verifier_errored = (
+        counts["errored"] + counts["interrupted"],
+        counts["verifier_errored"],
+    )
     rewards = [x for r in trials if (x := reward_of(r)) is not None]
     categories = Counter(c for r in trials if (c := errors.error_category(r)))
     vcategories = Counter(c for r in trials if (c := errors.verifier_category(r)))
@@ -202,16 +220,25 @@ def build_summary(
     summary["budget_stop_rate"] = round(len(stops) / total, 4) if total else 0.0
     check = _trial_budget_check(trials)
     summary["run_checks"] = {"trial_budget": check} if check else {}
-    attempts = n_attempts if n_attempts is not None else sum(
-        max(int(number(r.get("attempt")) or 1), 1) for r in trials)
+    attempts = (
+        n_attempts
+        if n_attempts is not None
+        else sum(max(int(number(r.get("attempt")) or 1), 1) for r in trials)
+    )
     summary["n_attempts"] = attempts
     summary["retries"] = max(attempts - total, 0)
     job = job_dir if job_dir is not None else "{job}"
     summary["outcome_causes"] = _causes(trials, job, cfg.get("tasks_dir"))
     summary["failures"] = [
-        {"trial": trial_name(r), "reward": reward_of(r), "reason": _failure_reason(r),
-         "rollout_name": r.get("rollout_name")}
-        for r in trials if outcome_of(r) == "failed"][:MAX_FAILURE_LINES]
+        {
+            "trial": trial_name(r),
+            "reward": reward_of(r),
+            "reason": _failure_reason(r),
+            "rollout_name": r.get("rollout_name"),
+        }
+        for r in trials
+        if outcome_of(r) == "failed"
+    ][:MAX_FAILURE_LINES]
     summary.update(_repeat_fields(trials, cfg))
     return summary
 
@@ -232,10 +259,15 @@ def _usage_fields(
     trial_costs = [v for r in trials if (v := _usage(r, "cost_usd")) is not None]
     with_tokens = sum(_usage(r, "total_tokens") is not None for r in spent)
     out["total_cost_usd"] = round(sum(costs), 6) if costs else None
-    out["avg_cost_per_trial_usd"] = round(sum(trial_costs) / len(trial_costs), 6) if trial_costs else None
+    out["avg_cost_per_trial_usd"] = (
+        round(sum(trial_costs) / len(trial_costs), 6) if trial_costs else None
+    )
     out["telemetry_coverage"] = round(with_tokens / len(spent), 4) if spent else None
-    out["usage_coverage"] = {"trials": len(spent), "with_tokens": with_tokens,
-                             "with_cost": len(costs)}
+    out["usage_coverage"] = {
+        "trials": len(spent),
+        "with_tokens": with_tokens,
+        "with_cost": len(costs),
+    }
     if cancelled:
         out["usage_coverage"]["budget_cancelled_attempts"] = len(cancelled)
     return out

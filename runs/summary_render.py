@@ -15,11 +15,20 @@ from runs.summary import number, short, trial_name
 
 MAX_CAUSE_TASKS = 5
 LINE_LIMIT = 100
-_BUDGET_NEXT = ("trial_budget in each trial's result.json has what it used; raise --token-budget "
-                "or --turn-budget if the task needs more")
+_BUDGET_NEXT = (
+    "trial_budget in each trial's result.json has what it used; raise --token-budget "
+    "or --turn-budget if the task needs more"
+)
 
-_STYLES = {"green": "1;32", "yellow": "1;33", "red": "1;31", "err": "31", "dim": "2",
-           "cyan": "36", "warn": "33"}
+_STYLES = {
+    "green": "1;32",
+    "yellow": "1;33",
+    "red": "1;31",
+    "err": "31",
+    "dim": "2",
+    "cyan": "36",
+    "warn": "33",
+}
 
 
 def _paint(text: str, style: str, color: bool) -> str:
@@ -50,9 +59,11 @@ def job_complete_line(summary: Mapping[str, Any], plan_total: int, elapsed_s: fl
     if summary.get("not_run") or plan_total > total:
         score += f" run, {passed}/{plan_total} ({passed / plan_total if plan_total else 0.0:.1%}) of the plan"
     mean = summary.get("mean_reward")
-    return (f"Job complete: {score}, mean_reward={'n/a' if mean is None else f'{mean:.2f}'}, "
-            f"errors={summary['errored']}, idle_timeouts={summary.get('idle_timeout', 0)}, "
-            f"time={elapsed_s / 60:.1f}min")
+    return (
+        f"Job complete: {score}, mean_reward={'n/a' if mean is None else f'{mean:.2f}'}, "
+        f"errors={summary['errored']}, idle_timeouts={summary.get('idle_timeout', 0)}, "
+        f"time={elapsed_s / 60:.1f}min"
+    )
 
 
 def duration(seconds: float) -> str:
@@ -79,8 +90,10 @@ def cost_text(summary: Mapping[str, Any]) -> str:
     if with_tokens and not tokens and not no_usage:
         return "none: no model tokens were used"
     if tokens:
-        return ("not reported in USD (subscription logins and unpriced models report tokens "
-                f"only){token_text}{usage_note}")
+        return (
+            "not reported in USD (subscription logins and unpriced models report tokens "
+            f"only){token_text}{usage_note}"
+        )
     if with_tokens:
         return f"not reported{usage_note}; the others used no model tokens"
     return "not reported"
@@ -111,10 +124,16 @@ def trial_budget_card_line(summary: Mapping[str, Any]) -> str | None:
     if not check:
         return None
     budget = check.get("budget") or {}
-    sizes = [f"{budget[m]:,} {m[:-1] if budget[m] == 1 else m}" for m in ("tokens", "turns") if budget.get(m) is not None]
+    sizes = [
+        f"{budget[m]:,} {m[:-1] if budget[m] == 1 else m}"
+        for m in ("tokens", "turns")
+        if budget.get(m) is not None
+    ]
     parts = [f"{check[f'by_{m}']} by {m}" for m in ("tokens", "turns") if check.get(f"by_{m}")]
-    line = (f"  Per trial: budget {' and '.join(sizes) or 'none'}; {check['stopped']} of "
-            f"{check['trials']} trials stopped at it")
+    line = (
+        f"  Per trial: budget {' and '.join(sizes) or 'none'}; {check['stopped']} of "
+        f"{check['trials']} trials stopped at it"
+    )
     line += f" ({', '.join(parts)})" if parts else ""
     for measure in ("tokens", "turns"):
         used = check.get(f"{measure}_used") or {}
@@ -124,7 +143,11 @@ def trial_budget_card_line(summary: Mapping[str, Any]) -> str | None:
 
 
 def render_final_block(
-    summary: Mapping[str, Any], job_dir: str | os.PathLike[str], *, reused: int, elapsed_s: float,
+    summary: Mapping[str, Any],
+    job_dir: str | os.PathLike[str],
+    *,
+    reused: int,
+    elapsed_s: float,
     color: bool,
 ) -> list[str]:
     """The end-of-run block: Score, failures, Budget, Outcomes, Cost, Time, Artifacts, Summary, View.
@@ -140,16 +163,21 @@ def render_final_block(
     else:
         style, mark = ("yellow", "•") if passed > 0 else ("red", "✗")
     run = " run" if not_run else ""
-    head = _paint(f"{mark} Score: {passed}/{total}{run} ({passed / total if total else 0.0:.1%})",
-                  style, color)
+    head = _paint(
+        f"{mark} Score: {passed}/{total}{run} ({passed / total if total else 0.0:.1%})",
+        style,
+        color,
+    )
     mean = summary.get("mean_reward")
     head += f", mean reward {mean:.2f}" if mean is not None else ""
     detail = f"errors={errored}" + (f" verifier-errors={verr}" if verr else "")
     head += f", {_paint(detail, 'err', color)}" if errored or verr else ", errors=0"
     if not_run:
         planned = summary.get("planned") or total + len(not_run)
-        head += (f"; {len(not_run)} of {planned} planned tasks not run ({_not_run_reason(summary)}),"
-                 f" so {passed}/{planned} ({passed / planned:.1%}) of the plan")
+        head += (
+            f"; {len(not_run)} of {planned} planned tasks not run ({_not_run_reason(summary)}),"
+            f" so {passed}/{planned} ({passed / planned:.1%}) of the plan"
+        )
     lines = [head]
     failures = summary.get("failures") or []
     for failure in failures:
@@ -158,8 +186,9 @@ def render_final_block(
     if summary["failed"] > len(failures):
         lines.append(_paint(f"  … and {summary['failed'] - len(failures)} more", "dim", color))
     if failures and failures[0].get("rollout_name"):
-        lines.append(_paint(f"  (details: {job}/{failures[0]['rollout_name']}/verifier)", "dim",
-                            color))
+        lines.append(
+            _paint(f"  (details: {job}/{failures[0]['rollout_name']}/verifier)", "dim", color)
+        )
     budget = summary.get("budget")
     if (
         isinstance(budget, Mapping)
@@ -167,10 +196,12 @@ def render_final_block(
         # a cap met exactly by the plan kept nothing from running: nothing to say
         and any(budget.get(k) for k in ("cancelled", "not_started", "retries_stopped"))
     ):
-        lines.append(f"{_paint('Budget:', 'warn', color)} {budget.get('reason')}; "
-                     f"{len(budget.get('cancelled') or [])} running trial(s) cancelled, "
-                     f"{len(budget.get('not_started') or [])} not started (not counted as "
-                     f"failures; resume the job to run them){_retries_stopped(budget)}")
+        lines.append(
+            f"{_paint('Budget:', 'warn', color)} {budget.get('reason')}; "
+            f"{len(budget.get('cancelled') or [])} running trial(s) cancelled, "
+            f"{len(budget.get('not_started') or [])} not started (not counted as "
+            f"failures; resume the job to run them){_retries_stopped(budget)}"
+        )
     lines.extend(_outcome_lines(summary, job, color))
     lines.append(f"{_paint('Cost:', 'dim', color)}      {cost_text(summary)}")
     tail = f" (this run; {reused} task(s) reused from before)" if reused else ""
@@ -191,19 +222,26 @@ def _retries_stopped(budget: Mapping[str, Any]) -> str:
 
 def _outcome_lines(summary: Mapping[str, Any], job: str, color: bool) -> list[str]:
     scored = summary["passed"] + summary["failed"]
-    lines = [f"Outcomes: {scored} scored ({summary['passed']} passed, {summary['failed']} failed), "
-             f"{summary['verifier_errored']} unscored, {summary['errored']} errored"]
+    lines = [
+        f"Outcomes: {scored} scored ({summary['passed']} passed, {summary['failed']} failed), "
+        f"{summary['verifier_errored']} unscored, {summary['errored']} errored"
+    ]
     for group in summary.get("outcome_causes") or []:
         bucket = group["bucket"]
-        word = _paint(f"{len(group['trials'])} {bucket}", "warn" if bucket == "unscored" else "err",
-                      color)
+        word = _paint(
+            f"{len(group['trials'])} {bucket}", "warn" if bucket == "unscored" else "err", color
+        )
         headline = f"{group['label']} ({errors.FAULT_WORDS[group['fault']]})"
         lines.append(f"  {word}: {headline}: {_names(group['trials'])}")
-        lines.append(f"      {_paint('next:', 'cyan', color)} {group['next'].replace('{job}', job)}")
+        lines.append(
+            f"      {_paint('next:', 'cyan', color)} {group['next'].replace('{job}', job)}"
+        )
     limit = summary.get("usage_limit")
     if isinstance(limit, Mapping) and limit.get("not_started"):
-        lines.append(f"  {len(limit['not_started'])} not started: the login's usage limit stopped "
-                     f"the job; `bench eval resume {job}` runs them on another login or after the "
-                     "reset")
+        lines.append(
+            f"  {len(limit['not_started'])} not started: the login's usage limit stopped "
+            f"the job; `bench eval resume {job}` runs them on another login or after the "
+            "reset"
+        )
     lines.extend(trial_budget_lines(summary, color))
     return lines

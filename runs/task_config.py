@@ -166,7 +166,9 @@ class Checker:
         self.add(f"{where}.{key}".lstrip("."), msg, fix)
         return None
 
-    def env(self, table: dict[str, Any], key: str, where: str, agent_sees: bool = False) -> dict[str, str]:
+    def env(
+        self, table: dict[str, Any], key: str, where: str, agent_sees: bool = False
+    ) -> dict[str, str]:
         """A dict of strings, ${VAR} and ${VAR:-default} resolved from the host environment.
 
         With `agent_sees` (the sandbox's own env) an upstream model key is refused: the proxy
@@ -180,7 +182,9 @@ class Checker:
                 fix = f'quote it: {name} = "{raw}"'
                 self.add(dotted, f"must be a string, got {_kind(raw)}", fix)
                 continue
-            for var in (m[1] for m in _ENV_REF.finditer(raw) if agent_sees and m[1] in _model_keys()):
+            for var in (
+                m[1] for m in _ENV_REF.finditer(raw) if agent_sees and m[1] in _model_keys()
+            ):
                 msg = f"${{{var}}} would put a model provider's key into the sandbox, where the agent reads it"
                 fix = "remove it: agents reach their model through the proxy; a verifier that needs it can have it in [verifier] env"
                 self.add(dotted, msg, fix)
@@ -213,7 +217,9 @@ def agent_config(c: Checker, raw: dict[str, Any], where: str, base: AgentConfig)
     )
 
 
-def verifier_config(c: Checker, raw: dict[str, Any], where: str, base: VerifierConfig) -> VerifierConfig:
+def verifier_config(
+    c: Checker, raw: dict[str, Any], where: str, base: VerifierConfig
+) -> VerifierConfig:
     reward_range, rr = base.reward_range, raw.get("reward_range")
     if rr is not None:
         pair = isinstance(rr, list) and len(rr) == 2 and all(map(_is_number, rr))
@@ -346,7 +352,9 @@ def steps_config(
             c.add(f"{where}.name", f"needs a unique folder-safe name, got {name!r}", fix)
             continue
         folder = root / "steps" / name
-        step_agent = agent_config(c, c.table(s, "agent", AGENT_KEYS, f"{where}."), f"{where}.agent", agent)
+        step_agent = agent_config(
+            c, c.table(s, "agent", AGENT_KEYS, f"{where}."), f"{where}.agent", agent
+        )
         raw_verifier = c.table(s, "verifier", VERIFIER_KEYS, f"{where}.")
         instruction = (read_file_text(c, folder / "instruction.md") or "").strip()
         if not instruction:

@@ -122,7 +122,9 @@ def load_task(path: Path) -> Task:
     sol_raw = c.table(data, sol_key, SOLUTION_KEYS)
     sandbox = sandbox_config(c, data)
     agent = agent_config(c, c.table(data, "agent", AGENT_KEYS), "agent", AgentConfig())
-    verifier = verifier_config(c, c.table(data, "verifier", VERIFIER_KEYS), "verifier", VerifierConfig())
+    verifier = verifier_config(
+        c, c.table(data, "verifier", VERIFIER_KEYS), "verifier", VerifierConfig()
+    )
     strategy = c.choice(data, "multi_step_reward_strategy", "", REWARD_STRATEGIES) or "mean"
     t, s = ("verifier", "tests", "oracle", "solution"), ("tests", "verifier", "solution", "oracle")
     names = t if native else s  # each layout's own names first, the other's as a fallback
@@ -130,7 +132,9 @@ def load_task(path: Path) -> Task:
     solution_dir = first_dir(root / names[2], root / names[3])
     shared_test = (tests_dir / "test.sh").is_file()
     steps = (
-        steps_config(c, data["steps"], root, (agent, verifier, shared_test)) if "steps" in data else ()
+        steps_config(c, data["steps"], root, (agent, verifier, shared_test))
+        if "steps" in data
+        else ()
     )
 
     instruction_file = config_file if native else root / "instruction.md"

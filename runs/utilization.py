@@ -45,7 +45,9 @@ def _minutes(seconds: float) -> str:
     return f"{max(1, round(seconds / 60))} min"
 
 
-def utilization_lines(samples: list[Sample], slots: int, window_s: float, uses_model: bool) -> list[str]:
+def utilization_lines(
+    samples: list[Sample], slots: int, window_s: float, uses_model: bool
+) -> list[str]:
     if not samples:
         return []
     n = len(samples)

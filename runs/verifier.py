@@ -62,7 +62,9 @@ async def run_verifier(
                 files.update(tree_files(d, TESTS_DIR))
             await loop.run_in_executor(None, sandbox.put_files, files)
     except Exception as exc:  # noqa: BLE001 - any failure here is ours, not the task's
-        return VerifierOutcome(None, f"failed to add tests directory: {exc}", "verifier_infra", None, 0.0)
+        return VerifierOutcome(
+            None, f"failed to add tests directory: {exc}", "verifier_infra", None, 0.0
+        )
     fut = loop.run_in_executor(
         None,
         lambda: sandbox.exec(
@@ -83,7 +85,11 @@ async def run_verifier(
         result = await fut
     if timed_out:
         return VerifierOutcome(
-            None, f"verifier timed out after {timeout:g}s", "verifier_timeout", None, result.duration_s
+            None,
+            f"verifier timed out after {timeout:g}s",
+            "verifier_timeout",
+            None,
+            result.duration_s,
         )
     outcome = parse_rewards(
         _read(verifier_dir / "reward.txt"),
@@ -93,5 +99,11 @@ async def run_verifier(
     )
     category = None
     if outcome.error:
-        category = "verifier_no_reward" if "no reward file" in outcome.error.lower() else "verifier_bad_reward"
-    return VerifierOutcome(outcome.rewards, outcome.error, category, result.exit_code, result.duration_s)
+        category = (
+            "verifier_no_reward"
+            if "no reward file" in outcome.error.lower()
+            else "verifier_bad_reward"
+        )
+    return VerifierOutcome(
+        outcome.rewards, outcome.error, category, result.exit_code, result.duration_s
+    )

@@ -46,7 +46,9 @@ def save_workspace(sandbox: Sandbox, workdir: str, attempt_dir: Path) -> None:
     dest = attempt_dir / EVIDENCE / WORKSPACE
     dest.mkdir(parents=True, exist_ok=True)
     sandbox.copy_dir_to(workdir, dest)
-    write_json(attempt_dir / EVIDENCE / MANIFEST, {"workdir": workdir, "files": build_manifest(dest)})
+    write_json(
+        attempt_dir / EVIDENCE / MANIFEST, {"workdir": workdir, "files": build_manifest(dest)}
+    )
 
 
 def check_manifest(attempt_dir: Path) -> str | None:
@@ -60,6 +62,10 @@ def check_manifest(attempt_dir: Path) -> str | None:
     root = attempt_dir / EVIDENCE / WORKSPACE
     for entry in manifest["files"]:
         path = root / entry["path"]
-        if not path.is_file() or path.stat().st_size != entry["size"] or file_sha256(path) != entry["sha256"]:
+        if (
+            not path.is_file()
+            or path.stat().st_size != entry["size"]
+            or file_sha256(path) != entry["sha256"]
+        ):
             return f"{attempt_dir.name}: saved file {entry['path']} does not match its manifest"
     return None

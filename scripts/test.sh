@@ -5,8 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export PYTHONUNBUFFERED=1
-echo "== lint and types (ruff, mypy on runs/, proxy/ and benchmarks/)"
-.venv/bin/ruff check runs proxy benchflow_site viewer benchmarks
+echo "== lint, format and types (ruff, mypy on runs/, proxy/ and benchmarks/)"
+.venv/bin/ruff check runs proxy benchflow_site viewer benchmarks tests
+.venv/bin/ruff format --check .
 .venv/bin/mypy runs proxy benchmarks
 echo "== tests on SQLite (the embedded default)"
 .venv/bin/pytest -q -p no:cacheprovider "$@"

@@ -41,7 +41,9 @@ def bench_env(tmp_path):
     return env
 
 
-def run_bench(args: list[str], *, env: dict, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+def run_bench(
+    args: list[str], *, env: dict, cwd: Path, timeout: float = 600
+) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "benchflow_site.cli", *args],
         cwd=cwd,
@@ -60,8 +62,15 @@ def results_of(job: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(job.glob("*/result.json"))]
 
 
-def write_task(root: Path, name: str, *, test_sh: str, solve_sh: str = "true\n", toml: str = "",
-               dockerfile: str = "FROM debian:bookworm-slim\nWORKDIR /app\n") -> Path:
+def write_task(
+    root: Path,
+    name: str,
+    *,
+    test_sh: str,
+    solve_sh: str = "true\n",
+    toml: str = "",
+    dockerfile: str = "FROM debian:bookworm-slim\nWORKDIR /app\n",
+) -> Path:
     """A small split-layout task for tests."""
     task = root / name
     (task / "environment").mkdir(parents=True)

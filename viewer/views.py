@@ -22,7 +22,10 @@ def _jobs() -> list[Path]:
     root = _root()
     if (root / "evaluation.json").is_file() or any(root.glob("*/result.json")):
         return [root]
-    return sorted((p for p in root.iterdir() if p.is_dir() and (p / "evaluation.json").is_file()), reverse=True)
+    return sorted(
+        (p for p in root.iterdir() if p.is_dir() and (p / "evaluation.json").is_file()),
+        reverse=True,
+    )
 
 
 def _job(name: str) -> Path:
@@ -41,7 +44,9 @@ def index(request: HttpRequest) -> HttpResponse:
 
 def job_page(request: HttpRequest, name: str) -> HttpResponse:
     job = load_job(_job(name), attempts="all" if request.GET.get("attempts") == "all" else "best")
-    return render(request, "viewer/job.html", {"job": job, "d": job.denominators(include_controls=True)})
+    return render(
+        request, "viewer/job.html", {"job": job, "d": job.denominators(include_controls=True)}
+    )
 
 
 def _read(path: Path) -> str | None:
@@ -59,12 +64,20 @@ def trial_page(request: HttpRequest, name: str, rollout: str) -> HttpResponse:
     result = json.loads(_read(folder / "result.json") or "null")
     files = {
         rel: _read(folder / rel)
-        for rel in sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
-        if rel.startswith(("agent/", "verifier/", "steps/")) or rel in ("config.json", "timing.json")
+        for rel in sorted(
+            p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()
+        )
+        if rel.startswith(("agent/", "verifier/", "steps/"))
+        or rel in ("config.json", "timing.json")
     }
     return render(
         request,
         "viewer/trial.html",
-        {"job": job.name, "rollout": rollout, "result": result,
-         "result_text": json.dumps(result, indent=2), "files": files},
+        {
+            "job": job.name,
+            "rollout": rollout,
+            "result": result,
+            "result_text": json.dumps(result, indent=2),
+            "files": files,
+        },
     )

@@ -30,7 +30,9 @@ class Agent:
     name = "agent"
     needs_model = False
     log_name = "agent.txt"
-    session_logs: str | None = None  # the folder of its own session log in the sandbox, if it keeps one
+    session_logs: str | None = (
+        None  # the folder of its own session log in the sandbox, if it keeps one
+    )
     session_store = "folder"  # how it keeps it: runs/session_logs.keep_session_logs
 
     def subagents_from(self, files: list[Path]) -> dict[str, int] | None:

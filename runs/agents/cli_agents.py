@@ -66,13 +66,17 @@ class ModelAgent(Agent):
 
     def _installed(self) -> Path:
         if self.folder is None:
-            raise AgentError(f"{self.name} is not installed; the job installs it before the first trial")
+            raise AgentError(
+                f"{self.name} is not installed; the job installs it before the first trial"
+            )
         return self.folder
 
     def image_layer(self) -> AgentLayer | None:
         if mount_instead():
             return None
-        return AgentLayer(self.spec.layer_name, self._installed(), f"{AGENTS_ROOT}/{self.spec.name}")
+        return AgentLayer(
+            self.spec.layer_name, self._installed(), f"{AGENTS_ROOT}/{self.spec.name}"
+        )
 
     def mounts(self, task: Task) -> dict[str, tuple[Path, str]]:
         if not mount_instead():
@@ -85,7 +89,9 @@ class ModelAgent(Agent):
 
     def command(self, task: Task, instruction: str) -> AgentCommand | None:
         env = {"HOME": self.home, **QUIET_ENV}
-        return AgentCommand(self.argv(instruction), env=env, user=task.agent.user, workdir=task.sandbox.workdir)
+        return AgentCommand(
+            self.argv(instruction), env=env, user=task.agent.user, workdir=task.sandbox.workdir
+        )
 
     def argv(self, instruction: str) -> list[str]:
         """The CLI's command line; the instruction comes last, after `--`, so that one opening
@@ -152,7 +158,11 @@ class ClaudeAgent(ModelAgent):
         # WebFetch otherwise first asks api.anthropic.com whether it may fetch the domain, outside the
         # proxy (CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC does not turn that off)
         settings = {"skipWebFetchPreflight": True}
-        return {f"{self.config_dir}/settings.json": FileEntry(json.dumps(settings, indent=2).encode(), 0o644)}
+        return {
+            f"{self.config_dir}/settings.json": FileEntry(
+                json.dumps(settings, indent=2).encode(), 0o644
+            )
+        }
 
     def mounts(self, task: Task) -> dict[str, tuple[Path, str]]:
         mounts = super().mounts(task)
@@ -168,10 +178,18 @@ class ClaudeAgent(ModelAgent):
         return command
 
     def login_env(self) -> dict[str, str]:
-        env = {"IS_SANDBOX": "1", "CLAUDE_CONFIG_DIR": self.config_dir, "DISABLE_TELEMETRY": "1",
-               "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1",
-               "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
-        for name in ("CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_BASE_URL"):  # the login, and its gateway if any
+        env = {
+            "IS_SANDBOX": "1",
+            "CLAUDE_CONFIG_DIR": self.config_dir,
+            "DISABLE_TELEMETRY": "1",
+            "DISABLE_AUTOUPDATER": "1",
+            "DISABLE_ERROR_REPORTING": "1",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        }
+        for name in (
+            "CLAUDE_CODE_OAUTH_TOKEN",
+            "ANTHROPIC_BASE_URL",
+        ):  # the login, and its gateway if any
             if os.environ.get(name):
                 env[name] = os.environ[name]
         return env
@@ -199,8 +217,18 @@ class ClaudeAgent(ModelAgent):
         }
 
     def argv(self, instruction: str) -> list[str]:
-        return [self.binary, "-p", "--dangerously-skip-permissions", "--model", cli_model_name(self.model),
-                "--output-format", "stream-json", "--verbose", "--", instruction]
+        return [
+            self.binary,
+            "-p",
+            "--dangerously-skip-permissions",
+            "--model",
+            cli_model_name(self.model),
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--",
+            instruction,
+        ]
 
     def tool_title(self, event: dict[str, Any]) -> list[str]:
         if event.get("type") != "assistant":
@@ -210,7 +238,14 @@ class ClaudeAgent(ModelAgent):
         for block in content if isinstance(content, list) else []:
             if isinstance(block, dict) and block.get("type") == "tool_use":
                 args = block.get("input") or {}
-                titles.append(_short(args.get("command") or args.get("file_path") or args.get("pattern") or block.get("name")))
+                titles.append(
+                    _short(
+                        args.get("command")
+                        or args.get("file_path")
+                        or args.get("pattern")
+                        or block.get("name")
+                    )
+                )
         return titles
 
     def tool_progress(self, event: dict[str, Any]) -> int:
@@ -221,7 +256,11 @@ class ClaudeAgent(ModelAgent):
             return 0
         content = (event.get("message") or {}).get("content")
         block_type = "tool_use" if kind == "assistant" else "tool_result"
-        n = sum(1 for b in content if isinstance(b, dict) and b.get("type") == block_type) if isinstance(content, list) else 0
+        n = (
+            sum(1 for b in content if isinstance(b, dict) and b.get("type") == block_type)
+            if isinstance(content, list)
+            else 0
+        )
         return n if kind == "assistant" else -n
 
 
@@ -235,22 +274,35 @@ class OpenCodeAgent(ModelAgent):
                 "benchflow": {
                     "npm": "@ai-sdk/openai-compatible",
                     "name": "BenchFlow model proxy",
-                    "options": {"baseURL": f"{self.proxy_url}/v1", "apiKey": "{env:BENCHFLOW_PROXY_KEY}"},
-                    "models": {cli_model_name(self.model): {
-                        "name": cli_model_name(self.model),
-                        "tool_call": True,
-                        # Without a limit OpenCode asks for 32000 output tokens, which providers with a
-                        # lower cap reject, and takes a context of 0, which turns auto-compaction off.
-                        "limit": {"context": MODEL_CONTEXT_TOKENS, "output": MODEL_OUTPUT_TOKENS},
-                    }},
+                    "options": {
+                        "baseURL": f"{self.proxy_url}/v1",
+                        "apiKey": "{env:BENCHFLOW_PROXY_KEY}",
+                    },
+                    "models": {
+                        cli_model_name(self.model): {
+                            "name": cli_model_name(self.model),
+                            "tool_call": True,
+                            # Without a limit OpenCode asks for 32000 output tokens, which providers with a
+                            # lower cap reject, and takes a context of 0, which turns auto-compaction off.
+                            "limit": {
+                                "context": MODEL_CONTEXT_TOKENS,
+                                "output": MODEL_OUTPUT_TOKENS,
+                            },
+                        }
+                    },
                 }
             },
             "model": f"benchflow/{cli_model_name(self.model)}",
             "small_model": f"benchflow/{cli_model_name(self.model)}",
             # `run` rejects whatever would ask: its defaults ask before reading *.env files and
             # before going on after the same tool call repeats (doom_loop)
-            "permission": {"bash": "allow", "edit": "allow", "external_directory": "allow", "read": "allow",
-                           "doom_loop": "allow"},
+            "permission": {
+                "bash": "allow",
+                "edit": "allow",
+                "external_directory": "allow",
+                "read": "allow",
+                "doom_loop": "allow",
+            },
             "autoupdate": False,
             "share": "disabled",
         }
@@ -266,7 +318,12 @@ class OpenCodeAgent(ModelAgent):
 
     def writable_dirs(self) -> list[str]:
         # made before the link goes in, so that the agent's user may write its caches there
-        return [*super().writable_dirs(), f"{self.home}/.cache", f"{self.home}/.cache/opencode", self._rg_dir]
+        return [
+            *super().writable_dirs(),
+            f"{self.home}/.cache",
+            f"{self.home}/.cache/opencode",
+            self._rg_dir,
+        ]
 
     def model_env(self, key: str) -> dict[str, str]:
         h = self.home
@@ -301,7 +358,16 @@ class OpenCodeAgent(ModelAgent):
         return opencode_subagents(files)
 
     def argv(self, instruction: str) -> list[str]:
-        return [self.binary, "run", "-m", f"benchflow/{cli_model_name(self.model)}", "--format", "json", "--", instruction]
+        return [
+            self.binary,
+            "run",
+            "-m",
+            f"benchflow/{cli_model_name(self.model)}",
+            "--format",
+            "json",
+            "--",
+            instruction,
+        ]
 
     def tool_title(self, event: dict[str, Any]) -> list[str]:
         if event.get("type") != "tool_use":
@@ -348,8 +414,10 @@ apps = false
         the conversation before the window is full."""
         if self.model.startswith("openai/"):
             return ""
-        return (f"model_context_window = {MODEL_CONTEXT_TOKENS}\n"
-                f"model_auto_compact_token_limit = {MODEL_CONTEXT_TOKENS - 2 * MODEL_OUTPUT_TOKENS}\n")
+        return (
+            f"model_context_window = {MODEL_CONTEXT_TOKENS}\n"
+            f"model_auto_compact_token_limit = {MODEL_CONTEXT_TOKENS - 2 * MODEL_OUTPUT_TOKENS}\n"
+        )
 
     def model_env(self, key: str) -> dict[str, str]:
         return {"BENCHFLOW_PROXY_KEY": key, "CODEX_HOME": self.home}
@@ -362,8 +430,15 @@ apps = false
         return codex_subagents(files)
 
     def argv(self, instruction: str) -> list[str]:
-        return [self.binary, "exec", "--dangerously-bypass-approvals-and-sandbox", "--skip-git-repo-check",
-                "--json", "--", instruction]
+        return [
+            self.binary,
+            "exec",
+            "--dangerously-bypass-approvals-and-sandbox",
+            "--skip-git-repo-check",
+            "--json",
+            "--",
+            instruction,
+        ]
 
     def tool_title(self, event: dict[str, Any]) -> list[str]:
         if event.get("type") != "item.started":
@@ -383,8 +458,16 @@ apps = false
         return 1 if kind == "item.started" else -1
 
 
-AGENTS: dict[str, type[ModelAgent]] = {"claude": ClaudeAgent, "opencode": OpenCodeAgent, "codex": CodexAgent}
-ALIASES: dict[str, str] = {"claude-agent-acp": "claude", "claude-code": "claude", "codex-acp": "codex"}
+AGENTS: dict[str, type[ModelAgent]] = {
+    "claude": ClaudeAgent,
+    "opencode": OpenCodeAgent,
+    "codex": CodexAgent,
+}
+ALIASES: dict[str, str] = {
+    "claude-agent-acp": "claude",
+    "claude-code": "claude",
+    "codex-acp": "codex",
+}
 
 
 def make(name: str) -> Agent:

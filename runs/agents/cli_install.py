@@ -19,7 +19,11 @@ from runs.agents.ripgrep import ensure_ripgrep
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("BENCHFLOW_AGENT_CACHE", Path.home() / ".cache" / "benchflow-site" / "agents"))
+    return Path(
+        os.environ.get(
+            "BENCHFLOW_AGENT_CACHE", Path.home() / ".cache" / "benchflow-site" / "agents"
+        )
+    )
 
 
 @dataclass(frozen=True)
@@ -51,15 +55,34 @@ class CliSpec:
 CODEX_PLATFORM_PACKAGE = "node_modules/@openai/codex-linux-x64"
 CODEX_PACKAGE = f"{CODEX_PLATFORM_PACKAGE}/vendor/x86_64-unknown-linux-musl"
 SPECS = {
-    "claude": CliSpec("claude", "@anthropic-ai/claude-code", "2.1.197",
-                      "node_modules/@anthropic-ai/claude-code-linux-x64/claude", "messages"),
+    "claude": CliSpec(
+        "claude",
+        "@anthropic-ai/claude-code",
+        "2.1.197",
+        "node_modules/@anthropic-ai/claude-code-linux-x64/claude",
+        "messages",
+    ),
     # with an rg beside it, for its grep and glob tools; layout 1 had none
-    "opencode": CliSpec("opencode", "opencode-ai", "1.18.33",
-                        "node_modules/opencode-linux-x64/bin/opencode", "chat", layout=2, ripgrep=True),
+    "opencode": CliSpec(
+        "opencode",
+        "opencode-ai",
+        "1.18.33",
+        "node_modules/opencode-linux-x64/bin/opencode",
+        "chat",
+        layout=2,
+        ripgrep=True,
+    ),
     # the whole native package: beside bin/codex, codex-package.json tells Codex to put its bundled
     # ripgrep (codex-path/rg) on its shell's PATH; layout 1 shipped bin/ alone, without rg
-    "codex": CliSpec("codex", "@openai/codex", "0.171.0", f"{CODEX_PACKAGE}/bin/codex", "responses",
-                     folder=CODEX_PACKAGE, layout=2),
+    "codex": CliSpec(
+        "codex",
+        "@openai/codex",
+        "0.171.0",
+        f"{CODEX_PACKAGE}/bin/codex",
+        "responses",
+        folder=CODEX_PACKAGE,
+        layout=2,
+    ),
 }
 
 
@@ -82,12 +105,25 @@ def ensure_installed(spec: CliSpec, log=print) -> Path:
                 )
             log(f"Installing {spec.package}@{spec.version} (once, into {prefix})…")
             proc = subprocess.run(
-                [npm, "install", "--no-audit", "--no-fund", "--prefix", str(prefix), f"{spec.package}@{spec.version}"],
-                capture_output=True, text=True, timeout=900,
+                [
+                    npm,
+                    "install",
+                    "--no-audit",
+                    "--no-fund",
+                    "--prefix",
+                    str(prefix),
+                    f"{spec.package}@{spec.version}",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=900,
             )
             if proc.returncode != 0 or not binary.is_file():
                 tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
-                raise AgentError(f"install failed: npm could not install {spec.package}@{spec.version}: " + " / ".join(tail))
+                raise AgentError(
+                    f"install failed: npm could not install {spec.package}@{spec.version}: "
+                    + " / ".join(tail)
+                )
         if spec.ripgrep:
             codex = SPECS["codex"]
             codex_package = cache_root() / f"{codex.name}-{codex.version}" / CODEX_PLATFORM_PACKAGE

@@ -10,7 +10,9 @@ from runs.task_config import Step
 from runs.tasks import Task
 
 SOLUTION_DIR = "/solution"
-STEP_SOLUTIONS_DIR = "/solution-steps"  # not /solution/steps: no mount can be made inside a read-only one
+STEP_SOLUTIONS_DIR = (
+    "/solution-steps"  # not /solution/steps: no mount can be made inside a read-only one
+)
 
 
 class OracleAgent(Agent):
@@ -21,14 +23,18 @@ class OracleAgent(Agent):
 
     def mounts(self, task: Task) -> dict[str, tuple[Path, str]]:
         # read-only, straight from the task folder: nothing to copy
-        found: dict[str, tuple[Path, str]] = {SOLUTION_DIR: (task.solution_dir, "ro")} if task.solution_dir else {}
+        found: dict[str, tuple[Path, str]] = (
+            {SOLUTION_DIR: (task.solution_dir, "ro")} if task.solution_dir else {}
+        )
         for step in task.steps:  # each step's own solution, for command_for_step
             if step.solution_dir is not None and _has_solve(step.solution_dir):
                 found[f"{STEP_SOLUTIONS_DIR}/{step.name}"] = (step.solution_dir, "ro")
         return found
 
     def command(self, task: Task, instruction: str) -> AgentCommand | None:
-        return AgentCommand(["bash", f"{SOLUTION_DIR}/solve.sh"], user=task.agent.user, workdir=task.sandbox.workdir)
+        return AgentCommand(
+            ["bash", f"{SOLUTION_DIR}/solve.sh"], user=task.agent.user, workdir=task.sandbox.workdir
+        )
 
     def command_for_step(self, task: Task, step: Step, instruction: str) -> AgentCommand | None:
         """The step's solve.sh, else the task's shared one (`task` is the step's view of the task)."""

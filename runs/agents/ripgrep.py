@@ -17,7 +17,9 @@ from pathlib import Path
 
 from runs.agents.base import AgentError
 
-RG_IN_CODEX = "vendor/x86_64-unknown-linux-musl/codex-path/rg"  # inside @openai/codex's linux-x64 package
+RG_IN_CODEX = (
+    "vendor/x86_64-unknown-linux-musl/codex-path/rg"  # inside @openai/codex's linux-x64 package
+)
 
 
 def ensure_ripgrep(target: Path, codex_package_dir: Path, codex_version: str, log=print) -> Path:
@@ -30,17 +32,26 @@ def ensure_ripgrep(target: Path, codex_package_dir: Path, codex_version: str, lo
         return target
     npm = shutil.which("npm")
     if npm is None:
-        raise AgentError("install failed: OpenCode's ripgrep comes from an npm package, and this machine "
-                         "has no npm; fix: apt-get install -y npm (scripts/setup.sh does it)")
+        raise AgentError(
+            "install failed: OpenCode's ripgrep comes from an npm package, and this machine "
+            "has no npm; fix: apt-get install -y npm (scripts/setup.sh does it)"
+        )
     package = f"@openai/codex@{codex_version}-linux-x64"
     log(f"Fetching ripgrep for OpenCode's grep and glob tools (from {package}, once)…")
     with tempfile.TemporaryDirectory() as tmp:
-        proc = subprocess.run([npm, "pack", "--silent", "--pack-destination", tmp, package],
-                              capture_output=True, text=True, timeout=900)
+        proc = subprocess.run(
+            [npm, "pack", "--silent", "--pack-destination", tmp, package],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         tarballs = list(Path(tmp).glob("*.tgz"))
         if proc.returncode != 0 or not tarballs:
             tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-            raise AgentError(f"install failed: npm could not fetch {package} for its ripgrep: " + " / ".join(tail))
+            raise AgentError(
+                f"install failed: npm could not fetch {package} for its ripgrep: "
+                + " / ".join(tail)
+            )
         with tarfile.open(tarballs[0]) as tar:
             try:
                 member = tar.extractfile(f"package/{RG_IN_CODEX}")

@@ -5,73 +5,129 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='Job',
+            name="Job",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=200)),
-                ('path', models.CharField(max_length=1000, unique=True)),
-                ('tasks_dir', models.CharField(max_length=1000)),
-                ('agent', models.CharField(max_length=200)),
-                ('model', models.CharField(blank=True, default='', max_length=200)),
-                ('state', models.CharField(choices=[('running', 'Running'), ('finished', 'Finished'), ('interrupted', 'Interrupted'), ('failed', 'Failed')], default='running', max_length=20)),
-                ('settings', models.JSONField(default=dict)),
-                ('summary', models.JSONField(blank=True, null=True)),
-                ('n_trials', models.IntegerField(default=0)),
-                ('passed', models.IntegerField(default=0)),
-                ('failed', models.IntegerField(default=0)),
-                ('errored', models.IntegerField(default=0)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=200)),
+                ("path", models.CharField(max_length=1000, unique=True)),
+                ("tasks_dir", models.CharField(max_length=1000)),
+                ("agent", models.CharField(max_length=200)),
+                ("model", models.CharField(blank=True, default="", max_length=200)),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("running", "Running"),
+                            ("finished", "Finished"),
+                            ("interrupted", "Interrupted"),
+                            ("failed", "Failed"),
+                        ],
+                        default="running",
+                        max_length=20,
+                    ),
+                ),
+                ("settings", models.JSONField(default=dict)),
+                ("summary", models.JSONField(blank=True, null=True)),
+                ("n_trials", models.IntegerField(default=0)),
+                ("passed", models.IntegerField(default=0)),
+                ("failed", models.IntegerField(default=0)),
+                ("errored", models.IntegerField(default=0)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
             ],
         ),
         migrations.CreateModel(
-            name='Trial',
+            name="Trial",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=300)),
-                ('task_name', models.CharField(max_length=300)),
-                ('trial_index', models.IntegerField(default=0)),
-                ('outcome', models.CharField(blank=True, default='', max_length=30)),
-                ('reward', models.FloatField(blank=True, null=True)),
-                ('n_attempts', models.IntegerField(default=0)),
-                ('job', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='trials', to='runs.job')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=300)),
+                ("task_name", models.CharField(max_length=300)),
+                ("trial_index", models.IntegerField(default=0)),
+                ("outcome", models.CharField(blank=True, default="", max_length=30)),
+                ("reward", models.FloatField(blank=True, null=True)),
+                ("n_attempts", models.IntegerField(default=0)),
+                (
+                    "job",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="trials",
+                        to="runs.job",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='Attempt',
+            name="Attempt",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('rollout_name', models.CharField(max_length=300)),
-                ('number', models.IntegerField(default=1)),
-                ('state', models.CharField(choices=[('preparing', 'Preparing'), ('running', 'Running'), ('finished', 'Finished'), ('cancelled', 'Cancelled')], default='preparing', max_length=20)),
-                ('reward', models.FloatField(blank=True, null=True)),
-                ('error', models.TextField(blank=True, default='')),
-                ('error_category', models.CharField(blank=True, default='', max_length=60)),
-                ('verifier_error_category', models.CharField(blank=True, default='', max_length=60)),
-                ('n_tool_calls', models.IntegerField(default=0)),
-                ('total_tokens', models.BigIntegerField(blank=True, null=True)),
-                ('cost_usd', models.FloatField(blank=True, null=True)),
-                ('started_at', models.DateTimeField(auto_now_add=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('duration_s', models.FloatField(blank=True, null=True)),
-                ('trial', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='attempts', to='runs.trial')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("rollout_name", models.CharField(max_length=300)),
+                ("number", models.IntegerField(default=1)),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("preparing", "Preparing"),
+                            ("running", "Running"),
+                            ("finished", "Finished"),
+                            ("cancelled", "Cancelled"),
+                        ],
+                        default="preparing",
+                        max_length=20,
+                    ),
+                ),
+                ("reward", models.FloatField(blank=True, null=True)),
+                ("error", models.TextField(blank=True, default="")),
+                ("error_category", models.CharField(blank=True, default="", max_length=60)),
+                (
+                    "verifier_error_category",
+                    models.CharField(blank=True, default="", max_length=60),
+                ),
+                ("n_tool_calls", models.IntegerField(default=0)),
+                ("total_tokens", models.BigIntegerField(blank=True, null=True)),
+                ("cost_usd", models.FloatField(blank=True, null=True)),
+                ("started_at", models.DateTimeField(auto_now_add=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                ("duration_s", models.FloatField(blank=True, null=True)),
+                (
+                    "trial",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="attempts",
+                        to="runs.trial",
+                    ),
+                ),
             ],
         ),
         migrations.AddConstraint(
-            model_name='trial',
-            constraint=models.UniqueConstraint(fields=('job', 'name'), name='unique_trial_per_job'),
+            model_name="trial",
+            constraint=models.UniqueConstraint(fields=("job", "name"), name="unique_trial_per_job"),
         ),
         migrations.AddConstraint(
-            model_name='attempt',
-            constraint=models.UniqueConstraint(fields=('trial', 'rollout_name'), name='unique_attempt_per_trial'),
+            model_name="attempt",
+            constraint=models.UniqueConstraint(
+                fields=("trial", "rollout_name"), name="unique_attempt_per_trial"
+            ),
         ),
     ]

@@ -92,7 +92,9 @@ class _CappedWriter:
             self.write(redactor.close())
         if self.fh:
             if self.dropped:
-                self.fh.write(f"\n[benchflow: {self.dropped} more bytes of output were not kept]\n".encode())
+                self.fh.write(
+                    f"\n[benchflow: {self.dropped} more bytes of output were not kept]\n".encode()
+                )
             self.fh.close()
 
 
@@ -147,8 +149,11 @@ class Sandbox:
             self.id, cmd, user=user or "", workdir=workdir, environment=env or None
         )["Id"]
         out = _CappedWriter(stdout_path, OUTPUT_CAP_BYTES, secrets)
-        err = (out if stderr_path is None or stderr_path == stdout_path
-               else _CappedWriter(stderr_path, OUTPUT_CAP_BYTES, secrets))
+        err = (
+            out
+            if stderr_path is None or stderr_path == stdout_path
+            else _CappedWriter(stderr_path, OUTPUT_CAP_BYTES, secrets)
+        )
         try:
             for chunk_out, chunk_err in self.api.exec_start(exec_id, stream=True, demux=True):
                 out.write(chunk_out)
@@ -180,7 +185,9 @@ class Sandbox:
         except (APIError, NotFound):
             pass
 
-    def copy_dir_to(self, path: str, dest: Path, *, cap: int = ARCHIVE_CAP_BYTES) -> list[tarfile.TarInfo]:
+    def copy_dir_to(
+        self, path: str, dest: Path, *, cap: int = ARCHIVE_CAP_BYTES
+    ) -> list[tarfile.TarInfo]:
         """Copy a folder of the sandbox into `dest` (regular files and dirs only); returns the members.
 
         `/logs` lands as dest/agent, dest/verifier, dest/artifacts: the attempt folder's layout.
@@ -298,7 +305,8 @@ class SandboxFactory:
         `mounts` maps a container path to (host folder, "ro" | "rw").
         """
         binds: dict[str, dict[str, str]] = {
-            str(host.resolve()): {"bind": target, "mode": mode} for target, (host, mode) in (mounts or {}).items()
+            str(host.resolve()): {"bind": target, "mode": mode}
+            for target, (host, mode) in (mounts or {}).items()
         }
         if logs_dir is not None:
             for sub in ("agent", "verifier", "artifacts"):
@@ -349,7 +357,9 @@ def reap_orphans(client: docker.DockerClient) -> list[str]:
     """Remove containers of runs on this host whose owning process is gone; returns their ids."""
     host = socket.gethostname()
     removed = []
-    for c in client.api.containers(all=True, filters={"label": [f"{LABEL_OWNED}=process", f"{LABEL_HOST}={host}"]}):
+    for c in client.api.containers(
+        all=True, filters={"label": [f"{LABEL_OWNED}=process", f"{LABEL_HOST}={host}"]}
+    ):
         labels = c.get("Labels") or {}
         try:
             pid = int(labels.get(LABEL_PID, "0"))

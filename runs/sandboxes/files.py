@@ -69,5 +69,7 @@ def tree_files(src: Path, dest: str) -> dict[str, FileEntry]:
             if path.is_symlink() or not path.is_file():
                 continue
             rel = path.relative_to(src).as_posix()
-            files[f"{dest.rstrip('/')}/{rel}"] = FileEntry(path.read_bytes(), path.stat().st_mode & 0o777 | 0o444)
+            files[f"{dest.rstrip('/')}/{rel}"] = FileEntry(
+                path.read_bytes(), path.stat().st_mode & 0o777 | 0o444
+            )
     return files

@@ -65,7 +65,9 @@ class TaskImages:
 
         assert task.environment_dir is not None
         digest = hashlib.sha256(environment_digest.encode())
-        for ref in base_image_refs((task.environment_dir / "Dockerfile").read_text(errors="replace")):
+        for ref in base_image_refs(
+            (task.environment_dir / "Dockerfile").read_text(errors="replace")
+        ):
             try:
                 digest.update(self.client.api.inspect_image(ref)["Id"].encode())
             except (ImageNotFound, APIError):
@@ -84,7 +86,9 @@ class TaskImages:
             from runs.sandboxes.baseimages import local_base_images
             from runs.sandboxes.dockerfile_refs import explain_missing_image
 
-            raise ImageBuildError(explain_missing_image(name, local_base_images(self.client))) from None
+            raise ImageBuildError(
+                explain_missing_image(name, local_base_images(self.client))
+            ) from None
 
     def _build(self, task: Task, tag: str, build_log: Path | None) -> None:
         assert task.environment_dir is not None

@@ -42,7 +42,9 @@ def _build(client: docker.DockerClient, tag: str, labels: dict[str, str], **kwar
     error = None
     lines: list[str] = []
     try:
-        for item in client.api.build(tag=tag, rm=True, forcerm=True, decode=True, labels=labels, **kwargs):
+        for item in client.api.build(
+            tag=tag, rm=True, forcerm=True, decode=True, labels=labels, **kwargs
+        ):
             if "stream" in item:
                 lines.append(item["stream"])
             if "error" in item:
@@ -63,12 +65,20 @@ def files_image(client: docker.DockerClient, layer: AgentLayer) -> str:
     except ImageNotFound:
         pass
     if not layer.source.is_dir():
-        raise LayerError(f"the agent's folder {layer.source} is missing; rerun so that it is installed again")
+        raise LayerError(
+            f"the agent's folder {layer.source} is missing; rerun so that it is installed again"
+        )
     with tempfile.NamedTemporaryFile("w", suffix=".Dockerfile") as dockerfile:
         # The Dockerfile lives outside the context: docker-py sends it beside the folder's files.
         dockerfile.write(f"FROM scratch\nCOPY . {layer.target}/\n")
         dockerfile.flush()
-        _build(client, tag, {LABEL_AGENT: layer.name}, path=str(layer.source), dockerfile=dockerfile.name)
+        _build(
+            client,
+            tag,
+            {LABEL_AGENT: layer.name},
+            path=str(layer.source),
+            dockerfile=dockerfile.name,
+        )
     return tag
 
 
@@ -105,9 +115,13 @@ class LayerCache:
                 try:
                     self.client.api.inspect_image(tag)
                 except ImageNotFound:
-                    with self._lock_for(f"{FILES_REPO}:{layer.name}"):  # one upload of the files per job
+                    with self._lock_for(
+                        f"{FILES_REPO}:{layer.name}"
+                    ):  # one upload of the files per job
                         source = files_image(self.client, layer)
-                    dockerfile = f"FROM {image}\nCOPY --from={source} {layer.target} {layer.target}\n"
+                    dockerfile = (
+                        f"FROM {image}\nCOPY --from={source} {layer.target} {layer.target}\n"
+                    )
                     _build(
                         self.client,
                         tag,

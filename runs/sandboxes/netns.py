@@ -39,7 +39,9 @@ def listen_in_netns(pid: int, port: int) -> socket.socket:
         try:
             if _libc.setns(target, CLONE_NEWNET) != 0:
                 err = ctypes.get_errno()
-                raise NetnsError(err, f"setns into the sandbox's network namespace: {os.strerror(err)}")
+                raise NetnsError(
+                    err, f"setns into the sandbox's network namespace: {os.strerror(err)}"
+                )
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind(("127.0.0.1", port))

@@ -12,10 +12,28 @@ def test_run_help_names_every_flag_of_the_seed_pages(capsys):
         main(["run", "--help"])
     assert exc.value.code == 0
     out = capsys.readouterr().out
-    for flag in ("--concurrency", "--warm-pool", "--trials", "--include", "--exclude", "--jobs-dir", "--job",
-                 "--fresh", "--agent-env", "--retry-attempts", "--save-outputs", "--freeze-workspace", "--quiet",
-                 "--max-cost-usd", "--max-tokens", "--max-sandbox-seconds", "--max-rollouts", "--token-budget",
-                 "--turn-budget", "--agent-idle-timeout"):
+    for flag in (
+        "--concurrency",
+        "--warm-pool",
+        "--trials",
+        "--include",
+        "--exclude",
+        "--jobs-dir",
+        "--job",
+        "--fresh",
+        "--agent-env",
+        "--retry-attempts",
+        "--save-outputs",
+        "--freeze-workspace",
+        "--quiet",
+        "--max-cost-usd",
+        "--max-tokens",
+        "--max-sandbox-seconds",
+        "--max-rollouts",
+        "--token-budget",
+        "--turn-budget",
+        "--agent-idle-timeout",
+    ):
         assert flag in out
 
 
@@ -28,14 +46,26 @@ def test_defaults_match_benchflow():
 
 @pytest.mark.parametrize(("value", "want"), [("0", None), ("none", None), ("90", 90.0)])
 def test_agent_idle_timeout_off_or_seconds(value, want):
-    assert build_parser().parse_args(["run", "tasks", "--agent-idle-timeout", value]).agent_idle_timeout == want
+    assert (
+        build_parser()
+        .parse_args(["run", "tasks", "--agent-idle-timeout", value])
+        .agent_idle_timeout
+        == want
+    )
 
 
 @pytest.mark.parametrize(
     "argv",
-    [["run", "tasks", "-j", "0"], ["run", "tasks", "--agent-env", "NOEQUALS"], ["run", "tasks", "--max-cost-usd", "-1"],
-     ["run", "tasks", "--trials", "two"], ["run"], ["results", "x", "--json", "--csv"],
-     ["run", "tasks", "--agent-idle-timeout", "-5"], ["run", "tasks", "--agent-idle-timeout", "later"]],
+    [
+        ["run", "tasks", "-j", "0"],
+        ["run", "tasks", "--agent-env", "NOEQUALS"],
+        ["run", "tasks", "--max-cost-usd", "-1"],
+        ["run", "tasks", "--trials", "two"],
+        ["run"],
+        ["results", "x", "--json", "--csv"],
+        ["run", "tasks", "--agent-idle-timeout", "-5"],
+        ["run", "tasks", "--agent-idle-timeout", "later"],
+    ],
 )
 def test_usage_errors_exit_2_without_a_traceback(argv, capsys):
     with pytest.raises(SystemExit) as exc:
@@ -65,9 +95,25 @@ def test_explain_unknown_class_suggests_the_nearest(capsys):
     assert "did you mean 'trial_budget'" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("name", ["idle_timeout", "install_failure", "pipe_closed", "api_error", "provider_auth",
-                                  "provider_rate_limit", "infra_failure", "sandbox_setup", "timeout", "usage_limit",
-                                  "verifier_timeout", "verifier_infra", "trial_budget", "image_build"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "idle_timeout",
+        "install_failure",
+        "pipe_closed",
+        "api_error",
+        "provider_auth",
+        "provider_rate_limit",
+        "infra_failure",
+        "sandbox_setup",
+        "timeout",
+        "usage_limit",
+        "verifier_timeout",
+        "verifier_infra",
+        "trial_budget",
+        "image_build",
+    ],
+)
 def test_every_error_class_of_the_table_can_be_explained(name, capsys):
     assert main(["explain", name]) == 0
     out = capsys.readouterr().out
@@ -118,7 +164,10 @@ def test_tasks_check_reports_each_task_with_file_field_and_fix(tmp_path, capsys,
     out = capsys.readouterr().out
     assert code == 1
     assert "ok   good" in out and "FAIL bad" in out
-    assert f"{tmp_path}/bad/task.toml: agent.timeout_sec: must be a positive number" in out and "fix:" in out
+    assert (
+        f"{tmp_path}/bad/task.toml: agent.timeout_sec: must be a positive number" in out
+        and "fix:" in out
+    )
     assert "Checked 2 task(s): 1 ok, 1 with problems" in out
     assert "FROM images not checked" in out
 
@@ -134,5 +183,8 @@ def test_tasks_check_names_a_from_image_this_machine_cannot_have(tmp_path, capsy
     _task(tmp_path, "ubuntu", dockerfile="FROM ubuntu:24.04\nRUN true\n")
     assert main(["tasks", "check", str(tmp_path / "ubuntu")]) == 1
     out = capsys.readouterr().out
-    assert f"{tmp_path}/ubuntu/environment/Dockerfile: FROM: The base image ubuntu:24.04 is not present" in out
+    assert (
+        f"{tmp_path}/ubuntu/environment/Dockerfile: FROM: The base image ubuntu:24.04 is not present"
+        in out
+    )
     assert "Locally available stand-ins: " in out and "debian:bookworm" in out

@@ -130,16 +130,33 @@ def test_claude_passes_two_examples_at_j2_with_usage_tools_and_trajectory(
     assert (summary["total"], summary["passed"], summary["errored"]) == (2, 2, 0)
     assert owned_containers(docker_client, job.name) == []
     # the CLI came in an image layer over the task image (both tasks share one), not a mount
-    images = {json.loads((job / r["rollout_name"] / "sandbox.json").read_text())["image"] for r in results}
-    assert images and all(i.startswith("benchflow-env:") and i.endswith("-claude-2.1.197") for i in images)
+    images = {
+        json.loads((job / r["rollout_name"] / "sandbox.json").read_text())["image"] for r in results
+    }
+    assert images and all(
+        i.startswith("benchflow-env:") and i.endswith("-claude-2.1.197") for i in images
+    )
     for image in images:
         assert docker_client.images.get(image).labels["benchflow.agent"] == "claude-2.1.197"
     ids = {i: docker_client.images.get(i).id for i in images}
     # when: a second run of the same tasks
     again = run_bench(
-        ["run", str(EXAMPLES), "-i", "hello-world", "-a", "claude", "-m", "mock/oracle", "--fresh",
-         "--jobs-dir", "jobs"],
-        env=clean_env, cwd=tmp_path, timeout=AGENT_RUN_TIMEOUT,
+        [
+            "run",
+            str(EXAMPLES),
+            "-i",
+            "hello-world",
+            "-a",
+            "claude",
+            "-m",
+            "mock/oracle",
+            "--fresh",
+            "--jobs-dir",
+            "jobs",
+        ],
+        env=clean_env,
+        cwd=tmp_path,
+        timeout=AGENT_RUN_TIMEOUT,
     )
     # then: it reuses the layered image as it was
     assert again.returncode == 0, again.stdout + again.stderr
@@ -151,9 +168,13 @@ def test_claude_passes_two_examples_at_j2_with_usage_tools_and_trajectory(
 
 @pytest.mark.parametrize("bullet", [False, True], ids=["plain", "bullet"])
 @pytest.mark.parametrize("agent", ["opencode", "codex"])
-def test_opencode_and_codex_pass_through_the_proxy(docker_client, clean_env, tmp_path, agent, bullet):
+def test_opencode_and_codex_pass_through_the_proxy(
+    docker_client, clean_env, tmp_path, agent, bullet
+):
     tasks = EXAMPLES
-    if bullet:  # an instruction.md opening with a list item, which the CLI must not read as an option
+    if (
+        bullet
+    ):  # an instruction.md opening with a list item, which the CLI must not read as an option
         tasks = tmp_path / "tasks"
         shutil.copytree(EXAMPLES / "hello-world", tasks / "hello-world")
         instruction = tasks / "hello-world" / "instruction.md"
@@ -187,13 +208,28 @@ def test_opencode_and_codex_pass_through_the_proxy(docker_client, clean_env, tmp
     assert owned_containers(docker_client, job.name) == []
 
 
-def test_agent_mount_instead_of_a_layer_runs_the_task_image_as_it_is(docker_client, clean_env, tmp_path):
+def test_agent_mount_instead_of_a_layer_runs_the_task_image_as_it_is(
+    docker_client, clean_env, tmp_path
+):
     # given BENCHFLOW_AGENT_MOUNT=1, which trades the layer's disk space for a read-only mount
     clean_env["BENCHFLOW_AGENT_MOUNT"] = "1"
     # when
     proc = run_bench(
-        ["run", str(EXAMPLES), "-i", "hello-world", "-a", "opencode", "-m", "mock/oracle", "--jobs-dir", "jobs"],
-        env=clean_env, cwd=tmp_path, timeout=AGENT_RUN_TIMEOUT,
+        [
+            "run",
+            str(EXAMPLES),
+            "-i",
+            "hello-world",
+            "-a",
+            "opencode",
+            "-m",
+            "mock/oracle",
+            "--jobs-dir",
+            "jobs",
+        ],
+        env=clean_env,
+        cwd=tmp_path,
+        timeout=AGENT_RUN_TIMEOUT,
     )
     # then the trial passes in the plain task image
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -420,7 +456,9 @@ def test_budgeted_task_refuses_an_agent_whose_calls_bypass_the_proxy(
     assert result["rewards"] is None  # not graded: it never ran
     assert "[ERR] budgeted (agent integration failure [agent_budget]" in proc.stdout
     assert proc.returncode == 1
-    assert "[budgeted] trial budget reached" not in proc.stdout  # no budget-stop line: the agent never ran
+    assert (
+        "[budgeted] trial budget reached" not in proc.stdout
+    )  # no budget-stop line: the agent never ran
     # and an agent that calls no model runs the same task as usual
     proc = run_bench(
         ["run", "tasks", "-a", "oracle", "--jobs-dir", "oracle-jobs"], env=clean_env, cwd=tmp_path
@@ -442,8 +480,12 @@ class FakeUpstream(ThreadingHTTPServer):
         self.requests: list[dict[str, Any]] = []
         self.models = {KNOWN_MODEL}  # any other model gets a 404, as DeepSeek answers
         self.frame_pause = 0.0  # seconds between a stream's frames
-        self.replies: list[Callable[[str], list[bytes]]] = []  # the next streamed Messages answers, in order
-        self.message_ids = itertools.count(1)  # each Messages answer has an id of its own, as the API's do
+        self.replies: list[
+            Callable[[str], list[bytes]]
+        ] = []  # the next streamed Messages answers, in order
+        self.message_ids = itertools.count(
+            1
+        )  # each Messages answer has an id of its own, as the API's do
 
     @property
     def url(self) -> str:
@@ -473,15 +515,25 @@ class _UpstreamHandler(BaseHTTPRequestHandler):
         model = body.get("model", "m")
         path = urlsplit(self.path).path
         if model not in self.server.models and "*" not in self.server.models:
-            error = {"error": {"message": f"Model Not Exist: {model}", "type": "invalid_request_error"}}
+            error = {
+                "error": {"message": f"Model Not Exist: {model}", "type": "invalid_request_error"}
+            }
             self._send(404, json.dumps(error).encode())
         elif path.endswith("/messages"):
             own_id = f'"msg_{next(self.server.message_ids)}"'.encode()
             if body.get("stream"):
-                frames = self.server.replies.pop(0)(model) if self.server.replies else messages_frames(model)
-                self._send(200, [f.replace(b'"msg_up"', own_id) for f in frames], "text/event-stream")
+                frames = (
+                    self.server.replies.pop(0)(model)
+                    if self.server.replies
+                    else messages_frames(model)
+                )
+                self._send(
+                    200, [f.replace(b'"msg_up"', own_id) for f in frames], "text/event-stream"
+                )
             else:
-                self._send(200, json.dumps(message_body(model)).encode().replace(b'"msg_up"', own_id))
+                self._send(
+                    200, json.dumps(message_body(model)).encode().replace(b'"msg_up"', own_id)
+                )
         elif path.endswith("/chat/completions"):
             if body.get("stream"):
                 self._send(200, chat_frames(model, True), "text/event-stream")
@@ -490,7 +542,9 @@ class _UpstreamHandler(BaseHTTPRequestHandler):
         else:
             self.send_error(404)
 
-    def _send(self, status: int, data: bytes | list[bytes], content_type: str = "application/json") -> None:
+    def _send(
+        self, status: int, data: bytes | list[bytes], content_type: str = "application/json"
+    ) -> None:
         frames = [data] if isinstance(data, bytes) else data
         self.send_response(status)
         self.send_header("Content-Type", content_type)
@@ -506,20 +560,38 @@ class _UpstreamHandler(BaseHTTPRequestHandler):
 def tool_call_frames(model: str, command: str) -> list[bytes]:
     """A streamed Messages answer of two content blocks, a text and a Bash tool call, with the usual
     usage (Claude Code logs such a message once per block)."""
-    start = {**message_body(model), "content": [], "stop_reason": None,
-             "usage": {**MESSAGES_USAGE, "output_tokens": 1}}
+    start = {
+        **message_body(model),
+        "content": [],
+        "stop_reason": None,
+        "usage": {**MESSAGES_USAGE, "output_tokens": 1},
+    }
     call = json.dumps({"command": command, "description": "run it"})
     events = [
         {"type": "message_start", "message": start},
         {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
-        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Running it."}},
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "text_delta", "text": "Running it."},
+        },
         {"type": "content_block_stop", "index": 0},
-        {"type": "content_block_start", "index": 1,
-         "content_block": {"type": "tool_use", "id": "toolu_up", "name": "Bash", "input": {}}},
-        {"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": call}},
+        {
+            "type": "content_block_start",
+            "index": 1,
+            "content_block": {"type": "tool_use", "id": "toolu_up", "name": "Bash", "input": {}},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 1,
+            "delta": {"type": "input_json_delta", "partial_json": call},
+        },
         {"type": "content_block_stop", "index": 1},
-        {"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None},
-         "usage": {"output_tokens": MESSAGES_USAGE["output_tokens"]}},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+            "usage": {"output_tokens": MESSAGES_USAGE["output_tokens"]},
+        },
         {"type": "message_stop"},
     ]
     return [sse(e, e["type"]) for e in events]
@@ -640,20 +712,38 @@ def test_upstream_key_reaches_the_upstream_and_nothing_else(
     assert owned_containers(docker_client, job.name) == []
 
 
-def test_a_call_still_streaming_at_the_agent_timeout_is_counted(docker_client, clean_env, tmp_path, fake_upstream):
+def test_a_call_still_streaming_at_the_agent_timeout_is_counted(
+    docker_client, clean_env, tmp_path, fake_upstream
+):
     # given an agent whose one call streams for about 7 s, and a task that stops its agent after 3 s
     clean_env["DEEPSEEK_API_KEY"] = f"sk-bench-secret-{random_text(32)}"
     clean_env[override_var("deepseek")] = fake_upstream.url
     fake_upstream.frame_pause = 1.0
-    write_task(tmp_path / "tasks", "slow", dockerfile="FROM python:3.12-slim\nWORKDIR /app\n",
-               toml="[agent]\ntimeout_sec = 3\n", test_sh=REWARD_1)
+    write_task(
+        tmp_path / "tasks",
+        "slow",
+        dockerfile="FROM python:3.12-slim\nWORKDIR /app\n",
+        toml="[agent]\ntimeout_sec = 3\n",
+        test_sh=REWARD_1,
+    )
     agent = tmp_path / "agent.sh"
     agent.write_text(START_A_STREAM)
     agent.chmod(0o755)
     # when
     proc = run_bench(
-        ["run", "tasks", "-a", f"script:{agent}", "-m", "deepseek/deepseek-v4-flash", "--jobs-dir", "jobs"],
-        env=clean_env, cwd=tmp_path, timeout=AGENT_RUN_TIMEOUT,
+        [
+            "run",
+            "tasks",
+            "-a",
+            f"script:{agent}",
+            "-m",
+            "deepseek/deepseek-v4-flash",
+            "--jobs-dir",
+            "jobs",
+        ],
+        env=clean_env,
+        cwd=tmp_path,
+        timeout=AGENT_RUN_TIMEOUT,
     )
     # then the agent was stopped mid-call, and the call it left is counted in full
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -661,7 +751,9 @@ def test_a_call_still_streaming_at_the_agent_timeout_is_counted(docker_client, c
     [result] = results_of(job)
     assert result["error_category"] == "timeout", result
     assert "chatcmpl-up" in (job / result["rollout_name"] / "agent" / "script.txt").read_text()
-    assert result["agent_result"]["total_tokens"] == CHAT_USAGE["total_tokens"], result["agent_result"]
+    assert result["agent_result"]["total_tokens"] == CHAT_USAGE["total_tokens"], result[
+        "agent_result"
+    ]
     assert result["agent_result"]["n_calls"] == 1 and "usage_incomplete_info" not in result
     [call] = trajectory(job, result)
     assert call["usage"]["total_tokens"] == CHAT_USAGE["total_tokens"]
@@ -678,8 +770,20 @@ def test_claude_login_calls_its_gateway_directly_with_usage_from_its_own_log(
     write_task(tmp_path / "tasks", "chat", test_sh=REWARD_1)
     # when a per-trial budget is asked for, the run is refused before a job exists
     refused = run_bench(
-        ["run", "tasks", "-a", "claude", "-m", "sonnet", "--token-budget", "5000", "--jobs-dir", "jobs"],
-        env=clean_env, cwd=tmp_path,
+        [
+            "run",
+            "tasks",
+            "-a",
+            "claude",
+            "-m",
+            "sonnet",
+            "--token-budget",
+            "5000",
+            "--jobs-dir",
+            "jobs",
+        ],
+        env=clean_env,
+        cwd=tmp_path,
     )
     assert refused.returncode == 2 and "Claude login" in refused.stdout + refused.stderr
     assert not (tmp_path / "jobs").exists() or job_dirs(tmp_path / "jobs") == []
@@ -687,7 +791,9 @@ def test_claude_login_calls_its_gateway_directly_with_usage_from_its_own_log(
     fake_upstream.replies = [lambda model: tool_call_frames(model, "echo hello > /app/hello.txt")]
     proc = run_bench(
         ["run", "tasks", "-a", "claude", "-m", "sonnet", "--jobs-dir", "jobs"],
-        env=clean_env, cwd=tmp_path, timeout=AGENT_RUN_TIMEOUT,
+        env=clean_env,
+        cwd=tmp_path,
+        timeout=AGENT_RUN_TIMEOUT,
     )
     # then the real CLI called the gateway itself, with the login's token, not through the proxy
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -697,7 +803,9 @@ def test_claude_login_calls_its_gateway_directly_with_usage_from_its_own_log(
     assert result["model"] == "sonnet"
     calls = [c for c in fake_upstream.requests if urlsplit(c["path"]).path == "/v1/messages"]
     assert calls and all(c["headers"].get("authorization") == f"Bearer {token}" for c in calls)
-    assert all(c["body"]["model"].startswith("claude-sonnet") for c in calls)  # -m sonnet, as Claude names it
+    assert all(
+        c["body"]["model"].startswith("claude-sonnet") for c in calls
+    )  # -m sonnet, as Claude names it
     assert not (job / result["rollout_name"] / "trajectory" / "llm_trajectory.jsonl").exists()
     # and usage comes from the agent's own log: what the gateway reported for every call, dollars unknown
     ar = result["agent_result"]
@@ -712,11 +820,25 @@ def test_claude_login_calls_its_gateway_directly_with_usage_from_its_own_log(
 
 def assert_login_usage(ar: dict[str, Any], n: int) -> None:
     """agent_result is what the fake gateway reported for n Messages calls (input includes the cache's)."""
-    cache_read, cache_write = MESSAGES_USAGE["cache_read_input_tokens"], MESSAGES_USAGE["cache_creation_input_tokens"]
-    assert (ar["n_calls"], ar["n_input_tokens"], ar["n_output_tokens"], ar["n_cache_read_tokens"],
-            ar["n_cache_creation_tokens"], ar["total_tokens"]) == (
-        n, n * (MESSAGES_USAGE["input_tokens"] + cache_read + cache_write), n * MESSAGES_USAGE["output_tokens"],
-        n * cache_read, n * cache_write, n * sum(MESSAGES_USAGE.values())), ar
+    cache_read, cache_write = (
+        MESSAGES_USAGE["cache_read_input_tokens"],
+        MESSAGES_USAGE["cache_creation_input_tokens"],
+    )
+    assert (
+        ar["n_calls"],
+        ar["n_input_tokens"],
+        ar["n_output_tokens"],
+        ar["n_cache_read_tokens"],
+        ar["n_cache_creation_tokens"],
+        ar["total_tokens"],
+    ) == (
+        n,
+        n * (MESSAGES_USAGE["input_tokens"] + cache_read + cache_write),
+        n * MESSAGES_USAGE["output_tokens"],
+        n * cache_read,
+        n * cache_write,
+        n * sum(MESSAGES_USAGE.values()),
+    ), ar
 
 
 def test_claude_login_stopped_at_its_timeout_keeps_the_usage_of_the_calls_it_made(
@@ -731,7 +853,9 @@ def test_claude_login_stopped_at_its_timeout_keeps_the_usage_of_the_calls_it_mad
     # when the task's timeout stops the agent in its tool call
     proc = run_bench(
         ["run", "tasks", "-a", "claude", "-m", "sonnet", "--jobs-dir", "jobs"],
-        env=clean_env, cwd=tmp_path, timeout=AGENT_RUN_TIMEOUT,
+        env=clean_env,
+        cwd=tmp_path,
+        timeout=AGENT_RUN_TIMEOUT,
     )
     # then the agent never printed its final result line
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -865,9 +989,20 @@ def _write_script(tmp_path: Path) -> None:
         ("claude_without_model", ["-a", "claude"], {}, ["-a claude needs a model", "pass -m"]),
         (
             "base_url_for_a_model_agent",
-            ["-a", "codex", "-m", "mock/oracle", "--agent-env", "OPENAI_BASE_URL=http://127.0.0.1:9/v1"],
+            [
+                "-a",
+                "codex",
+                "-m",
+                "mock/oracle",
+                "--agent-env",
+                "OPENAI_BASE_URL=http://127.0.0.1:9/v1",
+            ],
             {},
-            ["--agent-env OPENAI_BASE_URL", "only through the model proxy", "-m openai-compatible/MODEL"],
+            [
+                "--agent-env OPENAI_BASE_URL",
+                "only through the model proxy",
+                "-m openai-compatible/MODEL",
+            ],
         ),
     ],
 )
@@ -886,19 +1021,42 @@ def test_run_is_refused_before_a_job_exists(clean_env, tmp_path, _case, args, en
     assert not (tmp_path / "jobs").exists()
 
 
-def test_idle_watchdog_gives_a_running_tool_3x_and_stops_a_silent_one(docker_client, clean_env, tmp_path):
+def test_idle_watchdog_gives_a_running_tool_3x_and_stops_a_silent_one(
+    docker_client, clean_env, tmp_path
+):
     # given Claude Code and a scripted model whose tool calls run 4 s, then 60 s, with a 2 s idle limit
-    write_task(tmp_path / "tasks", "slow-tool", test_sh="[ -f /app/a.txt ] && echo 1 > /logs/verifier/reward.txt "
-               "|| echo 0 > /logs/verifier/reward.txt\n")
+    write_task(
+        tmp_path / "tasks",
+        "slow-tool",
+        test_sh="[ -f /app/a.txt ] && echo 1 > /logs/verifier/reward.txt "
+        "|| echo 0 > /logs/verifier/reward.txt\n",
+    )
     script = tmp_path / "replies.json"
-    script.write_text(json.dumps([{"shell": "sleep 4; echo a > /app/a.txt"}, {"shell": "sleep 60"},
-                                  {"text": "done"}]))
+    script.write_text(
+        json.dumps(
+            [{"shell": "sleep 4; echo a > /app/a.txt"}, {"shell": "sleep 60"}, {"text": "done"}]
+        )
+    )
     # when
     t0 = time.monotonic()
     proc = run_bench(
-        ["run", "tasks", "-a", "claude", "-m", f"mock/script:{script}", "--agent-idle-timeout", "2",
-         "--retry-attempts", "0", "--jobs-dir", "jobs"],
-        env=clean_env, cwd=tmp_path, timeout=AGENT_RUN_TIMEOUT,
+        [
+            "run",
+            "tasks",
+            "-a",
+            "claude",
+            "-m",
+            f"mock/script:{script}",
+            "--agent-idle-timeout",
+            "2",
+            "--retry-attempts",
+            "0",
+            "--jobs-dir",
+            "jobs",
+        ],
+        env=clean_env,
+        cwd=tmp_path,
+        timeout=AGENT_RUN_TIMEOUT,
     )
     # then the 4 s tool outlived 2 s of silence (a running tool has 6 s), the 60 s one was stopped at
     # about 6 s, and the trial was graded on what it left
@@ -906,9 +1064,15 @@ def test_idle_watchdog_gives_a_running_tool_3x_and_stops_a_silent_one(docker_cli
     [job] = job_dirs(tmp_path / "jobs")
     [result] = results_of(job)
     assert result["error_category"] == "idle_timeout", result
-    assert re.fullmatch(r"Agent idle for 6s with no new tool call, message, or thought "
-                        r"\(last activity [67]s ago, 2 tool calls so far\)", result["error"]), result["error"]
-    assert result["idle_timeout_info"]["pending"] is True and result["idle_timeout_info"]["idle_timeout_sec"] == 2
+    assert re.fullmatch(
+        r"Agent idle for 6s with no new tool call, message, or thought "
+        r"\(last activity [67]s ago, 2 tool calls so far\)",
+        result["error"],
+    ), result["error"]
+    assert (
+        result["idle_timeout_info"]["pending"] is True
+        and result["idle_timeout_info"]["idle_timeout_sec"] == 2
+    )
     assert result["rewards"] == {"reward": 1.0}
     assert result["agent_result"]["n_calls"] == 2
     config = json.loads((job / result["rollout_name"] / "config.json").read_text())
@@ -920,19 +1084,35 @@ def test_idle_watchdog_gives_a_running_tool_3x_and_stops_a_silent_one(docker_cli
     assert owned_containers(docker_client, job.name) == []
 
 
-def test_opencode_grep_and_glob_work_in_a_sandbox_without_network(docker_client, clean_env, tmp_path):
+def test_opencode_grep_and_glob_work_in_a_sandbox_without_network(
+    docker_client, clean_env, tmp_path
+):
     # given a no-network task with a file to find, and a scripted model calling OpenCode's grep and glob
     # tools (which run rg; OpenCode would download one from GitHub, which no sandbox reaches)
-    write_task(tmp_path / "tasks", "find", toml="[environment]\nnetwork_mode = \"no-network\"\n",
-               dockerfile="FROM debian:bookworm-slim\nWORKDIR /app\nRUN mkdir -p /app/docs && "
-                          "echo 'the needle-42 is here' > /app/docs/notes.txt\n",
-               test_sh=REWARD_1)
+    write_task(
+        tmp_path / "tasks",
+        "find",
+        toml='[environment]\nnetwork_mode = "no-network"\n',
+        dockerfile="FROM debian:bookworm-slim\nWORKDIR /app\nRUN mkdir -p /app/docs && "
+        "echo 'the needle-42 is here' > /app/docs/notes.txt\n",
+        test_sh=REWARD_1,
+    )
     script = tmp_path / "replies.json"
-    script.write_text(json.dumps([{"tool": "grep", "args": {"pattern": "needle-42", "path": "/app"}},
-                                  {"tool": "glob", "args": {"pattern": "**/*.txt", "path": "/app"}}]))
+    script.write_text(
+        json.dumps(
+            [
+                {"tool": "grep", "args": {"pattern": "needle-42", "path": "/app"}},
+                {"tool": "glob", "args": {"pattern": "**/*.txt", "path": "/app"}},
+            ]
+        )
+    )
     # when
-    proc = run_bench(["run", "tasks", "-a", "opencode", "-m", f"mock/script:{script}", "--jobs-dir", "jobs"],
-                     env=clean_env, cwd=tmp_path, timeout=AGENT_RUN_TIMEOUT)
+    proc = run_bench(
+        ["run", "tasks", "-a", "opencode", "-m", f"mock/script:{script}", "--jobs-dir", "jobs"],
+        env=clean_env,
+        cwd=tmp_path,
+        timeout=AGENT_RUN_TIMEOUT,
+    )
     # then both tools found the file, and none failed for want of ripgrep
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [job] = job_dirs(tmp_path / "jobs")
@@ -946,15 +1126,31 @@ def test_opencode_grep_and_glob_work_in_a_sandbox_without_network(docker_client,
     assert owned_containers(docker_client, job.name) == []
 
 
-def run_budgeted_script(tmp_path: Path, env: dict[str, str], agent: str,
-                        replies: list[dict[str, Any]]) -> tuple[Path, dict[str, Any]]:
+def run_budgeted_script(
+    tmp_path: Path, env: dict[str, str], agent: str, replies: list[dict[str, Any]]
+) -> tuple[Path, dict[str, Any]]:
     """One trial of a task that passes, the agent driven by a mock/script of `replies`, with a token
     budget too large to stop it; returns its job and result, which must have no error."""
     write_task(tmp_path / "tasks", "t", test_sh=REWARD_1)
     script = tmp_path / "replies.json"
     script.write_text(json.dumps(replies))
-    proc = run_bench(["run", "tasks", "-a", agent, "-m", f"mock/script:{script}", "--token-budget", "1000000",
-                      "--jobs-dir", "jobs"], env=env, cwd=tmp_path, timeout=AGENT_RUN_TIMEOUT)
+    proc = run_bench(
+        [
+            "run",
+            "tasks",
+            "-a",
+            agent,
+            "-m",
+            f"mock/script:{script}",
+            "--token-budget",
+            "1000000",
+            "--jobs-dir",
+            "jobs",
+        ],
+        env=env,
+        cwd=tmp_path,
+        timeout=AGENT_RUN_TIMEOUT,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [job] = job_dirs(tmp_path / "jobs")
     [result] = results_of(job)
@@ -967,10 +1163,19 @@ def test_codex_sub_agent_use_comes_from_its_session_logs_which_a_budgeted_trial_
 ):
     # given a scripted model that has Codex spawn a sub-agent and wait for it (tools of its
     # multi_agent_v1 namespace), when it runs in a trial with a token budget too large to stop it
-    job, result = run_budgeted_script(tmp_path, clean_env, "codex", [
-        {"tool": "multi_agent_v1.spawn_agent", "args": {"message": "Say hello."}},
-        {"tool": "multi_agent_v1.wait_agent", "args": {"targets": ["$LAST_OUTPUT.agent_id"], "timeout_ms": 60000}},
-        {"text": "hello"}])
+    job, result = run_budgeted_script(
+        tmp_path,
+        clean_env,
+        "codex",
+        [
+            {"tool": "multi_agent_v1.spawn_agent", "args": {"message": "Say hello."}},
+            {
+                "tool": "multi_agent_v1.wait_agent",
+                "args": {"targets": ["$LAST_OUTPUT.agent_id"], "timeout_ms": 60000},
+            },
+            {"text": "hello"},
+        ],
+    )
     # then the calls were the main thread's spawn, the sub-agent's answer, the main thread's wait and
     # its answer; the proxy counted them, and Codex's own logs say which was the sub-agent's
     calls = trajectory(job, result)
@@ -978,44 +1183,86 @@ def test_codex_sub_agent_use_comes_from_its_session_logs_which_a_budgeted_trial_
     sub_calls = [c for c in calls if "multi_agent_v1" not in json.dumps(c["request"].get("tools"))]
     assert len(sub_calls) == 1, [c["request"].get("tools") for c in calls]
     tb = result["trial_budget"]
-    assert tb["subagents"] == {"turns": 1, "tokens": sub_calls[0]["usage"]["total_tokens"],
-                               "of_turns": 4, "of_tokens": tb["used"]["tokens"]}, tb
+    assert tb["subagents"] == {
+        "turns": 1,
+        "tokens": sub_calls[0]["usage"]["total_tokens"],
+        "of_turns": 4,
+        "of_tokens": tb["used"]["tokens"],
+    }, tb
     # the log is kept in the trial's folder: one rollout file per thread
     rollouts = list((job / result["rollout_name"] / "agent" / "sessions").rglob("rollout-*.jsonl"))
     assert len(rollouts) >= 2, rollouts
     assert owned_containers(docker_client, job.name) == []
 
 
-def test_claude_subagent_use_comes_from_its_session_log_call_for_call(docker_client, clean_env, tmp_path):
+def test_claude_subagent_use_comes_from_its_session_log_call_for_call(
+    docker_client, clean_env, tmp_path
+):
     # given a scripted model that has Claude Code run a subagent (its Agent tool waits for it), when it
     # runs in a trial with a token budget too large to stop it
-    job, result = run_budgeted_script(tmp_path, clean_env, "claude", [
-        {"tool": "Agent", "args": {"description": "say hello", "prompt": "Say hello.", "subagent_type": "general-purpose"}},
-        {"text": "hello"}])
+    job, result = run_budgeted_script(
+        tmp_path,
+        clean_env,
+        "claude",
+        [
+            {
+                "tool": "Agent",
+                "args": {
+                    "description": "say hello",
+                    "prompt": "Say hello.",
+                    "subagent_type": "general-purpose",
+                },
+            },
+            {"text": "hello"},
+        ],
+    )
     # then the calls were the main agent's, its subagent's, then the main agent's answer
     calls = trajectory(job, result)
     assert len(calls) == 3, [c["usage"] for c in calls]
     # and Claude Code's log, kept with the trial, says which was the subagent's, to the token
     tb = result["trial_budget"]
-    assert tb["subagents"] == {"turns": 1, "tokens": calls[1]["usage"]["total_tokens"],
-                               "of_turns": 3, "of_tokens": tb["used"]["tokens"]}, tb
+    assert tb["subagents"] == {
+        "turns": 1,
+        "tokens": calls[1]["usage"]["total_tokens"],
+        "of_turns": 3,
+        "of_tokens": tb["used"]["tokens"],
+    }, tb
     sessions = job / result["rollout_name"] / "agent" / "sessions"
     assert list(sessions.rglob("subagents/*.jsonl")), list(sessions.rglob("*"))
 
 
-def test_opencode_subagent_use_comes_from_its_session_store_call_for_call(docker_client, clean_env, tmp_path):
+def test_opencode_subagent_use_comes_from_its_session_store_call_for_call(
+    docker_client, clean_env, tmp_path
+):
     # given a scripted model that has OpenCode run a subagent (its task tool waits for it), when it
     # runs in a trial with a token budget too large to stop it
-    job, result = run_budgeted_script(tmp_path, clean_env, "opencode", [
-        {"tool": "task", "args": {"description": "say hello", "prompt": "Say hello.", "subagent_type": "general"}},
-        {"text": "hello"}])
+    job, result = run_budgeted_script(
+        tmp_path,
+        clean_env,
+        "opencode",
+        [
+            {
+                "tool": "task",
+                "args": {
+                    "description": "say hello",
+                    "prompt": "Say hello.",
+                    "subagent_type": "general",
+                },
+            },
+            {"text": "hello"},
+        ],
+    )
     # then the agent's calls were the main session's, its subagent's, then the main session's answer
     # (beside them, OpenCode's session-title call, which no session holds)
     calls = [c for c in trajectory(job, result) if c["request"].get("tools")]
     assert len(calls) == 3, [c["usage"] for c in calls]
     # and OpenCode's store, kept with the trial as one line per message, says which was the subagent's
     tb = result["trial_budget"]
-    assert tb["subagents"] == {"turns": 1, "tokens": calls[1]["usage"]["total_tokens"], "of_turns": 3,
-                               "of_tokens": sum(c["usage"]["total_tokens"] for c in calls)}, tb
+    assert tb["subagents"] == {
+        "turns": 1,
+        "tokens": calls[1]["usage"]["total_tokens"],
+        "of_turns": 3,
+        "of_tokens": sum(c["usage"]["total_tokens"] for c in calls),
+    }, tb
     kept = job / result["rollout_name"] / "agent" / "sessions" / "opencode-messages.jsonl"
     assert any(json.loads(line)["parent"] for line in kept.read_text().splitlines())

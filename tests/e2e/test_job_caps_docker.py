@@ -74,11 +74,25 @@ def index_of(lines: list[str], prefix: str) -> int:
 
 def spend_run(tmp_path: Path, bench_env: dict, *caps: str, fresh: bool = False):
     agent = tmp_path / "spend.sh"
-    args = ["run", "tasks", "-a", f"script:{agent}", "-m", "mock/oracle", "-j", "1", *caps, "--jobs-dir", "jobs"]
+    args = [
+        "run",
+        "tasks",
+        "-a",
+        f"script:{agent}",
+        "-m",
+        "mock/oracle",
+        "-j",
+        "1",
+        *caps,
+        "--jobs-dir",
+        "jobs",
+    ]
     return run_bench(args + (["--fresh"] if fresh else []), env=bench_env, cwd=tmp_path)
 
 
-def assert_one_of_two_ran(proc, job: Path, reached: str, cap_key: str, cap: float) -> tuple[dict, str]:
+def assert_one_of_two_ran(
+    proc, job: Path, reached: str, cap_key: str, cap: float
+) -> tuple[dict, str]:
     """The seed's first example: the cap stops the job after one trial of two; returns (result, other task)."""
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout.splitlines()
@@ -90,23 +104,37 @@ def assert_one_of_two_ran(proc, job: Path, reached: str, cap_key: str, cap: floa
     line = f"{reached}; stopping: no new rollouts, 0 running trial(s) cancelled"
     assert out.count(line) == 1, proc.stdout
     assert out.index(line) < index_of(out, f"[PASS] {ran} (reward=1.00, tools=0)")
-    assert index_of(out, "Job complete: 1/1 (100.0%) run, 1/2 (50.0%) of the plan, mean_reward=1.00, errors=0, ")
-    assert ("• Score: 1/1 run (100.0%), mean reward 1.00, errors=0; 1 of 2 planned tasks not run (budget), "
-            "so 1/2 (50.0%) of the plan") in out
+    assert index_of(
+        out, "Job complete: 1/1 (100.0%) run, 1/2 (50.0%) of the plan, mean_reward=1.00, errors=0, "
+    )
+    assert (
+        "• Score: 1/1 run (100.0%), mean reward 1.00, errors=0; 1 of 2 planned tasks not run (budget), "
+        "so 1/2 (50.0%) of the plan"
+    ) in out
     assert f"Budget: {reached}; 0 running trial(s) cancelled, 1 not started {NOT_FAILURES}" in out
     assert "Outcomes: 1 scored (1 passed, 0 failed), 0 unscored, 0 errored" in out
     # summary.json: the budget block, and the trial kept from running is no failure
     summary = summary_of(job)
     budget = summary["budget"]
-    assert budget["caps"] == {"max_cost_usd": None, "max_sandbox_seconds": None, "max_tokens": None,
-                              "max_rollouts": None, cap_key: cap}
+    assert budget["caps"] == {
+        "max_cost_usd": None,
+        "max_sandbox_seconds": None,
+        "max_tokens": None,
+        "max_rollouts": None,
+        cap_key: cap,
+    }
     usage = result["agent_result"]
     assert budget["spent"]["cost_usd"] == round(usage["cost_usd"], 6)
     assert budget["spent"]["tokens"] == usage["total_tokens"]
     assert budget["spent"]["rollouts"] == 1
     assert budget["stopped"] is True and budget["reason"] == reached
     assert budget["cancelled"] == [] and budget["not_started"] == [other]
-    assert (summary["total"], summary["passed"], summary["failed"], summary["errored"]) == (1, 1, 0, 0)
+    assert (summary["total"], summary["passed"], summary["failed"], summary["errored"]) == (
+        1,
+        1,
+        0,
+        0,
+    )
     assert summary["planned"] == 2 and summary["not_run"] == [other]
     return result, other
 
@@ -114,12 +142,20 @@ def assert_one_of_two_ran(proc, job: Path, reached: str, cap_key: str, cap: floa
 def assert_rerun_stops_at_once(proc, job: Path, reached: str, other: str) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout.splitlines()
-    assert out[0] == (f"Resuming into existing job directory: {job.name} (finished tasks are reused; pass a new "
-                      "job_name, or --fresh on the CLI, for a new run)")
-    assert "Job: 2 tasks, 1 done, 1 to run (concurrency=1, warm pool: up to 0 prepared sandboxes)" in out
+    assert out[0] == (
+        f"Resuming into existing job directory: {job.name} (finished tasks are reused; pass a new "
+        "job_name, or --fresh on the CLI, for a new run)"
+    )
+    assert (
+        "Job: 2 tasks, 1 done, 1 to run (concurrency=1, warm pool: up to 0 prepared sandboxes)"
+        in out
+    )
     assert f"{reached}; stopping: no new rollouts, 0 running trial(s) cancelled" in out
     assert not any(line.startswith(("[PASS]", "[FAIL]", "[ERR]")) for line in out), proc.stdout
-    assert any(line.endswith("1 of 2 planned tasks not run (budget), so 1/2 (50.0%) of the plan") for line in out)
+    assert any(
+        line.endswith("1 of 2 planned tasks not run (budget), so 1/2 (50.0%) of the plan")
+        for line in out
+    )
     assert attempt_folders(job, other) == []
     assert len(results_of(job)) == 1
     assert summary_of(job)["budget"]["not_started"] == [other]
@@ -135,7 +171,9 @@ def assert_fresh_runs_both(proc, jobs: Path, first: Path) -> None:
     assert summary["budget"]["stopped"] is False and summary["budget"]["not_started"] == []
 
 
-def test_cost_cap_far_below_one_trial_stops_after_it_and_a_rerun_stops_at_once(docker_client, bench_env, tmp_path):
+def test_cost_cap_far_below_one_trial_stops_after_it_and_a_rerun_stops_at_once(
+    docker_client, bench_env, tmp_path
+):
     # given two tasks and an agent that spends about $0.002 each, under a $0.0001 cap at -j 1
     make_tasks(tmp_path, ["alpha", "beta"])
     make_agent(tmp_path, "spend.sh", SPEND)
@@ -158,7 +196,9 @@ def test_cost_cap_far_below_one_trial_stops_after_it_and_a_rerun_stops_at_once(d
     assert_fresh_runs_both(fresh, tmp_path / "jobs", job)
 
 
-def test_token_cap_stops_after_one_trial_with_thousands_separators(docker_client, bench_env, tmp_path):
+def test_token_cap_stops_after_one_trial_with_thousands_separators(
+    docker_client, bench_env, tmp_path
+):
     # given two tasks and an agent that spends about 2,000 tokens each, under a 1,000-token cap
     make_tasks(tmp_path, ["alpha", "beta"])
     make_agent(tmp_path, "spend.sh", SPEND)
@@ -185,12 +225,25 @@ SECONDS_LINE = re.compile(
 )
 
 
-def test_sandbox_seconds_cap_cancels_running_trials_and_leaves_no_container(docker_client, bench_env, tmp_path):
+def test_sandbox_seconds_cap_cancels_running_trials_and_leaves_no_container(
+    docker_client, bench_env, tmp_path
+):
     # given two agents that would sleep five minutes, side by side, under a 10 s cap
     write_task(tmp_path / "tasks", "alpha", test_sh=PASSES)
     write_task(tmp_path / "tasks", "beta", test_sh=PASSES)
     agent = make_agent(tmp_path, "sleepy.sh", "#!/bin/bash\nsleep 300\n")
-    command = ["run", "tasks", "-a", f"script:{agent}", "-j", "2", "--max-sandbox-seconds", "10", "--jobs-dir", "jobs"]
+    command = [
+        "run",
+        "tasks",
+        "-a",
+        f"script:{agent}",
+        "-j",
+        "2",
+        "--max-sandbox-seconds",
+        "10",
+        "--jobs-dir",
+        "jobs",
+    ]
     # when
     proc = run_bench(command, env=bench_env, cwd=tmp_path)
     # then the running trials are cancelled at the cap, checked as they run (long before 5 minutes)
@@ -203,9 +256,13 @@ def test_sandbox_seconds_cap_cancels_running_trials_and_leaves_no_container(dock
     assert 10.0 <= spent < 60.0 and running == 2
     reason = matches[0][0].split("; stopping:")[0]
     assert not any(line.startswith(("[PASS]", "[FAIL]", "[ERR]")) for line in out), proc.stdout
-    assert index_of(out, "Job complete: 0/0 (0.0%) run, 0/2 (0.0%) of the plan, mean_reward=n/a, errors=0, ")
-    assert ("✗ Score: 0/0 run (0.0%), errors=0; 2 of 2 planned tasks not run (budget), so 0/2 (0.0%) of the plan"
-            in out)
+    assert index_of(
+        out, "Job complete: 0/0 (0.0%) run, 0/2 (0.0%) of the plan, mean_reward=n/a, errors=0, "
+    )
+    assert (
+        "✗ Score: 0/0 run (0.0%), errors=0; 2 of 2 planned tasks not run (budget), so 0/2 (0.0%) of the plan"
+        in out
+    )
     assert f"Budget: {reason}; 2 running trial(s) cancelled, 0 not started {NOT_FAILURES}" in out
     # cancelled trials leave no result.json (as BenchFlow); their timing.json says why, they are
     # listed apart, and are no failures
@@ -227,31 +284,58 @@ def test_sandbox_seconds_cap_cancels_running_trials_and_leaves_no_container(dock
     # bench results lists them apart too, not as attempted or errored
     shown = run_bench(["results", str(job)], env=bench_env, cwd=tmp_path)
     assert shown.returncode == 0, shown.stdout + shown.stderr
-    assert ("Counted:   0 trials attempted, 0 scored (0 passed), 0 assessment errors, 0 unscored, "
-            "0 execution errors") in shown.stdout
-    assert re.search(r"Not run:   2 trials a job cap kept from running, not counted as failures: "
-                     r"(alpha|beta) \(cancelled\), (alpha|beta) \(cancelled\)", shown.stdout), shown.stdout
-    assert "(0 needed a retry, 0 interrupted)" in shown.stdout and "infrastructure" not in shown.stdout, shown.stdout
+    assert (
+        "Counted:   0 trials attempted, 0 scored (0 passed), 0 assessment errors, 0 unscored, "
+        "0 execution errors"
+    ) in shown.stdout
+    assert re.search(
+        r"Not run:   2 trials a job cap kept from running, not counted as failures: "
+        r"(alpha|beta) \(cancelled\), (alpha|beta) \(cancelled\)",
+        shown.stdout,
+    ), shown.stdout
+    assert (
+        "(0 needed a retry, 0 interrupted)" in shown.stdout and "infrastructure" not in shown.stdout
+    ), shown.stdout
 
     # when the same command runs again: it resumes, and with the same cap stops at once
     rerun = run_bench(command, env=bench_env, cwd=tmp_path)
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     again = rerun.stdout.splitlines()
     assert again[0].startswith(f"Resuming into existing job directory: {job.name} ")
-    assert [len(attempt_folders(job, t)) for t in ("alpha", "beta")] == [1, 1], "the rerun started trials again"
+    assert [len(attempt_folders(job, t)) for t in ("alpha", "beta")] == [1, 1], (
+        "the rerun started trials again"
+    )
     [m] = [m for line in again if (m := SECONDS_LINE.fullmatch(line))]
     assert float(m[1]) >= 10.0 and m[2] == "0"
     assert summary_of(job)["budget"]["not_started"] == ["alpha", "beta"]
     assert owned_containers(docker_client, job.name) == []
 
 
-def test_rollout_cap_lets_running_trials_finish_and_starts_no_more(docker_client, bench_env, tmp_path):
+def test_rollout_cap_lets_running_trials_finish_and_starts_no_more(
+    docker_client, bench_env, tmp_path
+):
     # given three tasks at -j 2 and a cap of two rollouts
-    make_tasks(tmp_path, ["alpha", "beta", "gamma"], dockerfile="FROM debian:bookworm-slim\nWORKDIR /app\n")
+    make_tasks(
+        tmp_path, ["alpha", "beta", "gamma"], dockerfile="FROM debian:bookworm-slim\nWORKDIR /app\n"
+    )
     agent = make_agent(tmp_path, "brief.sh", "#!/bin/bash\nsleep 2\n")
     # when
-    proc = run_bench(["run", "tasks", "-a", f"script:{agent}", "-j", "2", "--max-rollouts", "2", "--jobs-dir", "jobs"],
-                     env=bench_env, cwd=tmp_path)
+    proc = run_bench(
+        [
+            "run",
+            "tasks",
+            "-a",
+            f"script:{agent}",
+            "-j",
+            "2",
+            "--max-rollouts",
+            "2",
+            "--jobs-dir",
+            "jobs",
+        ],
+        env=bench_env,
+        cwd=tmp_path,
+    )
     # then the cap is met at the second start; both started trials finish and are scored
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout.splitlines()
@@ -266,9 +350,13 @@ def test_rollout_cap_lets_running_trials_finish_and_starts_no_more(docker_client
     assert out.count(line) == 1, proc.stdout
     for task in ran:
         assert out.index(line) < index_of(out, f"[PASS] {task} (reward=1.00, tools=0)")
-    assert index_of(out, "Job complete: 2/2 (100.0%) run, 2/3 (66.7%) of the plan, mean_reward=1.00, errors=0, ")
-    assert ("• Score: 2/2 run (100.0%), mean reward 1.00, errors=0; 1 of 3 planned tasks not run (budget), "
-            "so 2/3 (66.7%) of the plan") in out
+    assert index_of(
+        out, "Job complete: 2/2 (100.0%) run, 2/3 (66.7%) of the plan, mean_reward=1.00, errors=0, "
+    )
+    assert (
+        "• Score: 2/2 run (100.0%), mean reward 1.00, errors=0; 1 of 3 planned tasks not run (budget), "
+        "so 2/3 (66.7%) of the plan"
+    ) in out
     assert f"Budget: {reached}; 0 running trial(s) cancelled, 1 not started {NOT_FAILURES}" in out
     assert "Outcomes: 2 scored (2 passed, 0 failed), 0 unscored, 0 errored" in out
     summary = summary_of(job)
@@ -280,15 +368,39 @@ def test_rollout_cap_lets_running_trials_finish_and_starts_no_more(docker_client
     assert owned_containers(docker_client, job.name) == []
 
 
-def test_a_rollout_without_a_usd_cost_warns_once_under_a_cost_cap(docker_client, bench_env, tmp_path):
+def test_a_rollout_without_a_usd_cost_warns_once_under_a_cost_cap(
+    docker_client, bench_env, tmp_path
+):
     # given one task that spends through the proxy and two whose image build fails, so their rollouts
     # end before the agent starts and report no cost
     make_tasks(tmp_path, ["good"])
-    make_tasks(tmp_path, ["unbuildable-1", "unbuildable-2"], dockerfile="FROM debian:bookworm-slim\nRUN exit 3\n")
+    make_tasks(
+        tmp_path,
+        ["unbuildable-1", "unbuildable-2"],
+        dockerfile="FROM debian:bookworm-slim\nRUN exit 3\n",
+    )
     agent = make_agent(tmp_path, "spend.sh", SPEND)
     # when
-    proc = run_bench(["run", "tasks", "-a", f"script:{agent}", "-m", "mock/oracle", "-j", "1", "--retry-attempts", "0",
-                      "--max-cost-usd", "1", "--jobs-dir", "jobs"], env=bench_env, cwd=tmp_path)
+    proc = run_bench(
+        [
+            "run",
+            "tasks",
+            "-a",
+            f"script:{agent}",
+            "-m",
+            "mock/oracle",
+            "-j",
+            "1",
+            "--retry-attempts",
+            "0",
+            "--max-cost-usd",
+            "1",
+            "--jobs-dir",
+            "jobs",
+        ],
+        env=bench_env,
+        cwd=tmp_path,
+    )
     # then
     assert proc.returncode == 1, proc.stdout + proc.stderr  # the build errors are errors
     assert proc.stderr.count(USD_UNKNOWN_WARNING) == 1, proc.stderr
@@ -308,8 +420,26 @@ def test_with_trials_each_repeat_is_a_job_with_its_own_cap(docker_client, bench_
     make_tasks(tmp_path, ["alpha", "beta"])
     agent = make_agent(tmp_path, "spend.sh", SPEND)
     # when
-    proc = run_bench(["run", "tasks", "-a", f"script:{agent}", "-m", "mock/oracle", "-j", "1", "--trials", "2",
-                      "--max-cost-usd", "0.0001", "--jobs-dir", "jobs"], env=bench_env, cwd=tmp_path)
+    proc = run_bench(
+        [
+            "run",
+            "tasks",
+            "-a",
+            f"script:{agent}",
+            "-m",
+            "mock/oracle",
+            "-j",
+            "1",
+            "--trials",
+            "2",
+            "--max-cost-usd",
+            "0.0001",
+            "--jobs-dir",
+            "jobs",
+        ],
+        env=bench_env,
+        cwd=tmp_path,
+    )
     # then each repeat reaches its own cap after one trial, rather than the first repeat's spend stopping the second
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout.splitlines()
@@ -320,34 +450,59 @@ def test_with_trials_each_repeat_is_a_job_with_its_own_cap(docker_client, bench_
     assert len(reached) == 2, proc.stdout
     for line, result in zip(reached, sorted(results, key=lambda r: r["trial_index"]), strict=True):
         cost = result["agent_result"]["cost_usd"]
-        assert line == (f"budget reached: ${cost:.4f} USD spent of a $0.0001 cap; "
-                        "stopping: no new rollouts, 0 running trial(s) cancelled")
-        assert out.index(line) < index_of(out, f"[PASS] {result['trial_name']} (reward=1.00, tools=0)")
+        assert line == (
+            f"budget reached: ${cost:.4f} USD spent of a $0.0001 cap; "
+            "stopping: no new rollouts, 0 running trial(s) cancelled"
+        )
+        assert out.index(line) < index_of(
+            out, f"[PASS] {result['trial_name']} (reward=1.00, tools=0)"
+        )
     ran = {r["trial_name"] for r in results}
     kept_out = sorted({"alpha", "beta", "alpha#1", "beta#1"} - ran)
     summary = summary_of(job)
     assert summary["total"] == 2 and summary["planned"] == 4
     assert sorted(summary["not_run"]) == kept_out
     assert sorted(summary["budget"]["not_started"]) == kept_out
-    assert any(line.endswith("2 of 4 planned tasks not run (budget), so 2/4 (50.0%) of the plan") for line in out)
+    assert any(
+        line.endswith("2 of 4 planned tasks not run (budget), so 2/4 (50.0%) of the plan")
+        for line in out
+    )
 
 
-def test_an_errored_trial_whose_retry_the_rollout_cap_blocks_is_errored_not_not_started(docker_client, bench_env, tmp_path):
+def test_an_errored_trial_whose_retry_the_rollout_cap_blocks_is_errored_not_not_started(
+    docker_client, bench_env, tmp_path
+):
     # given two tasks whose agent cannot run (exit 127, retried) and whose verifier writes no reward
     for name in ("a1", "b1"):
         write_task(tmp_path / "t2", name, test_sh="true\n")
     agent = make_agent(tmp_path, "fail127.sh", "#!/bin/bash\nexit 127\n")
     # when a cap of two rollouts runs out before their retries
-    proc = run_bench(["run", "t2", "-a", f"script:{agent}", "-j", "1", "--max-rollouts", "2", "--jobs-dir", "jobs"],
-                     env=bench_env, cwd=tmp_path)
+    proc = run_bench(
+        [
+            "run",
+            "t2",
+            "-a",
+            f"script:{agent}",
+            "-j",
+            "1",
+            "--max-rollouts",
+            "2",
+            "--jobs-dir",
+            "jobs",
+        ],
+        env=bench_env,
+        cwd=tmp_path,
+    )
     # then each ran once and counts as errored; neither is listed as not started
     assert proc.returncode == 1, proc.stdout + proc.stderr
     out = proc.stdout.splitlines()
     [job] = job_dirs(tmp_path / "jobs")
     assert sorted(r["trial_name"] for r in results_of(job)) == ["a1", "b1"]
     reached = "budget reached: 2 rollouts started of a 2 cap"
-    assert (f"Budget: {reached}; 0 running trial(s) cancelled, 0 not started {NOT_FAILURES}; 2 errored trial(s) "
-            "not retried (the cap stopped their retry; their last attempt counts)") in out
+    assert (
+        f"Budget: {reached}; 0 running trial(s) cancelled, 0 not started {NOT_FAILURES}; 2 errored trial(s) "
+        "not retried (the cap stopped their retry; their last attempt counts)"
+    ) in out
     assert "Outcomes: 0 scored (0 passed, 0 failed), 0 unscored, 2 errored" in out
     summary = summary_of(job)
     assert (summary["total"], summary["errored"], summary["not_run"]) == (2, 2, [])
@@ -361,12 +516,25 @@ def started_folders(job: Path) -> list[Path]:
     return sorted(p for p in job.iterdir() if p.is_dir() and "__" in p.name)
 
 
-def test_a_warm_pool_sandbox_that_never_ran_is_no_rollout_live_or_on_resume(docker_client, bench_env, tmp_path):
+def test_a_warm_pool_sandbox_that_never_ran_is_no_rollout_live_or_on_resume(
+    docker_client, bench_env, tmp_path
+):
     # given four tasks at -j 2 (one sandbox prepared ahead) and a cost cap of about one and a half trials
     names = ["alpha", "beta", "gamma", "delta"]
     make_tasks(tmp_path, names)
     agent = make_agent(tmp_path, "spend.sh", SPEND)
-    base = ["run", "tasks", "-a", f"script:{agent}", "-m", "mock/oracle", "-j", "2", "--jobs-dir", "jobs"]
+    base = [
+        "run",
+        "tasks",
+        "-a",
+        f"script:{agent}",
+        "-m",
+        "mock/oracle",
+        "-j",
+        "2",
+        "--jobs-dir",
+        "jobs",
+    ]
     # when
     proc = run_bench([*base, "--max-cost-usd", "0.003"], env=bench_env, cwd=tmp_path)
     # then every rollout counted is an attempt that started: a sandbox prepared and discarded leaves
@@ -384,8 +552,13 @@ def test_a_warm_pool_sandbox_that_never_ran_is_no_rollout_live_or_on_resume(dock
     assert shown.returncode == 0, shown.stdout + shown.stderr
     kept = len(budget["cancelled"]) + len(budget["not_started"])
     ran = 4 - kept
-    assert f"Counted:   {ran} trials attempted, {ran} scored ({ran} passed)" in shown.stdout, shown.stdout
-    assert "0 execution errors" in shown.stdout and f"100.0% of attempted ({ran}/{ran})" in shown.stdout
+    assert f"Counted:   {ran} trials attempted, {ran} scored ({ran} passed)" in shown.stdout, (
+        shown.stdout
+    )
+    assert (
+        "0 execution errors" in shown.stdout
+        and f"100.0% of attempted ({ran}/{ran})" in shown.stdout
+    )
     listed = shown.stdout.split("Not run:")[1].splitlines()[0]
     assert f" {kept} trials a job cap kept from running, not counted as failures: " in listed
     for name in budget["cancelled"]:
@@ -404,11 +577,24 @@ def test_a_warm_pool_sandbox_that_never_ran_is_no_rollout_live_or_on_resume(dock
     assert again["reason"] == f"budget reached: {cap} rollouts started of a {cap} cap"
 
 
-def test_what_a_cancelled_trial_spent_counts_in_the_cap_the_cost_line_and_on_resume(docker_client, bench_env, tmp_path):
+def test_what_a_cancelled_trial_spent_counts_in_the_cap_the_cost_line_and_on_resume(
+    docker_client, bench_env, tmp_path
+):
     # given two agents that each call the model once and then work on, under a 10 s sandbox-seconds cap
     make_tasks(tmp_path, ["alpha", "beta"])
     agent = make_agent(tmp_path, "spend-then-sleep.sh", SPEND + "sleep 300\n")
-    base = ["run", "tasks", "-a", f"script:{agent}", "-m", "mock/oracle", "-j", "2", "--jobs-dir", "jobs"]
+    base = [
+        "run",
+        "tasks",
+        "-a",
+        f"script:{agent}",
+        "-m",
+        "mock/oracle",
+        "-j",
+        "2",
+        "--jobs-dir",
+        "jobs",
+    ]
     # when the cap cancels them both
     proc = run_bench([*base, "--max-sandbox-seconds", "10"], env=bench_env, cwd=tmp_path)
     # then no result.json; each timing.json records why and what the proxy counted for its agent, as
@@ -432,14 +618,22 @@ def test_what_a_cancelled_trial_spent_counts_in_the_cap_the_cost_line_and_on_res
     assert summary["budget"]["spent"]["tokens"] == tokens
     assert summary["budget"]["spent"]["cost_usd"] == round(cost, 6)
     assert (summary["total"], summary["errored"]) == (0, 0)
-    assert (summary["total_tokens"], summary["usage_coverage"]["budget_cancelled_attempts"]) == (tokens, 2)
+    assert (summary["total_tokens"], summary["usage_coverage"]["budget_cancelled_attempts"]) == (
+        tokens,
+        2,
+    )
     assert f"Cost:      ${cost:.2f}, {tokens:,} tokens" in proc.stdout.splitlines(), proc.stdout
     # bench results lists them apart, not as attempted, errored or interrupted
     shown = run_bench(["results", str(job)], env=bench_env, cwd=tmp_path)
     assert shown.returncode == 0, shown.stdout + shown.stderr
-    assert "Counted:   0 trials attempted" in shown.stdout and "0 execution errors" in shown.stdout, shown.stdout
-    assert re.search(r"Not run:   2 trials a job cap kept from running, not counted as failures: "
-                     r"(alpha|beta) \(cancelled\), (alpha|beta) \(cancelled\)", shown.stdout), shown.stdout
+    assert (
+        "Counted:   0 trials attempted" in shown.stdout and "0 execution errors" in shown.stdout
+    ), shown.stdout
+    assert re.search(
+        r"Not run:   2 trials a job cap kept from running, not counted as failures: "
+        r"(alpha|beta) \(cancelled\), (alpha|beta) \(cancelled\)",
+        shown.stdout,
+    ), shown.stdout
     assert "0 interrupted" in shown.stdout, shown.stdout
 
     # when it resumes under a token cap of exactly what they spent: it stops at once
@@ -453,11 +647,27 @@ def test_what_a_cancelled_trial_spent_counts_in_the_cap_the_cost_line_and_on_res
 
 def test_a_warm_pool_trial_clock_leaves_out_its_wait_for_a_slot(docker_client, bench_env, tmp_path):
     # given three tasks at -j 2: the third's sandbox is prepared while the first two run for 4 s
-    make_tasks(tmp_path, ["alpha", "beta", "gamma"], dockerfile="FROM debian:bookworm-slim\nWORKDIR /app\n")
+    make_tasks(
+        tmp_path, ["alpha", "beta", "gamma"], dockerfile="FROM debian:bookworm-slim\nWORKDIR /app\n"
+    )
     agent = make_agent(tmp_path, "slow.sh", "#!/bin/bash\nsleep 4\n")
     # when
-    proc = run_bench(["run", "tasks", "-a", f"script:{agent}", "-j", "2", "--max-sandbox-seconds", "600",
-                      "--jobs-dir", "jobs"], env=bench_env, cwd=tmp_path)
+    proc = run_bench(
+        [
+            "run",
+            "tasks",
+            "-a",
+            f"script:{agent}",
+            "-j",
+            "2",
+            "--max-sandbox-seconds",
+            "600",
+            "--jobs-dir",
+            "jobs",
+        ],
+        env=bench_env,
+        cwd=tmp_path,
+    )
     # then each trial's timing.total is its set-up and its run, not the time its sandbox waited
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [job] = job_dirs(tmp_path / "jobs")
@@ -466,10 +676,17 @@ def test_a_warm_pool_trial_clock_leaves_out_its_wait_for_a_slot(docker_client, b
     waits = []
     for result in results:
         timing = result["timing"]
-        phases = sum(timing.get(k) or 0.0 for k in ("environment_setup", "agent_setup", "agent_execution", "verifier"))
+        phases = sum(
+            timing.get(k) or 0.0
+            for k in ("environment_setup", "agent_setup", "agent_execution", "verifier")
+        )
         assert timing["total"] < phases + 1.0, timing
-        span = (datetime.fromisoformat(result["finished_at"]) - datetime.fromisoformat(result["started_at"]))
+        span = datetime.fromisoformat(result["finished_at"]) - datetime.fromisoformat(
+            result["started_at"]
+        )
         waits.append(span.total_seconds() - timing["total"])
     assert max(waits) >= 2.0, waits  # one sandbox was ready long before its slot
     # and the sandbox-seconds cap counts the same seconds
-    assert summary_of(job)["budget"]["spent"]["sandbox_seconds"] == round(sum(r["timing"]["total"] for r in results), 1)
+    assert summary_of(job)["budget"]["spent"]["sandbox_seconds"] == round(
+        sum(r["timing"]["total"] for r in results), 1
+    )

@@ -22,7 +22,9 @@ JOB = r"\d{4}-\d\d-\d\d__\d\d-\d\d-\d\d"
 
 def five_tasks(root: Path) -> Path:
     for i in range(5):
-        write_task(root / "skillsbench-tasks", f"task-{i}", test_sh="echo 0 > /logs/verifier/reward.txt\n")
+        write_task(
+            root / "skillsbench-tasks", f"task-{i}", test_sh="echo 0 > /logs/verifier/reward.txt\n"
+        )
     return root / "skillsbench-tasks"
 
 
@@ -35,8 +37,12 @@ def slow_agent(root: Path, seconds: int = 4) -> Path:
 
 def start_bench(args: list[str], env: dict, cwd: Path) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "benchflow_site.cli", *args], cwd=cwd, env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [sys.executable, "-m", "benchflow_site.cli", *args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -53,15 +59,26 @@ def owned(docker_client, job_name: str) -> list:
     return docker_client.containers.list(all=True, filters={"label": f"benchflow.job={job_name}"})
 
 
-@pytest.mark.parametrize(("sig", "word", "code"), [(signal.SIGTERM, "Terminated (SIGTERM)", 143),
-                                                    (signal.SIGINT, "Interrupted (SIGINT)", 130)])
+@pytest.mark.parametrize(
+    ("sig", "word", "code"),
+    [(signal.SIGTERM, "Terminated (SIGTERM)", 143), (signal.SIGINT, "Interrupted (SIGINT)", 130)],
+)
 def test_a_stopped_run_cleans_up_and_the_rerun_resumes_only_what_did_not_finish(
     docker_client, bench_env, tmp_path, sig, word, code
 ):
     # given five tasks and a script agent that only waits
     five_tasks(tmp_path)
     slow_agent(tmp_path)
-    cmd = ["run", "skillsbench-tasks", "-a", "script:./slow.sh", "-j", "1", "--jobs-dir", "jobs/stop"]
+    cmd = [
+        "run",
+        "skillsbench-tasks",
+        "-a",
+        "script:./slow.sh",
+        "-j",
+        "1",
+        "--jobs-dir",
+        "jobs/stop",
+    ]
     proc = start_bench(cmd, bench_env, tmp_path)
     # when two trials have finished and the third runs, the run is stopped
     wait_for_results(tmp_path / "jobs" / "stop", 2)
@@ -85,7 +102,10 @@ def test_a_stopped_run_cleans_up_and_the_rerun_resumes_only_what_did_not_finish(
         f"Resuming into existing job directory: {job.name} (finished tasks are reused; pass a new job_name, "
         "or --fresh on the CLI, for a new run)"
     )
-    assert lines[1] == "Job: 5 tasks, 2 done, 3 to run (concurrency=1, warm pool: up to 0 prepared sandboxes)"
+    assert (
+        lines[1]
+        == "Job: 5 tasks, 2 done, 3 to run (concurrency=1, warm pool: up to 0 prepared sandboxes)"
+    )
     assert len(results_of(job)) == 5  # the three that had not finished, and no other
     assert {r["task_name"] for r in results_of(job)} == {f"task-{i}" for i in range(5)}
 
@@ -98,8 +118,11 @@ def test_a_stopped_run_cleans_up_and_the_rerun_resumes_only_what_did_not_finish(
 def test_a_second_signal_during_clean_up_is_ignored(docker_client, bench_env, tmp_path):
     five_tasks(tmp_path)
     slow_agent(tmp_path, seconds=20)
-    proc = start_bench(["run", "skillsbench-tasks", "-a", "script:./slow.sh", "-j", "2", "--jobs-dir", "jobs"],
-                       bench_env, tmp_path)
+    proc = start_bench(
+        ["run", "skillsbench-tasks", "-a", "script:./slow.sh", "-j", "2", "--jobs-dir", "jobs"],
+        bench_env,
+        tmp_path,
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not list((tmp_path / "jobs").glob("*/*/config.json")):
         time.sleep(0.2)
@@ -114,7 +137,9 @@ def test_a_second_signal_during_clean_up_is_ignored(docker_client, bench_env, tm
     assert owned(docker_client, job.name) == []
 
 
-def test_kill_9_then_rerun_reaps_the_orphans_and_runs_no_finished_trial_again(docker_client, bench_env, tmp_path):
+def test_kill_9_then_rerun_reaps_the_orphans_and_runs_no_finished_trial_again(
+    docker_client, bench_env, tmp_path
+):
     five_tasks(tmp_path)
     slow_agent(tmp_path, seconds=30)
     fast = tmp_path / "skillsbench-tasks"
@@ -122,7 +147,9 @@ def test_kill_9_then_rerun_reaps_the_orphans_and_runs_no_finished_trial_again(do
     # a first run finishes nothing: killed hard while two agents run
     proc = start_bench(cmd, bench_env, tmp_path)
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and len(list((tmp_path / "jobs").glob("*/*/sandbox.json"))) < 2:
+    while (
+        time.monotonic() < deadline and len(list((tmp_path / "jobs").glob("*/*/sandbox.json"))) < 2
+    ):
         time.sleep(0.2)
     proc.kill()
     proc.communicate(timeout=30)
@@ -132,7 +159,9 @@ def test_kill_9_then_rerun_reaps_the_orphans_and_runs_no_finished_trial_again(do
     slow_agent(tmp_path, seconds=0)
     again = run_bench(cmd, env=bench_env, cwd=tmp_path)
     assert again.returncode == 0, again.stdout + again.stderr
-    assert again.stdout.splitlines()[0].startswith(f"Resuming into existing job directory: {job.name}")
+    assert again.stdout.splitlines()[0].startswith(
+        f"Resuming into existing job directory: {job.name}"
+    )
     assert "Job: 5 tasks, 0 done, 5 to run" in again.stdout
     assert owned(docker_client, job.name) == []
     finished = {r["task_name"]: r for r in results_of(job)}
@@ -143,11 +172,17 @@ def test_kill_9_then_rerun_reaps_the_orphans_and_runs_no_finished_trial_again(do
     assert len(results_of(job)) == 5
 
 
-def test_oracle_then_nop_into_one_jobs_folder_starts_a_job_of_its_own(docker_client, bench_env, tmp_path):
-    first = run_bench(["run", str(EXAMPLES), "-i", "hello-world", "-a", "oracle"], env=bench_env, cwd=tmp_path)
+def test_oracle_then_nop_into_one_jobs_folder_starts_a_job_of_its_own(
+    docker_client, bench_env, tmp_path
+):
+    first = run_bench(
+        ["run", str(EXAMPLES), "-i", "hello-world", "-a", "oracle"], env=bench_env, cwd=tmp_path
+    )
     assert first.returncode == 0, first.stdout + first.stderr
     [oracle_job] = job_dirs(tmp_path / "jobs")
-    second = run_bench(["run", str(EXAMPLES), "-i", "hello-world", "-a", "nop"], env=bench_env, cwd=tmp_path)
+    second = run_bench(
+        ["run", str(EXAMPLES), "-i", "hello-world", "-a", "nop"], env=bench_env, cwd=tmp_path
+    )
     new = [j for j in job_dirs(tmp_path / "jobs") if j != oracle_job]
     assert len(new) == 1
     assert second.stdout.splitlines()[0] == (
@@ -155,7 +190,9 @@ def test_oracle_then_nop_into_one_jobs_folder_starts_a_job_of_its_own(docker_cli
         f"(this run: 'nop'). Its results stay in their own job; bench eval resume jobs/{oracle_job.name} "
         "finishes it with its own settings."
     )
-    third = run_bench(["run", str(EXAMPLES), "-i", "hello-world", "-a", "nop"], env=bench_env, cwd=tmp_path)
+    third = run_bench(
+        ["run", str(EXAMPLES), "-i", "hello-world", "-a", "nop"], env=bench_env, cwd=tmp_path
+    )
     assert "Job: 1 task, 1 done, 0 to run" in third.stdout
     assert len(job_dirs(tmp_path / "jobs")) == 2
 
@@ -168,19 +205,39 @@ def test_fresh_always_starts_a_new_job_and_job_names_one(docker_client, bench_en
     named = run_bench([*args, "--job", "baseline"], env=bench_env, cwd=tmp_path)
     assert named.returncode == 0 and (tmp_path / "jobs" / "baseline" / "summary.json").is_file()
     again = run_bench([*args, "--job", "baseline"], env=bench_env, cwd=tmp_path)
-    assert again.stdout.splitlines()[0].startswith("Resuming into existing job directory: baseline ")
+    assert again.stdout.splitlines()[0].startswith(
+        "Resuming into existing job directory: baseline "
+    )
     assert "Job: 1 task, 1 done, 0 to run" in again.stdout
 
 
-def test_eval_resume_reads_the_recorded_settings_and_asks_for_secrets_by_name(docker_client, bench_env, tmp_path):
+def test_eval_resume_reads_the_recorded_settings_and_asks_for_secrets_by_name(
+    docker_client, bench_env, tmp_path
+):
     write_task(tmp_path / "tasks", "t1", test_sh="echo 1 > /logs/verifier/reward.txt\n")
     write_task(tmp_path / "tasks", "t2", test_sh="echo 1 > /logs/verifier/reward.txt\n")
     agent = tmp_path / "agent.sh"
     agent.write_text('#!/bin/bash\n[ -n "$SERVICE_TOKEN" ] || exit 3\n')
     agent.chmod(0o755)
     # a job that ran one of two tasks
-    run_bench(["run", "tasks", "-i", "t1", "-a", f"script:{agent}", "--agent-env", "SERVICE_TOKEN=abc123secret",
-               "--agent-env", "MODE=fast", "--job", "j"], env=bench_env, cwd=tmp_path)
+    run_bench(
+        [
+            "run",
+            "tasks",
+            "-i",
+            "t1",
+            "-a",
+            f"script:{agent}",
+            "--agent-env",
+            "SERVICE_TOKEN=abc123secret",
+            "--agent-env",
+            "MODE=fast",
+            "--job",
+            "j",
+        ],
+        env=bench_env,
+        cwd=tmp_path,
+    )
     job = tmp_path / "jobs" / "j"
     evaluation = json.loads((job / "evaluation.json").read_text())
     assert evaluation["agent_env"] == {"MODE": "fast"}
@@ -190,7 +247,11 @@ def test_eval_resume_reads_the_recorded_settings_and_asks_for_secrets_by_name(do
     assert refused.returncode == 2
     assert "SERVICE_TOKEN" in refused.stderr and "Traceback" not in refused.stderr
     # with it: resumes the recorded job (tasks and agent from evaluation.json)
-    ok = run_bench(["eval", "resume", "jobs/j", "--agent-env", "SERVICE_TOKEN=abc123secret"], env=bench_env, cwd=tmp_path)
+    ok = run_bench(
+        ["eval", "resume", "jobs/j", "--agent-env", "SERVICE_TOKEN=abc123secret"],
+        env=bench_env,
+        cwd=tmp_path,
+    )
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert "Job: 1 task, 1 done, 0 to run" in ok.stdout
 
@@ -201,7 +262,10 @@ def test_a_second_live_run_on_the_same_job_is_refused(docker_client, bench_env, 
     cmd = ["run", "skillsbench-tasks", "-a", "script:./slow.sh", "-j", "1", "--job", "busy"]
     first = start_bench(cmd, bench_env, tmp_path)
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not (tmp_path / "jobs" / "busy" / "evaluation.json").exists():
+    while (
+        time.monotonic() < deadline
+        and not (tmp_path / "jobs" / "busy" / "evaluation.json").exists()
+    ):
         time.sleep(0.2)
     second = run_bench(cmd, env=bench_env, cwd=tmp_path)
     first.send_signal(signal.SIGTERM)
@@ -219,14 +283,32 @@ def test_not_a_job_folder_is_a_usage_error(bench_env, tmp_path):
 
 
 def test_results_prints_denominators_and_one_row_per_trial(docker_client, bench_env, tmp_path):
-    run_bench(["run", str(EXAMPLES), "-i", "hello-world", "-i", "count-words", "-a", "oracle", "--job", "r"],
-              env=bench_env, cwd=tmp_path)
+    run_bench(
+        [
+            "run",
+            str(EXAMPLES),
+            "-i",
+            "hello-world",
+            "-i",
+            "count-words",
+            "-a",
+            "oracle",
+            "--job",
+            "r",
+        ],
+        env=bench_env,
+        cwd=tmp_path,
+    )
     table = run_bench(["results", "jobs/r"], env=bench_env, cwd=tmp_path)
     assert table.returncode == 0
     assert "hello-world" in table.stdout and "count-words" in table.stdout
-    as_json = json.loads(run_bench(["results", "jobs/r", "--json"], env=bench_env, cwd=tmp_path).stdout)
+    as_json = json.loads(
+        run_bench(["results", "jobs/r", "--json"], env=bench_env, cwd=tmp_path).stdout
+    )
     assert len(as_json["trials"]) == 2
-    csv = run_bench(["results", "jobs/r", "--csv", "--attempts", "all"], env=bench_env, cwd=tmp_path).stdout
+    csv = run_bench(
+        ["results", "jobs/r", "--csv", "--attempts", "all"], env=bench_env, cwd=tmp_path
+    ).stdout
     assert csv.splitlines()[0].startswith("task,") and len(csv.strip().splitlines()) == 3
     assert os.path.isdir(tmp_path / "jobs" / "r")
 
@@ -244,12 +326,17 @@ def test_a_trial_a_job_cap_cancelled_is_run_again_on_resume(docker_client, bench
     timing = json.loads((cancelled / "timing.json").read_text())
     assert timing["cancelled"] is True and timing["cancelled_by"].startswith("budget reached: ")
     listed = run_bench(["results", str(job)], env=bench_env, cwd=tmp_path).stdout
-    assert "Not run:   1 trials a job cap kept from running, not counted as failures: alpha (cancelled)" in listed
+    assert (
+        "Not run:   1 trials a job cap kept from running, not counted as failures: alpha (cancelled)"
+        in listed
+    )
     # when the job resumes with room to finish it
     rerun = run_bench([*base, "--max-sandbox-seconds", "600"], env=bench_env, cwd=tmp_path)
     # then the trial runs again and its finished attempt counts, never the cancelled one
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
-    assert rerun.stdout.splitlines()[0].startswith(f"Resuming into existing job directory: {job.name} ")
+    assert rerun.stdout.splitlines()[0].startswith(
+        f"Resuming into existing job directory: {job.name} "
+    )
     assert "Job: 1 task, 0 done, 1 to run" in rerun.stdout, rerun.stdout
     [result] = results_of(job)
     assert result["rewards"]["reward"] == 1.0 and len(list(job.glob("alpha__*"))) == 2

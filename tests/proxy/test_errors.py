@@ -69,7 +69,12 @@ async def test_an_upstream_key_quoted_in_an_error_reaches_neither_the_agent_nor_
 ) -> None:
     # given a provider that quotes the key it was sent in its rate-limit error
     key, log = register("openai/gpt-4o")
-    quoted = {"error": {"message": f"Rate limit reached for key {OPENAI_UPSTREAM_KEY}", "type": "requests"}}
+    quoted = {
+        "error": {
+            "message": f"Rate limit reached for key {OPENAI_UPSTREAM_KEY}",
+            "type": "requests",
+        }
+    }
     upstream.fail_next.append((429, quoted))
     # when the agent's call gets that answer
     with pytest.raises(openai.RateLimitError) as err:
@@ -79,19 +84,26 @@ async def test_an_upstream_key_quoted_in_an_error_reaches_neither_the_agent_nor_
     assert "Rate limit reached for key [REDACTED]" in err.value.body["message"]
     u = proxy.registry.usage(key)
     assert u.errors == {"provider_rate_limit": 1}
-    assert "Rate limit reached for key" in (u.last_error or "") and OPENAI_UPSTREAM_KEY not in (u.last_error or "")
+    assert "Rate limit reached for key" in (u.last_error or "") and OPENAI_UPSTREAM_KEY not in (
+        u.last_error or ""
+    )
     [line] = read_log(proxy, log)
     assert OPENAI_UPSTREAM_KEY not in json.dumps(line)
 
 
-async def test_a_request_with_nan_still_makes_a_strict_json_log_line(proxy, register, upstream) -> None:
+async def test_a_request_with_nan_still_makes_a_strict_json_log_line(
+    proxy, register, upstream
+) -> None:
     # given a request body that Python's json accepts but JSON does not (NaN), sent unchanged
     key, log = register("openai/gpt-4o")
     body = b'{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}],"temperature":NaN}'
     # when it goes through the proxy
     async with httpx.AsyncClient() as http:
-        r = await http.post(proxy.url + "/v1/chat/completions", content=body,
-                            headers={"authorization": f"Bearer {key}", "content-type": "application/json"})
+        r = await http.post(
+            proxy.url + "/v1/chat/completions",
+            content=body,
+            headers={"authorization": f"Bearer {key}", "content-type": "application/json"},
+        )
     assert r.status_code == 200
     assert upstream.seen[-1].raw == body  # passed on unchanged
     # then the log line is strict JSON, the request in it re-serialised (NaN as null)
@@ -127,7 +139,9 @@ async def test_anthropic_sdk_sees_a_rate_limit(proxy, register, upstream) -> Non
     assert proxy.registry.usage(key).errors == {"provider_rate_limit": 1}
 
 
-async def test_a_stream_the_upstream_breaks_reaches_the_agent_broken(proxy, register, upstream) -> None:
+async def test_a_stream_the_upstream_breaks_reaches_the_agent_broken(
+    proxy, register, upstream
+) -> None:
     # given an upstream that dies after two frames of a stream
     key, log = register("openai/gpt-4o")
     upstream.break_after = 2
@@ -223,7 +237,8 @@ async def test_the_secrets_an_agent_was_given_never_reach_its_log(proxy, registe
     assert token in proxy.registry.secrets()
     # when the agent sends it to its model (it ran `env` and the output went into the conversation)
     await openai_client(proxy, key).chat.completions.create(
-        model="m", messages=[{"role": "user", "content": f"GITHUB_TOKEN={token}"}])
+        model="m", messages=[{"role": "user", "content": f"GITHUB_TOKEN={token}"}]
+    )
     # then the line holds the call, not the token, and the value is forgotten with the attempt
     proxy.registry.unregister(key)
     text = log.read_text()
@@ -247,7 +262,9 @@ async def test_an_unreachable_upstream_is_a_502_in_the_apis_format(tmp_path) -> 
         await server.stop()
 
 
-async def test_a_body_over_the_servers_limit_reaches_both_sdks_with_its_reason(proxy, register, monkeypatch) -> None:
+async def test_a_body_over_the_servers_limit_reaches_both_sdks_with_its_reason(
+    proxy, register, monkeypatch
+) -> None:
     # given a proxy whose server takes bodies of at most 200 bytes
     from proxy import http11_conn
 

@@ -76,8 +76,10 @@ class ScriptedUpstream:
                 if how == "close":
                     break
                 if how == "partial":
-                    writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-                                 b"content-length: 1000\r\n\r\n" + ANSWER[:20])
+                    writer.write(
+                        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                        b"content-length: 1000\r\n\r\n" + ANSWER[:20]
+                    )
                     await writer.drain()
                     break
                 if how == "silent":
@@ -89,8 +91,10 @@ class ScriptedUpstream:
                     ctype = b"text/event-stream"
                 else:
                     body, ctype = ANSWER, b"application/json"
-                writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: %s\r\ncontent-length: %d\r\n\r\n%s"
-                             % (ctype, len(body), body))
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: %s\r\ncontent-length: %d\r\n\r\n%s"
+                    % (ctype, len(body), body)
+                )
                 await writer.drain()
         finally:
             writer.close()
@@ -105,8 +109,10 @@ async def scripted() -> AsyncIterator[ScriptedUpstream]:
 
 @pytest.fixture
 async def server(scripted: ScriptedUpstream, tmp_path: Path) -> AsyncIterator[ProxyServer]:
-    env = {"OPENAI_API_KEY": "sk-upstream-0123456789abcdef",
-           "BENCHFLOW_UPSTREAM_OPENAI_BASE_URL": scripted.url + "/v1"}
+    env = {
+        "OPENAI_API_KEY": "sk-upstream-0123456789abcdef",
+        "BENCHFLOW_UPSTREAM_OPENAI_BASE_URL": scripted.url + "/v1",
+    }
     proxy = ProxyServer(env=env)
     await proxy.start("127.0.0.1", 0)
     yield proxy
@@ -128,7 +134,9 @@ async def _pooled(proxy: ProxyServer, up: ScriptedUpstream, script: list[str]) -
     proxy._client._idle[proxy._client._parse(up.url)[0]].reverse()  # popped from the end
 
 
-async def test_a_dead_pooled_connection_is_sent_again_on_a_new_one(server, scripted, tmp_path) -> None:
+async def test_a_dead_pooled_connection_is_sent_again_on_a_new_one(
+    server, scripted, tmp_path
+) -> None:
     # given a pooled connection the upstream closes when a request arrives on it
     key, log = _register(server, tmp_path)
     await _pooled(server, scripted, ["close"])
@@ -166,7 +174,8 @@ async def test_a_silent_upstream_times_out(server, scripted, tmp_path) -> None:
     # when a call takes the fast lane, then the sweep fails it with a 502 within seconds
     with pytest.raises(openai.APIStatusError) as err:
         await asyncio.wait_for(
-            openai_client(server, key).chat.completions.create(model="gpt-4o", messages=MSGS), 5)
+            openai_client(server, key).chat.completions.create(model="gpt-4o", messages=MSGS), 5
+        )
     assert err.value.status_code == 502 and "upstream sent nothing" in err.value.message
     assert server.registry.usage(key).errors == {"infra_failure": 1}
 
@@ -178,9 +187,11 @@ async def test_a_stream_the_client_did_not_ask_for_is_passed_on_and_counted(
     key, log = _register(server, tmp_path)
     await _pooled(server, scripted, ["sse"])
     async with httpx.AsyncClient() as http:
-        resp = await http.post(server.url + "/v1/chat/completions",
-                               headers={"authorization": f"Bearer {key}"},
-                               json={"model": "gpt-4o", "messages": MSGS})
+        resp = await http.post(
+            server.url + "/v1/chat/completions",
+            headers={"authorization": f"Bearer {key}"},
+            json={"model": "gpt-4o", "messages": MSGS},
+        )
     # then the client gets the stream as sent, and its usage is counted
     assert resp.status_code == 200 and resp.content == b"".join(chat_frames("gpt-4o", True))
     assert server.app.fast_calls == 1
@@ -191,9 +202,11 @@ async def test_a_stream_the_client_did_not_ask_for_is_passed_on_and_counted(
 
 def _raw_request(key: str) -> bytes:
     body = json.dumps({"model": "gpt-4o", "messages": MSGS}).encode()
-    return (b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer %s\r\n"
-            b"content-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
-            % (key.encode(), len(body), body))
+    return (
+        b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer %s\r\n"
+        b"content-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
+        % (key.encode(), len(body), body)
+    )
 
 
 async def test_pipelined_calls_are_answered_in_order(server, scripted, tmp_path) -> None:

@@ -22,8 +22,15 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     time; /boom raises."""
     body = (await receive())["body"]
     path = scope["path"]
-    scope["_seen"].append({"method": scope["method"], "path": path, "body": body,
-                           "query": scope["query_string"], "headers": dict(scope["headers"])})
+    scope["_seen"].append(
+        {
+            "method": scope["method"],
+            "path": path,
+            "body": body,
+            "query": scope["query_string"],
+            "headers": dict(scope["headers"]),
+        }
+    )
     if path == "/boom":
         raise RuntimeError("the app failed")
     if path == "/silent":
@@ -43,15 +50,27 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         await send({"type": "http.response.body", "body": b""})
         return
     if path == "/stream":
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"text/event-stream")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/event-stream")],
+            }
+        )
         for n in range(3):
-            await send({"type": "http.response.body", "body": b"data: %d\n\n" % n, "more_body": True})
+            await send(
+                {"type": "http.response.body", "body": b"data: %d\n\n" % n, "more_body": True}
+            )
         scope["_seen"].append({"disconnect": await receive()})
         return
     out = b"%s %s %s" % (scope["method"].encode(), path.encode(), body)
-    await send({"type": "http.response.start", "status": 200,
-                "headers": [(b"content-type", b"text/plain"), (b"content-length", b"%d" % len(out))]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"text/plain"), (b"content-length", b"%d" % len(out))],
+        }
+    )
     await send({"type": "http.response.body", "body": out})
 
 
@@ -118,8 +137,10 @@ async def test_pipelined_requests_are_answered_in_order(served) -> None:
 
 async def test_a_chunked_request_body_arrives_whole(served) -> None:
     port, seen, _ = served
-    raw = (b"POST /c HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n"
-           b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n")
+    raw = (
+        b"POST /c HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n"
+        b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"
+    )
     out = await exchange(port, raw, until=b"hello world")
     assert b"POST /c hello world" in out and seen[0]["body"] == b"hello world"
 
@@ -137,8 +158,11 @@ async def test_a_body_in_many_tiny_chunks_arrives_whole_and_is_not_kept_afterwar
     # given a chunked body sent as 20000 two-byte chunks on a keep-alive connection
     port, seen, server = served
     pieces = [b"%02d" % (n % 100) for n in range(20000)]
-    raw = (b"POST /t HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n"
-           + b"".join(b"2\r\n%s\r\n" % p for p in pieces) + b"0\r\n\r\n")
+    raw = (
+        b"POST /t HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n"
+        + b"".join(b"2\r\n%s\r\n" % p for p in pieces)
+        + b"0\r\n\r\n"
+    )
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(raw)
     # when it has been answered
@@ -153,7 +177,9 @@ async def test_a_body_in_many_tiny_chunks_arrives_whole_and_is_not_kept_afterwar
 async def test_expect_100_continue_is_answered_before_the_body(served) -> None:
     port, _, _ = served
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(b"POST /e HTTP/1.1\r\nhost: x\r\ncontent-length: 4\r\nexpect: 100-continue\r\n\r\n")
+    writer.write(
+        b"POST /e HTTP/1.1\r\nhost: x\r\ncontent-length: 4\r\nexpect: 100-continue\r\n\r\n"
+    )
     interim = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
     assert interim == b"HTTP/1.1 100 Continue\r\n\r\n"
     writer.write(b"body")
@@ -162,7 +188,9 @@ async def test_expect_100_continue_is_answered_before_the_body(served) -> None:
     assert final.startswith(b"HTTP/1.1 200 OK")
 
 
-async def test_a_response_without_a_length_is_chunked_and_a_disconnect_reaches_the_app(served) -> None:
+async def test_a_response_without_a_length_is_chunked_and_a_disconnect_reaches_the_app(
+    served,
+) -> None:
     port, seen, _ = served
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(b"POST /stream HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n")
@@ -181,7 +209,9 @@ async def test_head_gets_headers_only(served) -> None:
     async with httpx.AsyncClient() as http:
         r = await http.head(f"http://127.0.0.1:{port}/h")
         again = await http.get(f"http://127.0.0.1:{port}/h")  # the connection is still usable
-    assert r.status_code == 200 and r.content == b"" and r.headers["content-length"] == "8"  # "HEAD /h "
+    assert (
+        r.status_code == 200 and r.content == b"" and r.headers["content-length"] == "8"
+    )  # "HEAD /h "
     assert again.text == "GET /h "
 
 
@@ -205,13 +235,17 @@ async def test_bad_requests_and_app_failures_get_an_error_and_a_closed_connectio
 async def test_a_body_over_the_limit_gets_413(served, monkeypatch) -> None:
     port, seen, _ = served
     monkeypatch.setattr(http11_conn, "MAX_BODY", 10)
-    out = await exchange(port, b"POST /big HTTP/1.1\r\nhost: x\r\ncontent-length: 20\r\n\r\n" + b"x" * 20)
+    out = await exchange(
+        port, b"POST /big HTTP/1.1\r\nhost: x\r\ncontent-length: 20\r\n\r\n" + b"x" * 20
+    )
     assert out.startswith(b"HTTP/1.1 413") and seen == []
     # in the error shape both SDKs read, so an agent's SDK shows why
     head, _, body = out.partition(b"\r\n\r\n")
     assert b"content-type: application/json" in head
-    assert json.loads(body)["error"] == {"type": "request_too_large",
-                                         "message": "Request body too large (over 10 bytes)"}
+    assert json.loads(body)["error"] == {
+        "type": "request_too_large",
+        "message": "Request body too large (over 10 bytes)",
+    }
 
 
 async def test_a_request_head_over_the_limit_gets_431(served) -> None:
@@ -293,7 +327,9 @@ async def test_a_request_head_sent_a_byte_at_a_time_gets_408_at_its_deadline(
     busy_writer.close()
 
 
-async def test_a_request_body_sent_a_byte_at_a_time_gets_408_at_its_deadline(served, monkeypatch) -> None:
+async def test_a_request_body_sent_a_byte_at_a_time_gets_408_at_its_deadline(
+    served, monkeypatch
+) -> None:
     port, seen, server = served
     monkeypatch.setattr(http11, "BODY_TIMEOUT", 0.2)
     # given a client whose head came whole and whose body trickles in, active all along
@@ -307,7 +343,8 @@ async def test_a_request_body_sent_a_byte_at_a_time_gets_408_at_its_deadline(ser
     out = await asyncio.wait_for(reader.read(), 5)
     assert out.startswith(b"HTTP/1.1 408"), out
     assert json.loads(out.partition(b"\r\n\r\n")[2])["error"]["message"] == (
-        "Request Timeout: the body took over 0.2 s")
+        "Request Timeout: the body took over 0.2 s"
+    )
     assert seen == []
     writer.close()
 
@@ -353,8 +390,9 @@ async def test_a_listeners_closer_waits_for_requests_whose_clients_left_then_can
     close = await server.add_listener(extra)
     for hold in (b"0.5", b"60"):
         _, writer = await asyncio.open_connection("127.0.0.1", extra.getsockname()[1])
-        writer.write(b"POST /hold HTTP/1.1\r\nhost: x\r\ncontent-length: %d\r\n\r\n%s"
-                     % (len(hold), hold))
+        writer.write(
+            b"POST /hold HTTP/1.1\r\nhost: x\r\ncontent-length: %d\r\n\r\n%s" % (len(hold), hold)
+        )
         writer.close()
     for _ in range(100):
         if len(seen) == 2 and all(c.closed for c in server.connections):
@@ -368,7 +406,9 @@ async def test_a_listeners_closer_waits_for_requests_whose_clients_left_then_can
     assert not server.connections
 
 
-async def test_a_sandboxs_connections_together_hold_at_most_its_body_limit(served, monkeypatch) -> None:
+async def test_a_sandboxs_connections_together_hold_at_most_its_body_limit(
+    served, monkeypatch
+) -> None:
     # given a sandbox listener whose connections may hold 100 bytes of request bodies in all
     port, seen, server = served
     monkeypatch.setattr(http11_conn, "MAX_SANDBOX_HELD", 100)
@@ -378,18 +418,24 @@ async def test_a_sandboxs_connections_together_hold_at_most_its_body_limit(serve
     w1.write(b"POST /a HTTP/1.1\r\nhost: x\r\ncontent-length: 80\r\n\r\n" + b"a" * 60)
     await w1.drain()
     await asyncio.sleep(0.1)
-    out = await exchange(sandbox_port, b"POST /b HTTP/1.1\r\nhost: x\r\ncontent-length: 80\r\n\r\n" + b"b" * 60)
+    out = await exchange(
+        sandbox_port, b"POST /b HTTP/1.1\r\nhost: x\r\ncontent-length: 80\r\n\r\n" + b"b" * 60
+    )
     # then the second is refused with 413 and why, in the SDKs' error shape, and never served
     assert out.startswith(b"HTTP/1.1 413"), out
     assert json.loads(out.partition(b"\r\n\r\n")[2])["error"]["message"] == (
-        "Request bodies in progress from this client's sandbox hold over 100 bytes")
+        "Request bodies in progress from this client's sandbox hold over 100 bytes"
+    )
     # and the first, within the limit, is served once its body is whole
     w1.write(b"a" * 20)
     assert (await asyncio.wait_for(r1.readuntil(b"a" * 80), 5)).endswith(b"POST /a " + b"a" * 80)
     assert [s["path"] for s in seen] == ["/a"]
     # and what a served request held is given back: the next one fits again
-    out = await exchange(sandbox_port, b"POST /c HTTP/1.1\r\nhost: x\r\ncontent-length: 90\r\n"
-                                       b"connection: close\r\n\r\n" + b"c" * 90)
+    out = await exchange(
+        sandbox_port,
+        b"POST /c HTTP/1.1\r\nhost: x\r\ncontent-length: 90\r\n"
+        b"connection: close\r\n\r\n" + b"c" * 90,
+    )
     assert out.startswith(b"HTTP/1.1 200"), out
     w1.close()
     await close()

@@ -224,47 +224,90 @@ async def test_script_replays_in_order_then_finishes(proxy, register, tmp_path) 
 async def test_script_calls_a_named_tool_the_request_offers(proxy, register, tmp_path) -> None:
     # given a script that calls Claude Code's Grep tool, then one the agent does not have
     script = tmp_path / "replies.json"
-    script.write_text(json.dumps([{"tool": "Grep", "args": {"pattern": "needle", "path": "/app"}},
-                                  {"tool": "WebSearch", "args": {"query": "x"}}]))
+    script.write_text(
+        json.dumps(
+            [
+                {"tool": "Grep", "args": {"pattern": "needle", "path": "/app"}},
+                {"tool": "WebSearch", "args": {"query": "x"}},
+            ]
+        )
+    )
     key, _ = register(f"mock/script:{script}")
     client = anthropic_client(proxy, key)
-    tools = [{"name": "Bash", "input_schema": BASH_SCHEMA},
-             {"name": "Grep", "input_schema": {"type": "object", "properties": {"pattern": {"type": "string"}}}}]
+    tools = [
+        {"name": "Bash", "input_schema": BASH_SCHEMA},
+        {
+            "name": "Grep",
+            "input_schema": {"type": "object", "properties": {"pattern": {"type": "string"}}},
+        },
+    ]
 
     async def ask() -> Any:
-        async with client.messages.stream(model="claude-sonnet-4-6", max_tokens=99,
-                                          messages=[{"role": "user", "content": "go"}], tools=tools) as s:
+        async with client.messages.stream(
+            model="claude-sonnet-4-6",
+            max_tokens=99,
+            messages=[{"role": "user", "content": "go"}],
+            tools=tools,
+        ) as s:
             return await s.get_final_message()
 
     # then the first reply is that call, with the script's arguments as given
     [use] = (await ask()).content
-    assert (use.type, use.name, use.input) == ("tool_use", "Grep", {"pattern": "needle", "path": "/app"})
+    assert (use.type, use.name, use.input) == (
+        "tool_use",
+        "Grep",
+        {"pattern": "needle", "path": "/app"},
+    )
     # and a tool the request does not offer is not called: the reply says what is offered
     [text] = (await ask()).content
     assert text.type == "text" and "'WebSearch'" in text.text and "Bash, Grep" in text.text
 
 
-async def test_script_calls_a_tool_in_a_namespace_as_codex_offers_them(proxy, register, tmp_path) -> None:
+async def test_script_calls_a_tool_in_a_namespace_as_codex_offers_them(
+    proxy, register, tmp_path
+) -> None:
     # given a script that spawns a sub-agent through Codex's multi_agent_v1 namespace
     script = tmp_path / "replies.json"
-    script.write_text(json.dumps([{"tool": "multi_agent_v1.spawn_agent", "args": {"message": "look around"}}]))
+    script.write_text(
+        json.dumps([{"tool": "multi_agent_v1.spawn_agent", "args": {"message": "look around"}}])
+    )
     key, _ = register(f"mock/script:{script}")
-    tools = [{"type": "function", "name": "exec_command", "parameters": {"type": "object"}},
-             {"type": "namespace", "name": "multi_agent_v1", "description": "sub-agents",
-              "tools": [{"type": "function", "name": "spawn_agent", "parameters": {"type": "object"}}]}]
+    tools = [
+        {"type": "function", "name": "exec_command", "parameters": {"type": "object"}},
+        {
+            "type": "namespace",
+            "name": "multi_agent_v1",
+            "description": "sub-agents",
+            "tools": [
+                {"type": "function", "name": "spawn_agent", "parameters": {"type": "object"}}
+            ],
+        },
+    ]
     # when Codex's Responses stream asks (through the raw API: the SDK's types predate namespaces)
     async with httpx.AsyncClient() as client:
-        resp = await client.post(f"{proxy.url}/v1/responses", headers={"authorization": f"Bearer {key}"},
-                                 json={"model": "m", "stream": True, "input": "go", "tools": tools})
-    done = [json.loads(line[6:]) for line in resp.text.splitlines()
-            if line.startswith("data: ") and '"response.completed"' in line]
+        resp = await client.post(
+            f"{proxy.url}/v1/responses",
+            headers={"authorization": f"Bearer {key}"},
+            json={"model": "m", "stream": True, "input": "go", "tools": tools},
+        )
+    done = [
+        json.loads(line[6:])
+        for line in resp.text.splitlines()
+        if line.startswith("data: ") and '"response.completed"' in line
+    ]
     # then the call names the tool and its namespace apart, as Codex reads them
     [item] = done[0]["response"]["output"]
-    assert (item["type"], item["namespace"], item["name"]) == ("function_call", "multi_agent_v1", "spawn_agent")
+    assert (item["type"], item["namespace"], item["name"]) == (
+        "function_call",
+        "multi_agent_v1",
+        "spawn_agent",
+    )
     assert json.loads(item["arguments"]) == {"message": "look around"}
 
 
-async def test_a_key_without_a_model_replays_the_script_its_requests_name(proxy, register, tmp_path) -> None:
+async def test_a_key_without_a_model_replays_the_script_its_requests_name(
+    proxy, register, tmp_path
+) -> None:
     # given a key of bench proxy's kind (no model of its own) and two scripts
     key, _ = register(None)
     first, second = tmp_path / "first.json", tmp_path / "second.json"
@@ -274,7 +317,8 @@ async def test_a_key_without_a_model_replays_the_script_its_requests_name(proxy,
 
     async def ask(model: str) -> str | None:
         resp = await client.chat.completions.create(
-            model=model, messages=[{"role": "user", "content": "go"}], tools=CHAT_BASH)
+            model=model, messages=[{"role": "user", "content": "go"}], tools=CHAT_BASH
+        )
         return resp.choices[0].message.content
 
     # then each request gets the named script's next reply, and another script starts from its first
@@ -290,14 +334,24 @@ async def test_a_tool_entry_waits_for_a_request_that_offers_it_and_can_use_the_l
 ) -> None:
     # given a script whose second entry waits on the agent a spawn returned
     script = tmp_path / "replies.json"
-    script.write_text(json.dumps([
-        {"tool": "spawn", "args": {"message": "go"}},
-        {"tool": "wait", "args": {"targets": ["$LAST_OUTPUT.agent_id"], "missing": "$LAST_OUTPUT.nope"}},
-        {"text": "all done"}]))
+    script.write_text(
+        json.dumps(
+            [
+                {"tool": "spawn", "args": {"message": "go"}},
+                {
+                    "tool": "wait",
+                    "args": {"targets": ["$LAST_OUTPUT.agent_id"], "missing": "$LAST_OUTPUT.nope"},
+                },
+                {"text": "all done"},
+            ]
+        )
+    )
     key, _ = register(f"mock/script:{script}")
     client = openai_client(proxy, key)
-    parent_tools = [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}}
-                    for n in ("spawn", "wait", "bash")]
+    parent_tools = [
+        {"type": "function", "function": {"name": n, "parameters": {"type": "object"}}}
+        for n in ("spawn", "wait", "bash")
+    ]
     sub_tools = parent_tools[2:]
 
     async def ask(tools: list[dict[str, Any]], messages: list[dict[str, Any]]) -> Any:
@@ -311,8 +365,18 @@ async def test_a_tool_entry_waits_for_a_request_that_offers_it_and_can_use_the_l
     said = await ask(sub_tools, [{"role": "user", "content": "go"}])
     assert said.tool_calls is None and "'wait'" in said.content
     # then the parent, with the spawn's output in its conversation, gets the wait with the id filled in
-    after = [*go, {"role": "assistant", "tool_calls": [spawn.tool_calls[0].model_dump()]},
-             {"role": "tool", "tool_call_id": spawn.tool_calls[0].id, "content": '{"agent_id": "a-17", "nickname": "N"}'}]
+    after = [
+        *go,
+        {"role": "assistant", "tool_calls": [spawn.tool_calls[0].model_dump()]},
+        {
+            "role": "tool",
+            "tool_call_id": spawn.tool_calls[0].id,
+            "content": '{"agent_id": "a-17", "nickname": "N"}',
+        },
+    ]
     wait = await ask(parent_tools, after)
-    assert json.loads(wait.tool_calls[0].function.arguments) == {"targets": ["a-17"], "missing": None}
+    assert json.loads(wait.tool_calls[0].function.arguments) == {
+        "targets": ["a-17"],
+        "missing": None,
+    }
     assert (await ask(parent_tools, after)).content == "all done"

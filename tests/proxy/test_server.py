@@ -37,7 +37,10 @@ async def test_an_unknown_path_is_answered_in_the_clients_own_error_format(proxy
     async with httpx.AsyncClient() as http:
         r = await http.get(proxy.url + "/v1/nothing", headers={"authorization": f"Bearer {key}"})
     assert r.json()["error"] == {
-        "message": "no route for GET /v1/nothing", "type": "not_found_error", "param": None, "code": "not_found",
+        "message": "no route for GET /v1/nothing",
+        "type": "not_found_error",
+        "param": None,
+        "code": "not_found",
     }
 
 

@@ -99,8 +99,30 @@ def test_key_looking_strings_are_redacted(text: str, redacted: bool) -> None:
 
 
 # Pieces that make keys, near-keys and word edges when strung together at random.
-PIECES = [b"sk-", b"bf-", b"Bearer ", b"bearer\t", b"earer", b"\\n", b"\\t", b"\\x", b"ta", b"de",
-          b"-", b"_", b".", b"/", b"=", b" ", b'"', b"abcdefgh", b"0123", b"XYZ", b"sk-proj-", b"\n"]
+PIECES = [
+    b"sk-",
+    b"bf-",
+    b"Bearer ",
+    b"bearer\t",
+    b"earer",
+    b"\\n",
+    b"\\t",
+    b"\\x",
+    b"ta",
+    b"de",
+    b"-",
+    b"_",
+    b".",
+    b"/",
+    b"=",
+    b" ",
+    b'"',
+    b"abcdefgh",
+    b"0123",
+    b"XYZ",
+    b"sk-proj-",
+    b"\n",
+]
 
 
 def test_redact_shapes_gives_what_the_pattern_substitution_gives() -> None:
@@ -124,17 +146,30 @@ def test_known_secrets_are_redacted_whatever_their_shape() -> None:
     ("line", "secrets", "expected"),
     [
         # a key-shaped secret in a line that has the shape: found (and the shape also matches)
-        (b'{"a":"k=sk-up_1234567890abcdefgh!"}', [b"sk-up_1234567890abcdefgh"], b'{"a":"k=[REDACTED]!"}'),
+        (
+            b'{"a":"k=sk-up_1234567890abcdefgh!"}',
+            [b"sk-up_1234567890abcdefgh"],
+            b'{"a":"k=[REDACTED]!"}',
+        ),
         # one too short for the shape pattern is still found as a known value
         (b'{"a":"sk-short1"}', [b"sk-short1"], b'{"a":"[REDACTED]"}'),
         # a plain secret beside a shaped one: both searched once the line has a shape
-        (b'{"a":"PLAIN-SECRET-1 bf-x sk-tiny123"}', [b"PLAIN-SECRET-1", b"sk-tiny123"],
-         b'{"a":"[REDACTED] bf-x [REDACTED]"}'),
+        (
+            b'{"a":"PLAIN-SECRET-1 bf-x sk-tiny123"}',
+            [b"PLAIN-SECRET-1", b"sk-tiny123"],
+            b'{"a":"[REDACTED] bf-x [REDACTED]"}',
+        ),
         # no shape in the line: a shaped secret cannot be there, a plain one still is
-        (b'{"a":"PLAIN-SECRET-1 only"}', [b"sk-tiny123", b"PLAIN-SECRET-1"], b'{"a":"[REDACTED] only"}'),
+        (
+            b'{"a":"PLAIN-SECRET-1 only"}',
+            [b"sk-tiny123", b"PLAIN-SECRET-1"],
+            b'{"a":"[REDACTED] only"}',
+        ),
     ],
 )
-def test_secrets_with_and_without_a_keys_shape(line: bytes, secrets: list[bytes], expected: bytes) -> None:
+def test_secrets_with_and_without_a_keys_shape(
+    line: bytes, secrets: list[bytes], expected: bytes
+) -> None:
     assert redact(line, secrets) == expected
 
 
@@ -153,7 +188,9 @@ async def test_writer_batches_and_flushes_from_another_thread(tmp_path: Path) ->
     writer.close()
 
 
-async def test_a_full_batch_is_written_at_once_without_waiting_for_the_timer(tmp_path: Path) -> None:
+async def test_a_full_batch_is_written_at_once_without_waiting_for_the_timer(
+    tmp_path: Path,
+) -> None:
     # given a writer whose timer would wait a minute
     writer = TrajectoryWriter(delay=60, batch=4)
     path = tmp_path / "llm_trajectory.jsonl"
@@ -171,8 +208,9 @@ async def test_a_full_batch_is_written_at_once_without_waiting_for_the_timer(tmp
 def test_metadata_orjson_refuses_still_makes_one_line_with_the_bodies_spliced() -> None:
     # given an integer beyond 64 bits in the metadata (the standard library serialises it)
     req = b'{"model":"m","n":1}'
-    line = record_line(rec(tokens=2**70, request_raw=req, response_raw=b'{"ok":true}',
-                           response_json=True))
+    line = record_line(
+        rec(tokens=2**70, request_raw=req, response_raw=b'{"ok":true}', response_json=True)
+    )
     doc = json.loads(line)
     assert doc["tokens"] == 2**70
     assert doc["request"] == {"model": "m", "n": 1} and doc["response"] == {"ok": True}
@@ -181,16 +219,26 @@ def test_metadata_orjson_refuses_still_makes_one_line_with_the_bodies_spliced() 
 
 def _old_style(call, out, cost, duration, refused):  # the dict the app logged before Exchange
     return {
-        "attempt_id": call.state.spec.attempt_id, "protocol": call.protocol,
-        "provider": call.route.provider, "model": call.route.model,
-        "requested_model": call.requested, "stream": out.stream,
-        "started_at": call.started_at, "ended_at": call.started_at + duration,
-        "duration_s": round(duration, 6), "status": out.status,
-        "usage": out.usage.as_dict() if out.usage is not None else None, "cost_usd": cost,
+        "attempt_id": call.state.spec.attempt_id,
+        "protocol": call.protocol,
+        "provider": call.route.provider,
+        "model": call.route.model,
+        "requested_model": call.requested,
+        "stream": out.stream,
+        "started_at": call.started_at,
+        "ended_at": call.started_at + duration,
+        "duration_s": round(duration, 6),
+        "status": out.status,
+        "usage": out.usage.as_dict() if out.usage is not None else None,
+        "cost_usd": cost,
         "price_source": call.price.source if cost is not None and call.price else None,
-        "error_class": out.error_class, "error": out.error, "refused": refused,
-        "client_disconnected": out.client_disconnected, "request_raw": call.sent,
-        "request_json": call.strict or call.sent is not call.raw, "response_raw": out.raw,
+        "error_class": out.error_class,
+        "error": out.error,
+        "refused": refused,
+        "client_disconnected": out.client_disconnected,
+        "request_raw": call.sent,
+        "request_json": call.strict or call.sent is not call.raw,
+        "response_raw": out.raw,
         "response_json": out.parsed is not None,
     }
 
@@ -209,24 +257,32 @@ def test_an_exchange_makes_the_line_the_record_dict_makes(case: str) -> None:
     from proxy.usage import Usage
 
     reg = Registry({})
-    state = reg.lookup(reg.register(Attempt("att-\"1\"", "mock/echo")))
+    state = reg.lookup(reg.register(Attempt('att-"1"', "mock/echo")))
     assert state is not None
     price = None if case == "unpriced" else Price(3.0, 0.3, 3.75, 15.0, "builtin")
     raw = b'{"model":"m","messages":[{"role":"user","content":"caf\\u00e9 \\"q\\""}]}'
     if case == "nan_request":
         raw = b'{"model":"m","t":NaN}'
-    requested = "m\u00e9/\"x\"" if case == "odd_model" else "m"
+    requested = 'm\u00e9/"x"' if case == "odd_model" else "m"
     call = Call("chat", state, state.route, price, {"model": "m"}, raw, requested, [])
     call.strict = case != "nan_request"
     usage = None if case in ("no_usage", "refused") else Usage(120, 12, 100, 0, 132)
     out = Outcome(200, usage=usage, raw=b'{"id":"x","usage":{}}', parsed={"id": "x"})
     if case == "stream":
-        out = Outcome(200, usage=usage, raw=b"data: {\"a\":1}\n\ndata: [DONE]\n\n", stream=True,
-                      client_disconnected=True)
+        out = Outcome(
+            200,
+            usage=usage,
+            raw=b'data: {"a":1}\n\ndata: [DONE]\n\n',
+            stream=True,
+            client_disconnected=True,
+        )
     elif case in ("error", "refused"):
-        out = Outcome(429 if case == "error" else 400, raw=b"<html>slow down</html>",
-                      error_class="provider_rate_limit" if case == "error" else None,
-                      error="HTTP 429: slow \u2014 down \"now\"")
+        out = Outcome(
+            429 if case == "error" else 400,
+            raw=b"<html>slow down</html>",
+            error_class="provider_rate_limit" if case == "error" else None,
+            error='HTTP 429: slow \u2014 down "now"',
+        )
     cost = None if usage is None or price is None else 0.000123456789
     # when both make a line, then they are the same document, keys in the same order
     new = json.loads(Exchange(call, out, cost, 0.0123456789, case == "refused").line())

@@ -58,33 +58,65 @@ class FakeGateway:
         return 0
 
 
-USAGE = SimpleNamespace(input_tokens=2000, output_tokens=21, cache_read_tokens=0, cache_creation_tokens=0,
-                        total_tokens=2021, turns=1, cost_usd=0.002037, usage_source="provider_response",
-                        price_source="benchflow-price-table", in_flight=0, busy_seconds=0.5)
+USAGE = SimpleNamespace(
+    input_tokens=2000,
+    output_tokens=21,
+    cache_read_tokens=0,
+    cache_creation_tokens=0,
+    total_tokens=2021,
+    turns=1,
+    cost_usd=0.002037,
+    usage_source="provider_response",
+    price_source="benchflow-price-table",
+    in_flight=0,
+    busy_seconds=0.5,
+)
 
 
-def runner_and_prepared(tmp_path: Path, gateway: FakeGateway | None = None) -> tuple[AttemptRunner, Prepared, FakeSandbox]:
+def runner_and_prepared(
+    tmp_path: Path, gateway: FakeGateway | None = None
+) -> tuple[AttemptRunner, Prepared, FakeSandbox]:
     task = load_task(write_task(tmp_path / "tasks", "beta", test_sh="true\n"))
-    runner = AttemptRunner(RunSpec(tasks_dir=tmp_path / "tasks", agent="script:./a.sh"), ScriptAgent(),
-                           None, tmp_path / "job", lambda *a, **k: None, set(), gateway)  # type: ignore[arg-type]
+    runner = AttemptRunner(
+        RunSpec(tasks_dir=tmp_path / "tasks", agent="script:./a.sh"),
+        ScriptAgent(),
+        None,
+        tmp_path / "job",
+        lambda *a, **k: None,
+        set(),
+        gateway,
+    )  # type: ignore[arg-type]
     attempt_dir = tmp_path / "job" / "beta__00000001"
     attempt_dir.mkdir(parents=True)
     sandbox = FakeSandbox()
-    prepared = Prepared(AttemptPlan(task, "beta", 0, 1, "x"), attempt_dir, "2026-11-29T10:00:00.000",
-                        time.monotonic(), sandbox=sandbox)  # type: ignore[arg-type]
+    prepared = Prepared(
+        AttemptPlan(task, "beta", 0, 1, "x"),
+        attempt_dir,
+        "2026-11-29T10:00:00.000",
+        time.monotonic(),
+        sandbox=sandbox,
+    )  # type: ignore[arg-type]
 
     async def agent_runs_on(prepared: Prepared, result: dict) -> None:
         if runner.proxy is not None:  # the agent's key, as run_agent registers it
-            runner.proxy.register(attempt_id=attempt_dir.name, model="mock/oracle", log_path=attempt_dir,
-                                  token_budget=None, turn_budget=None, solution_text=None,
-                                  on_budget_spent=lambda _id: None)
+            runner.proxy.register(
+                attempt_id=attempt_dir.name,
+                model="mock/oracle",
+                log_path=attempt_dir,
+                token_budget=None,
+                turn_budget=None,
+                solution_text=None,
+                on_budget_spent=lambda _id: None,
+            )
         await asyncio.sleep(60)
 
     runner._agent_and_verifier = agent_runs_on  # type: ignore[method-assign]
     return runner, prepared, sandbox
 
 
-async def run_then_cancel(runner: AttemptRunner, prepared: Prepared, cancelled_by: str | None) -> None:
+async def run_then_cancel(
+    runner: AttemptRunner, prepared: Prepared, cancelled_by: str | None
+) -> None:
     task = asyncio.create_task(runner.run(prepared))
     await asyncio.sleep(0.05)
     prepared.cancelled_by = cancelled_by
@@ -94,7 +126,9 @@ async def run_then_cancel(runner: AttemptRunner, prepared: Prepared, cancelled_b
     await runner.drain()
 
 
-async def test_an_attempt_a_job_cap_cancels_writes_no_result_json_and_says_why_in_its_timing_json(tmp_path):
+async def test_an_attempt_a_job_cap_cancels_writes_no_result_json_and_says_why_in_its_timing_json(
+    tmp_path,
+):
     runner, prepared, sandbox = runner_and_prepared(tmp_path)
     # when
     await run_then_cancel(runner, prepared, REASON)
@@ -106,7 +140,10 @@ async def test_an_attempt_a_job_cap_cancels_writes_no_result_json_and_says_why_i
     assert prepared.cancelled_record == timing
     assert sandbox.removed
     # and bench explain's class for it is still budget_cancelled
-    assert errors.error_category({"error": f"cancelled by the job budget: {REASON}"}) == "budget_cancelled"
+    assert (
+        errors.error_category({"error": f"cancelled by the job budget: {REASON}"})
+        == "budget_cancelled"
+    )
 
 
 async def test_an_attempt_a_signal_cancels_writes_only_its_seconds(tmp_path):

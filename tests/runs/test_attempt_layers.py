@@ -45,14 +45,21 @@ async def test_a_layer_that_cannot_be_built_is_an_install_failure(tmp_path) -> N
     task = load_task(write_task(tmp_path / "tasks", "t", test_sh="true\n"))
     factory = Factory()
     runner = AttemptRunner(
-        RunSpec(tasks_dir=tmp_path / "tasks", agent="layered"), LayeredAgent(), factory,  # type: ignore[arg-type]
-        tmp_path / "job", lambda *a, **k: None, set(),
+        RunSpec(tasks_dir=tmp_path / "tasks", agent="layered"),
+        LayeredAgent(),
+        factory,  # type: ignore[arg-type]
+        tmp_path / "job",
+        lambda *a, **k: None,
+        set(),
     )
     # when
     prepared = await runner.prepare(AttemptPlan(task, "t", 0, 1, "digest"))
     # then
     assert prepared.error_category == "install_failure" and prepared.sandbox is None
-    assert prepared.error == "install failed: could not add layered-1.0 to the task image: the build ran out of disk"
+    assert (
+        prepared.error
+        == "install failed: could not add layered-1.0 to the task image: the build ran out of disk"
+    )
     assert factory.created == 0
     error_class = lookup("install_failure")
     assert error_class is not None and error_class.retried

@@ -12,7 +12,10 @@ from tests.conftest import write_task
 
 
 def finished(cost=None, tokens=None, seconds=1.0):
-    return {"agent_result": {"cost_usd": cost, "total_tokens": tokens}, "timing": {"total": seconds}}
+    return {
+        "agent_result": {"cost_usd": cost, "total_tokens": tokens},
+        "timing": {"total": seconds},
+    }
 
 
 def test_cost_cap_line_matches_the_seed_page():
@@ -41,7 +44,9 @@ def test_rollout_cap_is_checked_at_each_start_and_lets_running_trials_finish():
     assert budget.on_start() is True
     assert budget.reason == "budget reached: 2 rollouts started of a 2 cap"
     assert not asyncio.run(budget.admit(lambda: 0))
-    assert budget.reached_line(running=2).endswith("; stopping: no new rollouts, 2 running trial(s) finish")
+    assert budget.reached_line(running=2).endswith(
+        "; stopping: no new rollouts, 2 running trial(s) finish"
+    )
     assert not budget.cancels_running()
 
 
@@ -119,7 +124,9 @@ def test_unpriced_rollouts_warn_once_and_are_counted_apart():
     assert block["stopped"] is False
 
 
-@pytest.mark.parametrize("cap", ["max_cost_usd", "max_tokens", "max_sandbox_seconds", "max_rollouts"])
+@pytest.mark.parametrize(
+    "cap", ["max_cost_usd", "max_tokens", "max_sandbox_seconds", "max_rollouts"]
+)
 def test_a_budget_with_any_cap_is_active(cap):
     assert JobBudget(**{cap: 1}).active
     assert not JobBudget().active
@@ -151,13 +158,20 @@ def test_admission_waits_while_prepared_rollouts_would_fill_the_cap():
         return await budget.admit(lambda: 1)
 
     assert asyncio.run(scenario()) is False
-    assert budget.spent.rollouts == 1 and budget.reason == "budget reached: 1 rollouts started of a 1 cap"
+    assert (
+        budget.spent.rollouts == 1
+        and budget.reason == "budget reached: 1 rollouts started of a 1 cap"
+    )
 
 
 def cancelled(cost=None, tokens=None, seconds=1.0):
     """A cap-cancelled attempt's timing.json (it has no result.json)."""
-    return {"total": seconds, "cancelled": True, "cancelled_by": "budget reached: ...",
-            "agent_result": {"cost_usd": cost, "total_tokens": tokens}}
+    return {
+        "total": seconds,
+        "cancelled": True,
+        "cancelled_by": "budget reached: ...",
+        "agent_result": {"cost_usd": cost, "total_tokens": tokens},
+    }
 
 
 def test_what_a_cancelled_attempt_spent_counts_live_and_on_resume():
@@ -183,19 +197,37 @@ def test_a_resume_counts_a_cap_cancelled_attempt_from_its_timing_json_and_reruns
     alpha, beta = job / "alpha__00000001", job / "beta__00000002"
     alpha.mkdir(parents=True)
     beta.mkdir()
-    (alpha / "result.json").write_text(json.dumps({
-        "task_name": "alpha", "trial_name": "alpha", "trial_index": 0, "rewards": {"reward": 1.0},
-        "finished_at": "2026-11-29T11:00:00", **finished(cost=0.002, tokens=2021)}))
-    (beta / "config.json").write_text(json.dumps({"task_name": "beta", "trial_name": "beta", "trial_index": 0}))
+    (alpha / "result.json").write_text(
+        json.dumps(
+            {
+                "task_name": "alpha",
+                "trial_name": "alpha",
+                "trial_index": 0,
+                "rewards": {"reward": 1.0},
+                "finished_at": "2026-11-29T11:00:00",
+                **finished(cost=0.002, tokens=2021),
+            }
+        )
+    )
+    (beta / "config.json").write_text(
+        json.dumps({"task_name": "beta", "trial_name": "beta", "trial_index": 0})
+    )
     (beta / "timing.json").write_text(json.dumps(cancelled(cost=0.002, tokens=2021, seconds=3.0)))
-    tasks = [load_task(write_task(tmp_path / "tasks", name, test_sh="true\n")) for name in ("alpha", "beta")]
+    tasks = [
+        load_task(write_task(tmp_path / "tasks", name, test_sh="true\n"))
+        for name in ("alpha", "beta")
+    ]
     # when
     plan = plan_job(job, tasks, 1)
     budget = JobBudget(max_tokens=4042)
     budget.seed(r for _, r in plan.earlier)
     best, spent_by_cancelled = best_results(job)
     # then the cap counts both attempts' spend and stops at once; beta is to run again, never finished
-    assert (budget.spent.tokens, budget.spent.rollouts, budget.spent.sandbox_seconds) == (4042, 2, 4.0)
+    assert (budget.spent.tokens, budget.spent.rollouts, budget.spent.sandbox_seconds) == (
+        4042,
+        2,
+        4.0,
+    )
     assert budget.reason == "budget reached: 4,042 tokens spent of a 4,042 cap"
     assert list(plan.done) == ["alpha"]
     [[rerun]] = plan.waves

@@ -56,9 +56,15 @@ class LoopbackSandbox:
 
     def exec(self, argv: list[str], *, env: dict[str, str], **_: Any) -> ExecResult:
         client = anthropic.Anthropic(
-            base_url=f"http://127.0.0.1:{self.port}", auth_token=env["ANTHROPIC_AUTH_TOKEN"], max_retries=0
+            base_url=f"http://127.0.0.1:{self.port}",
+            auth_token=env["ANTHROPIC_AUTH_TOKEN"],
+            max_retries=0,
         )
-        ask = {"model": "claude-test", "max_tokens": 100, "messages": [{"role": "user", "content": "hi"}]}
+        ask = {
+            "model": "claude-test",
+            "max_tokens": 100,
+            "messages": [{"role": "user", "content": "hi"}],
+        }
         with client.messages.stream(**ask) as stream:  # type: ignore[arg-type]
             for event in stream:
                 self.first_event = event.type
@@ -86,7 +92,10 @@ async def upstream() -> AsyncIterator[FakeUpstream]:
 
 @pytest.fixture
 async def gateway(upstream: FakeUpstream) -> AsyncIterator[ProxyGateway]:
-    env = {"ANTHROPIC_API_KEY": "sk-ant-upstream", "BENCHFLOW_UPSTREAM_ANTHROPIC_BASE_URL": upstream.url}
+    env = {
+        "ANTHROPIC_API_KEY": "sk-ant-upstream",
+        "BENCHFLOW_UPSTREAM_ANTHROPIC_BASE_URL": upstream.url,
+    }
     gateway = ProxyGateway()
     gateway.server = ProxyServer(env=env)
     gateway.port = await gateway.server.start("127.0.0.1", 0)
@@ -95,8 +104,12 @@ async def gateway(upstream: FakeUpstream) -> AsyncIterator[ProxyGateway]:
 
 
 def base_result() -> dict[str, Any]:
-    return {"error": None, "error_category": None, "trial_budget": None,
-            "agent_result": {"total_tokens": None, "cost_usd": None, "usage_source": "unavailable"}}
+    return {
+        "error": None,
+        "error_category": None,
+        "trial_budget": None,
+        "agent_result": {"total_tokens": None, "cost_usd": None, "usage_source": "unavailable"},
+    }
 
 
 async def test_a_call_still_streaming_when_the_agent_is_stopped_is_in_the_recorded_usage(
@@ -113,16 +126,28 @@ async def test_a_call_still_streaming_when_the_agent_is_stopped_is_in_the_record
     result = base_result()
     # when the runner stops it for its budget
     run = await run_agent(
-        agent=agent, task=task, instruction="hi", sandbox=sandbox,  # type: ignore[arg-type]
-        attempt_dir=attempt_dir, agent_env={}, result=result, proxy=gateway, model=MODEL,
-        budget=trial_budget_for(task, None, 1), on_tool=lambda _title: None,
+        agent=agent,
+        task=task,
+        instruction="hi",
+        sandbox=sandbox,  # type: ignore[arg-type]
+        attempt_dir=attempt_dir,
+        agent_env={},
+        result=result,
+        proxy=gateway,
+        model=MODEL,
+        budget=trial_budget_for(task, None, 1),
+        on_tool=lambda _title: None,
     )
     # then the agent was stopped mid-stream
     assert run.budget_stopped and sandbox.first_event == "message_start"
     assert sandbox.refused and "trial_budget_spent" in sandbox.refused
     # and the call it left streaming is in the usage, the budget's count and the cost all the same
     ar = result["agent_result"]
-    assert (ar["total_tokens"], ar["n_calls"], ar["usage_source"]) == (CALL_TOKENS, 1, "provider_response")
+    assert (ar["total_tokens"], ar["n_calls"], ar["usage_source"]) == (
+        CALL_TOKENS,
+        1,
+        "provider_response",
+    )
     assert ar["n_output_tokens"] == MESSAGES_USAGE["output_tokens"]  # the stream's final count
     assert ar["cost_usd"] > 0
     assert result["trial_budget"]["used"] == {"tokens": CALL_TOKENS, "turns": 1}
@@ -160,4 +185,3 @@ async def test_a_call_that_never_ends_is_given_up_on_and_counted_as_still_in_fli
     left = await calls_settled(gateway, "t__a1", timeout_s=0.2)  # type: ignore[arg-type]
 
     assert left == 1
-

@@ -24,9 +24,16 @@ def test_a_claude_login_is_used_only_for_bare_aliases_without_an_api_key(tmp_pat
     creds.write_text("{}")
     env = {"CLAUDE_CONFIG_DIR": str(tmp_path)}
     assert login_credentials("sonnet", env) == creds
-    assert login_credentials("anthropic/claude-sonnet-4-5", env) is None  # a provider route: the proxy
-    assert login_credentials("sonnet", {**env, "ANTHROPIC_API_KEY": "sk-x"}) is None  # an API key wins
-    assert login_credentials("sonnet", {"CLAUDE_CODE_OAUTH_TOKEN": "t"}) == "env:CLAUDE_CODE_OAUTH_TOKEN"
+    assert (
+        login_credentials("anthropic/claude-sonnet-4-5", env) is None
+    )  # a provider route: the proxy
+    assert (
+        login_credentials("sonnet", {**env, "ANTHROPIC_API_KEY": "sk-x"}) is None
+    )  # an API key wins
+    assert (
+        login_credentials("sonnet", {"CLAUDE_CODE_OAUTH_TOKEN": "t"})
+        == "env:CLAUDE_CODE_OAUTH_TOKEN"
+    )
     assert login_credentials("sonnet", {"CLAUDE_CONFIG_DIR": str(tmp_path / "none")}) is None
 
 
@@ -54,7 +61,9 @@ def test_a_login_cannot_be_held_to_a_per_trial_budget(tmp_path, monkeypatch):
         (False, "http://127.0.0.1:7001", []),  # without a login the proxy is the only way out
     ],
 )
-def test_a_logins_gateway_on_loopback_is_relayed_into_the_sandbox(monkeypatch, login, base_url, ports):
+def test_a_logins_gateway_on_loopback_is_relayed_into_the_sandbox(
+    monkeypatch, login, base_url, ports
+):
     monkeypatch.setenv("ANTHROPIC_BASE_URL", base_url)
     monkeypatch.setenv("CLAUDE_CODE_OAUTH_TOKEN", "oauth-t")
     agent = ClaudeAgent()
@@ -62,7 +71,10 @@ def test_a_logins_gateway_on_loopback_is_relayed_into_the_sandbox(monkeypatch, l
     assert agent.loopback_ports() == ports
     if login:
         env = agent.login_env()
-        assert env["CLAUDE_CODE_OAUTH_TOKEN"] == "oauth-t" and env.get("ANTHROPIC_BASE_URL", "") == base_url
+        assert (
+            env["CLAUDE_CODE_OAUTH_TOKEN"] == "oauth-t"
+            and env.get("ANTHROPIC_BASE_URL", "") == base_url
+        )
 
 
 def test_each_cli_gets_only_the_proxy_url_and_its_attempt_key():
@@ -70,11 +82,15 @@ def test_each_cli_gets_only_the_proxy_url_and_its_attempt_key():
         agent.proxy_url, agent.model = "http://127.0.0.1:5555", "deepseek/deepseek-v4-flash"
         env = agent.model_env("bf-attempt-key")
         assert "bf-attempt-key" in env.values()
-        assert not any(k in env for k in ("DEEPSEEK_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"))
+        assert not any(
+            k in env for k in ("DEEPSEEK_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+        )
     claude = ClaudeAgent()
     claude.proxy_url = "http://127.0.0.1:5555"
     env = claude.model_env("k")
-    assert env["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:5555" and env["ANTHROPIC_AUTH_TOKEN"] == "k"
+    assert (
+        env["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:5555" and env["ANTHROPIC_AUTH_TOKEN"] == "k"
+    )
     assert env["DISABLE_TELEMETRY"] == "1" and env["DISABLE_AUTOUPDATER"] == "1"
 
 
@@ -92,8 +108,10 @@ def test_opencode_and_codex_configs_point_at_the_proxy(tmp_path):
     assert "enabled = false" in text  # analytics off
 
 
-@pytest.mark.parametrize(("model", "window"), [("openai-compatible/qwen3-coder", True), ("mock/oracle", True),
-                                               ("openai/gpt-5", False)])
+@pytest.mark.parametrize(
+    ("model", "window"),
+    [("openai-compatible/qwen3-coder", True), ("mock/oracle", True), ("openai/gpt-5", False)],
+)
 def test_codex_is_told_a_context_window_for_models_it_does_not_know(model, window):
     import tomllib
 
@@ -105,17 +123,27 @@ def test_codex_is_told_a_context_window_for_models_it_does_not_know(model, windo
         assert config["model_context_window"] == 128_000
         assert config["model_auto_compact_token_limit"] == 128_000 - 2 * 8192
     else:  # OpenAI's own models: Codex knows their windows
-        assert "model_context_window" not in config and "model_auto_compact_token_limit" not in config
+        assert (
+            "model_context_window" not in config and "model_auto_compact_token_limit" not in config
+        )
     assert config["model_provider"] == "benchflow"
 
 
-@pytest.mark.parametrize(("model", "name"), [("deepseek/deepseek-v4-flash", "deepseek-v4-flash"),
-                                             ("mock/script:replies.json", "script-replies.json"), ("sonnet", "sonnet")])
+@pytest.mark.parametrize(
+    ("model", "name"),
+    [
+        ("deepseek/deepseek-v4-flash", "deepseek-v4-flash"),
+        ("mock/script:replies.json", "script-replies.json"),
+        ("sonnet", "sonnet"),
+    ],
+)
 def test_cli_model_names(model, name):
     assert cli_model_name(model) == name
 
 
-@pytest.mark.parametrize("instruction", ["- first step\n- second step", "---\ntitle: x\n---\nDo it.", "--help", "plain"])
+@pytest.mark.parametrize(
+    "instruction", ["- first step\n- second step", "---\ntitle: x\n---\nDo it.", "--help", "plain"]
+)
 @pytest.mark.parametrize("agent_class", [ClaudeAgent, OpenCodeAgent, CodexAgent])
 def test_the_instruction_is_passed_whole_after_the_end_of_options(agent_class, instruction):
     # given an instruction.md that opens with a bullet list, front matter or something option-like
@@ -169,7 +197,12 @@ def test_a_claude_logins_config_folder_is_writable_by_a_non_root_agent_user(tmp_
     # given a login through the credentials file, which is mounted inside Claude's config folder
     (tmp_path / ".credentials.json").write_text("{}")
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path))
-    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "BENCHFLOW_AGENT_MOUNT"):
+    for name in (
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "CLAUDE_CODE_OAUTH_TOKEN",
+        "BENCHFLOW_AGENT_MOUNT",
+    ):
         monkeypatch.delenv(name, raising=False)
     agent = ClaudeAgent()
     agent.login, agent.model = True, "sonnet"
@@ -182,12 +215,18 @@ def test_a_claude_logins_config_folder_is_writable_by_a_non_root_agent_user(tmp_
 
 
 @pytest.mark.parametrize("login", [False, True])
-def test_claudes_webfetch_asks_no_one_outside_the_proxy_whether_a_domain_may_be_fetched(monkeypatch, login):
+def test_claudes_webfetch_asks_no_one_outside_the_proxy_whether_a_domain_may_be_fetched(
+    monkeypatch, login
+):
     # WebFetch's preflight calls api.anthropic.com/api/web/domain_info unless a setting turns it off
     monkeypatch.setenv("CLAUDE_CODE_OAUTH_TOKEN", "t")
     agent = ClaudeAgent()
     agent.login, agent.model, agent.proxy_url = login, "sonnet", "http://127.0.0.1:5555"
-    config_dir = agent.login_env()["CLAUDE_CONFIG_DIR"] if login else agent.model_env("k")["CLAUDE_CONFIG_DIR"]
+    config_dir = (
+        agent.login_env()["CLAUDE_CONFIG_DIR"]
+        if login
+        else agent.model_env("k")["CLAUDE_CONFIG_DIR"]
+    )
     files = agent.files(None, "x")  # type: ignore[arg-type]
     settings = json.loads(files[f"{config_dir}/settings.json"].data)
     assert settings["skipWebFetchPreflight"] is True
@@ -209,7 +248,9 @@ def _fake_install(cache: Path, agent_class) -> None:
         (package / "codex-resources").mkdir()
 
 
-def test_codex_gets_its_whole_native_package_so_its_bundled_ripgrep_is_on_path(tmp_path, monkeypatch):
+def test_codex_gets_its_whole_native_package_so_its_bundled_ripgrep_is_on_path(
+    tmp_path, monkeypatch
+):
     # given Codex installed (its package's manifest names codex-path/, which Codex puts on PATH)
     monkeypatch.setenv("BENCHFLOW_AGENT_CACHE", str(tmp_path))
     monkeypatch.delenv("BENCHFLOW_AGENT_MOUNT", raising=False)
@@ -305,7 +346,9 @@ def test_opencode_ships_the_ripgrep_of_the_codex_install_beside_its_binary(tmp_p
     assert agent.model_env("k")["XDG_CACHE_HOME"] == f"{agent.home}/.cache"
 
 
-def test_opencode_ripgrep_comes_from_codex_package_with_npm_pack_when_codex_is_not_installed(tmp_path, monkeypatch):
+def test_opencode_ripgrep_comes_from_codex_package_with_npm_pack_when_codex_is_not_installed(
+    tmp_path, monkeypatch
+):
     # given no Codex install, and an npm whose `pack` leaves Codex's linux-x64 package in the folder given
     import io
     import tarfile
@@ -318,8 +361,10 @@ def test_opencode_ripgrep_comes_from_codex_package_with_npm_pack_when_codex_is_n
         tar.addfile(info, io.BytesIO(b"rg 15.2"))
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "npm").write_text(f'#!/bin/sh\necho "$@" > {tmp_path}/npm-args\n'
-                                 f'while [ "$1" != "--pack-destination" ]; do shift; done\ncp {tgz} "$2"/\n')
+    (bin_dir / "npm").write_text(
+        f'#!/bin/sh\necho "$@" > {tmp_path}/npm-args\n'
+        f'while [ "$1" != "--pack-destination" ]; do shift; done\ncp {tgz} "$2"/\n'
+    )
     (bin_dir / "npm").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
     spec = OpenCodeAgent.spec
@@ -332,7 +377,9 @@ def test_opencode_ripgrep_comes_from_codex_package_with_npm_pack_when_codex_is_n
     folder = ensure_installed(spec, log=lambda _m: None)
     # then only the rg was taken from the package, for the pinned Codex version
     assert (folder / "rg").read_bytes() == b"rg 15.2" and (folder / "rg").stat().st_mode & 0o111
-    assert f"@openai/codex@{SPECS['codex'].version}-linux-x64" in (tmp_path / "npm-args").read_text()
+    assert (
+        f"@openai/codex@{SPECS['codex'].version}-linux-x64" in (tmp_path / "npm-args").read_text()
+    )
     assert sorted(p.name for p in folder.iterdir()) == ["opencode", "rg"]
 
 
@@ -342,8 +389,10 @@ def test_a_link_entry_goes_into_the_tar_as_a_symbolic_link():
 
     from runs.sandboxes.files import FileEntry, make_tar
 
-    data = make_tar({"/home/a/bin/rg": FileEntry(b"", link="/opt/x/rg"), "/home/a/f": FileEntry(b"hi")},
-                    dirs=["/home/a", "/home/a/bin"])
+    data = make_tar(
+        {"/home/a/bin/rg": FileEntry(b"", link="/opt/x/rg"), "/home/a/f": FileEntry(b"hi")},
+        dirs=["/home/a", "/home/a/bin"],
+    )
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         members = {m.name: m for m in tar.getmembers()}
         assert members["home/a/bin/rg"].issym() and members["home/a/bin/rg"].linkname == "/opt/x/rg"

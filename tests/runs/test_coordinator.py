@@ -29,15 +29,21 @@ class FakeRunner:
         self.prepared.append(plan.task.name)
         self.events.append(("prepare", plan.task.name, time.monotonic()))
         now = time.monotonic()
-        return Prepared(plan, Path(f"/tmp/{plan.task.name}__{self.n:08x}"), "now", now, ready_at=now)
+        return Prepared(
+            plan, Path(f"/tmp/{plan.task.name}__{self.n:08x}"), "now", now, ready_at=now
+        )
 
     async def run(self, prepared: Prepared) -> dict[str, Any]:
         self.events.append(("run", prepared.plan.task.name, time.monotonic()))
         await asyncio.sleep(self.run_seconds)
         outcome = dict(self.outcomes[prepared.plan.task.name].pop(0))
         outcome.setdefault("rewards", None)
-        outcome.update(task_name=prepared.plan.task.name, trial_name=prepared.plan.trial_name,
-                       attempt=prepared.plan.attempt, rollout_name=prepared.attempt_dir.name)
+        outcome.update(
+            task_name=prepared.plan.task.name,
+            trial_name=prepared.plan.trial_name,
+            attempt=prepared.plan.attempt,
+            rollout_name=prepared.attempt_dir.name,
+        )
         outcome.setdefault("timing", {"total": self.run_seconds})
         outcome.setdefault("agent_result", {"cost_usd": None, "total_tokens": None})
         return outcome
@@ -50,15 +56,25 @@ def trial(name: str) -> TrialPlan:
     return TrialPlan(SimpleNamespace(name=name), 0, name, "sha256:x")
 
 
-def coordinator(runner: FakeRunner, *, j: int = 1, warm: int = 0, retries: int = 2, budget=None, lines=None):
-    c = Coordinator(runner, j, warm, retries, budget or JobBudget(), (lines if lines is not None else []).append)
+def coordinator(
+    runner: FakeRunner, *, j: int = 1, warm: int = 0, retries: int = 2, budget=None, lines=None
+):
+    c = Coordinator(
+        runner, j, warm, retries, budget or JobBudget(), (lines if lines is not None else []).append
+    )
     return c
 
 
 PASS = {"rewards": {"reward": 1.0}}
-SANDBOX_FAILED = {"error": "sandbox startup failed: cannot start container", "error_category": "sandbox_setup"}
-TIMED_OUT = {"error": "agent timed out after 3s (prompt exceeded wall-clock budget)", "error_category": "timeout",
-             "rewards": {"reward": 0.0}}
+SANDBOX_FAILED = {
+    "error": "sandbox startup failed: cannot start container",
+    "error_category": "sandbox_setup",
+}
+TIMED_OUT = {
+    "error": "agent timed out after 3s (prompt exceeded wall-clock budget)",
+    "error_category": "timeout",
+    "rewards": {"reward": 0.0},
+}
 
 
 def test_a_sandbox_start_that_fails_once_is_retried_and_passes(monkeypatch):
@@ -117,7 +133,9 @@ def test_warm_pool_prepares_ahead_of_the_turn():
     runner = FakeRunner({f"t{i}": [PASS] for i in range(3)}, run_seconds=0.1)
     asyncio.run(coordinator(runner, j=2, warm=1).run([[trial(f"t{i}") for i in range(3)]]))
     # the third sandbox was prepared while the first two still ran
-    third_prepared = next(t for kind, name, t in runner.events if kind == "prepare" and name == "t2")
+    third_prepared = next(
+        t for kind, name, t in runner.events if kind == "prepare" and name == "t2"
+    )
     first_ran = next(t for kind, name, t in runner.events if kind == "run" and name == "t0")
     assert third_prepared < first_ran + 0.1
 
@@ -126,13 +144,22 @@ def test_the_warm_pool_shown_on_the_job_line():
     assert effective_warm_pool(1, 1) == 0
     assert effective_warm_pool(1, 4) == 1
     assert effective_warm_pool(3, 2) == 1
-    assert job_line(5, 2, 3, 1, 1) == "Job: 5 tasks, 2 done, 3 to run (concurrency=1, warm pool: up to 0 prepared sandboxes)"
-    assert job_line(1, 1, 0, 4, 1) == "Job: 1 task, 1 done, 0 to run (concurrency=4, warm pool: up to 1 prepared sandboxes)"
+    assert (
+        job_line(5, 2, 3, 1, 1)
+        == "Job: 5 tasks, 2 done, 3 to run (concurrency=1, warm pool: up to 0 prepared sandboxes)"
+    )
+    assert (
+        job_line(1, 1, 0, 4, 1)
+        == "Job: 1 task, 1 done, 0 to run (concurrency=4, warm pool: up to 1 prepared sandboxes)"
+    )
 
 
 def test_trials_repeats_run_one_after_another():
     runner = FakeRunner({"t": [PASS, PASS]}, run_seconds=0.02)
-    waves = [[TrialPlan(SimpleNamespace(name="t"), i, "t" if i == 0 else f"t#{i}", "x")] for i in range(2)]
+    waves = [
+        [TrialPlan(SimpleNamespace(name="t"), i, "t" if i == 0 else f"t#{i}", "x")]
+        for i in range(2)
+    ]
     results = asyncio.run(coordinator(runner, j=4).run(waves))
     assert [r["trial_name"] for r in results] == ["t", "t#1"]
 
@@ -144,13 +171,20 @@ def test_rollout_cap_lets_running_trials_finish_and_lists_the_rest_apart():
     results = asyncio.run(c.run([[trial(f"t{i}") for i in range(3)]]))
     assert len(results) == 2
     assert c.not_started == ["t2"] and c.cancelled == []
-    assert any(line.startswith("budget reached: 2 rollouts started of a 2 cap; stopping: no new rollouts") for line in lines)
+    assert any(
+        line.startswith("budget reached: 2 rollouts started of a 2 cap; stopping: no new rollouts")
+        for line in lines
+    )
 
 
 def test_cost_cap_cancels_running_trials():
     lines: list[str] = []
-    outcomes = {"cheap": [{"rewards": {"reward": 1.0}, "agent_result": {"cost_usd": 1.0, "total_tokens": 10}}],
-                "slow": [PASS]}
+    outcomes = {
+        "cheap": [
+            {"rewards": {"reward": 1.0}, "agent_result": {"cost_usd": 1.0, "total_tokens": 10}}
+        ],
+        "slow": [PASS],
+    }
     runner = FakeRunner(outcomes)
 
     async def scenario():
@@ -169,14 +203,21 @@ def test_cost_cap_cancels_running_trials():
     c, results = asyncio.run(scenario())
     assert [r["task_name"] for r in results] == ["cheap"]
     assert c.cancelled == ["slow"]
-    assert "budget reached: $1.0000 USD spent of a $0.5000 cap; stopping: no new rollouts, 1 running trial(s) cancelled" in lines
+    assert (
+        "budget reached: $1.0000 USD spent of a $0.5000 cap; stopping: no new rollouts, 1 running trial(s) cancelled"
+        in lines
+    )
 
 
-INSTALL_FAILED = {"error": "install failed: the agent's command could not run (exit 127)",
-                  "error_category": "install_failure"}
+INSTALL_FAILED = {
+    "error": "install failed: the agent's command could not run (exit 127)",
+    "error_category": "install_failure",
+}
 
 
-def test_an_errored_trial_whose_retry_the_rollout_cap_blocks_counts_as_errored_not_as_not_started(monkeypatch):
+def test_an_errored_trial_whose_retry_the_rollout_cap_blocks_counts_as_errored_not_as_not_started(
+    monkeypatch,
+):
     # given two trials whose agents cannot start (a retryable error), -j 1 and a cap of two rollouts
     monkeypatch.setattr("runs.errors.backoff_seconds", lambda attempt: 0.0)
     runner = FakeRunner({"a1": [INSTALL_FAILED] * 3, "b1": [INSTALL_FAILED] * 3})
@@ -192,8 +233,12 @@ def test_an_errored_trial_whose_retry_the_rollout_cap_blocks_counts_as_errored_n
 def test_an_errored_trial_cancelled_in_its_retry_backoff_counts_as_errored(monkeypatch):
     # given a trial that fails fast and waits out a long backoff while a costly one reaches the cap
     monkeypatch.setattr("runs.errors.backoff_seconds", lambda attempt: 30.0)
-    outcomes = {"costly": [{"rewards": {"reward": 1.0}, "agent_result": {"cost_usd": 1.0, "total_tokens": 10}}],
-                "flaky": [SANDBOX_FAILED, PASS]}
+    outcomes = {
+        "costly": [
+            {"rewards": {"reward": 1.0}, "agent_result": {"cost_usd": 1.0, "total_tokens": 10}}
+        ],
+        "flaky": [SANDBOX_FAILED, PASS],
+    }
     runner = FakeRunner(outcomes)
     original_run = runner.run
 
@@ -216,7 +261,9 @@ def test_a_resumed_trial_with_an_errored_attempt_kept_out_by_a_spent_cap_is_not_
     # given a resume whose cap was spent before; one trial errored then, the other never ran
     budget = JobBudget(max_rollouts=1)
     budget.seed([{"error": "install failed", "agent_result": {}, "timing": {"total": 1.0}}])
-    errored_before = TrialPlan(SimpleNamespace(name="a1"), 0, "a1", "x", previous_attempts=1, finished_before=True)
+    errored_before = TrialPlan(
+        SimpleNamespace(name="a1"), 0, "a1", "x", previous_attempts=1, finished_before=True
+    )
     c = coordinator(FakeRunner({}), budget=budget)
     # when
     asyncio.run(c.run([[errored_before, trial("b1")]]))
@@ -227,8 +274,12 @@ def test_a_resumed_trial_with_an_errored_attempt_kept_out_by_a_spent_cap_is_not_
 def test_a_warm_pool_sandbox_that_never_ran_is_no_rollout():
     # given -j 2 with a warm pool: gamma's sandbox is prepared while alpha and beta run, and beta
     # reaches the cost cap, which cancels alpha and gamma before gamma takes a slot
-    outcomes = {"alpha": [PASS], "beta": [{"rewards": {"reward": 1.0}, "agent_result": {"cost_usd": 1.0}}],
-                "gamma": [PASS], "delta": [PASS]}
+    outcomes = {
+        "alpha": [PASS],
+        "beta": [{"rewards": {"reward": 1.0}, "agent_result": {"cost_usd": 1.0}}],
+        "gamma": [PASS],
+        "delta": [PASS],
+    }
     runner = FakeRunner(outcomes)
     original_run = runner.run
 
@@ -240,7 +291,9 @@ def test_a_warm_pool_sandbox_that_never_ran_is_no_rollout():
     budget = JobBudget(max_cost_usd=0.5)
     c = coordinator(runner, j=2, warm=1, budget=budget)
     # when
-    asyncio.run(asyncio.wait_for(c.run([[trial(n) for n in ("alpha", "beta", "gamma", "delta")]]), 10))
+    asyncio.run(
+        asyncio.wait_for(c.run([[trial(n) for n in ("alpha", "beta", "gamma", "delta")]]), 10)
+    )
     # then two rollouts started; gamma's prepared sandbox was discarded and is not counted
     assert "gamma" in runner.prepared
     assert ("discard", "gamma") in [(kind, name) for kind, name, _ in runner.events]
@@ -251,7 +304,10 @@ def test_a_warm_pool_sandbox_that_never_ran_is_no_rollout():
 
 def test_a_trial_a_spend_cap_cancels_is_told_the_cap_before_it_is_cancelled():
     # given a slow trial beside one whose cost reaches the cap
-    outcomes = {"cheap": [{"rewards": {"reward": 1.0}, "agent_result": {"cost_usd": 1.0}}], "slow": [PASS]}
+    outcomes = {
+        "cheap": [{"rewards": {"reward": 1.0}, "agent_result": {"cost_usd": 1.0}}],
+        "slow": [PASS],
+    }
     runner = FakeRunner(outcomes)
     original_run = runner.run
     seen: dict[str, Prepared] = {}
@@ -274,8 +330,12 @@ def test_a_trial_a_spend_cap_cancels_is_told_the_cap_before_it_is_cancelled():
 
 def test_what_a_trial_spent_before_a_cap_cancelled_it_counts_in_the_spend():
     # given a trial that called the model and works on when a finished one reaches the token cap
-    outcomes = {"alpha": [{"rewards": {"reward": 1.0}, "agent_result": {"cost_usd": 0.002, "total_tokens": 2021}}],
-                "beta": [PASS]}
+    outcomes = {
+        "alpha": [
+            {"rewards": {"reward": 1.0}, "agent_result": {"cost_usd": 0.002, "total_tokens": 2021}}
+        ],
+        "beta": [PASS],
+    }
     runner = FakeRunner(outcomes)
     original_run = runner.run
 
@@ -283,9 +343,15 @@ def test_what_a_trial_spent_before_a_cap_cancelled_it_counts_in_the_spend():
         if prepared.plan.task.name == "beta":
             try:
                 await asyncio.sleep(5)
-            except asyncio.CancelledError:  # as AttemptRunner.run: a timing.json with what the proxy counted
-                prepared.cancelled_record = {"total": 0.1, "cancelled": True, "cancelled_by": prepared.cancelled_by,
-                                             "agent_result": {"cost_usd": 0.002, "total_tokens": 2021}}
+            except (
+                asyncio.CancelledError
+            ):  # as AttemptRunner.run: a timing.json with what the proxy counted
+                prepared.cancelled_record = {
+                    "total": 0.1,
+                    "cancelled": True,
+                    "cancelled_by": prepared.cancelled_by,
+                    "agent_result": {"cost_usd": 0.002, "total_tokens": 2021},
+                }
                 raise
         return await original_run(prepared)
 

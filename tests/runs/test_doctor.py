@@ -39,7 +39,9 @@ class Engine:
     def df(self) -> dict[str, Any]:
         if self.own is None:
             raise docker.errors.APIError("df is not supported")
-        return {"Images": [{"Id": k, "Size": v + 1000, "SharedSize": 1000} for k, v in self.own.items()]}
+        return {
+            "Images": [{"Id": k, "Size": v + 1000, "SharedSize": 1000} for k, v in self.own.items()]
+        }
 
     def remove(self, ref: str, force: bool, noprune: bool) -> None:
         self.removed.append(ref)
@@ -53,16 +55,26 @@ class Engine:
 def _images() -> list[Image]:
     return [
         Image("sha256:files", {"benchflow.agent": PINNED}, [f"benchflow-agent:{PINNED}"]),
-        Image("sha256:layer", {"benchflow.agent": PINNED, "benchflow.agent.task_image": "sha256:task"},
-              ["benchflow-env:abc"]),
+        Image(
+            "sha256:layer",
+            {"benchflow.agent": PINNED, "benchflow.agent.task_image": "sha256:task"},
+            ["benchflow-env:abc"],
+        ),
         Image("sha256:old", {"benchflow.agent": "claude-0.0.1"}, ["benchflow-agent:claude-0.0.1"]),
-        Image("sha256:orphan", {"benchflow.agent": PINNED, "benchflow.agent.task_image": "sha256:gone"},
-              ["benchflow-env:def"]),
+        Image(
+            "sha256:orphan",
+            {"benchflow.agent": PINNED, "benchflow.agent.task_image": "sha256:gone"},
+            ["benchflow-env:def"],
+        ),
     ]
 
 
-SIZES = {"sha256:files": 180_000_000, "sha256:layer": 185_000_000, "sha256:old": 90_000_000,
-         "sha256:orphan": 60_000_000}
+SIZES = {
+    "sha256:files": 180_000_000,
+    "sha256:layer": 185_000_000,
+    "sha256:old": 90_000_000,
+    "sha256:orphan": 60_000_000,
+}
 
 
 def test_doctor_names_what_agent_layers_hold_on_disk_and_what_is_stale() -> None:
@@ -100,9 +112,14 @@ def test_doctor_counts_a_codex_layer_of_the_old_bin_only_layout_as_no_longer_use
     # by the version only) and one of the current layout, which ships the whole native package
     codex = SPECS["codex"]
     old, current = f"{codex.name}-{codex.version}", codex.layer_name
-    engine = Engine([Image("sha256:old", {"benchflow.agent": old}, [f"benchflow-agent:{old}"]),
-                     Image("sha256:new", {"benchflow.agent": current}, [f"benchflow-agent:{current}"])],
-                    SIZES, set())
+    engine = Engine(
+        [
+            Image("sha256:old", {"benchflow.agent": old}, [f"benchflow-agent:{old}"]),
+            Image("sha256:new", {"benchflow.agent": current}, [f"benchflow-agent:{current}"]),
+        ],
+        SIZES,
+        set(),
+    )
 
     check = agent_images_check(engine, fix=True)  # type: ignore[arg-type]
 

@@ -8,7 +8,10 @@ from runs import errors
 from runs.errors import CircuitBreaker
 
 AGENT_MESSAGES = [
-    ("Agent idle for 600s with no new tool call, message, or thought (last activity 612s ago, 15 tool calls so far)", "idle_timeout"),
+    (
+        "Agent idle for 600s with no new tool call, message, or thought (last activity 612s ago, 15 tool calls so far)",
+        "idle_timeout",
+    ),
     ("Agent install failed (exit 1): npm ERR! network", "install_failure"),
     ("agent process closed stdout unexpectedly", "pipe_closed"),
     ("PTY closed by the peer", "pipe_closed"),
@@ -36,7 +39,10 @@ AGENT_MESSAGES = [
     ("Connection reset by peer", "infra_failure"),
     ("usage limit reached on login me@example.com (5-hour window)", "usage_limit"),
     ("agent integration failure [agent_auth]: login expired", "agent_integration"),
-    ("trial budget reached: the token budget of 60,000 is spent (63,260 tokens, 6 turns used)", "trial_budget"),
+    (
+        "trial budget reached: the token budget of 60,000 is spent (63,260 tokens, 6 turns used)",
+        "trial_budget",
+    ),
     ("ACP error: HTTP 400 trial_budget_spent: tokens", "trial_budget"),
     ("cancelled by budget: budget reached: 200 tokens spent of a 150 cap", "budget_cancelled"),
     ("something nobody expected", "other"),
@@ -56,8 +62,14 @@ def test_classify_matches_benchflow_markers_in_their_order(message, category):
         ("verifier crashed: failed to add tests directory", "verifier_infra"),
         ("verifier crashed: connection reset", "verifier_infra"),
         ("verifier timed out after 600s", "verifier_timeout"),
-        ("verifier crashed: dependency install failed (see verifier/test-stdout.txt)", "verifier_dep_install"),
-        ("verifier crashed: rc=1; no reward file\ndependency install failed", "verifier_dep_install"),
+        (
+            "verifier crashed: dependency install failed (see verifier/test-stdout.txt)",
+            "verifier_dep_install",
+        ),
+        (
+            "verifier crashed: rc=1; no reward file\ndependency install failed",
+            "verifier_dep_install",
+        ),
         ("invalid reward 'abc' in reward.txt", "verifier_bad_reward"),
         ("reward out of range: 1.5", "verifier_bad_reward"),
         ("verifier crashed: rc=1; no reward file", "verifier_no_reward"),
@@ -78,13 +90,34 @@ def test_every_class_has_fault_cause_next_and_explanation():
 def test_class_names_are_unique_and_cover_the_brief():
     names = [c.name for c in errors.ERROR_CLASSES]
     assert len(names) == len(set(names))
-    for needed in ("idle_timeout", "install_failure", "pipe_closed", "suspected_api_error",
-                   "api_error", "provider_auth", "provider_rate_limit", "infra_failure",
-                   "provider_rejected", "acp_error", "sandbox_setup", "timeout", "usage_limit",
-                   "agent_integration", "trial_budget", "budget_cancelled", "image_build",
-                   "agent_protocol", "other", "verifier_infra", "verifier_timeout",
-                   "verifier_dep_install", "verifier_failure", "verifier_no_reward",
-                   "verifier_bad_reward", "verifier_other"):
+    for needed in (
+        "idle_timeout",
+        "install_failure",
+        "pipe_closed",
+        "suspected_api_error",
+        "api_error",
+        "provider_auth",
+        "provider_rate_limit",
+        "infra_failure",
+        "provider_rejected",
+        "acp_error",
+        "sandbox_setup",
+        "timeout",
+        "usage_limit",
+        "agent_integration",
+        "trial_budget",
+        "budget_cancelled",
+        "image_build",
+        "agent_protocol",
+        "other",
+        "verifier_infra",
+        "verifier_timeout",
+        "verifier_dep_install",
+        "verifier_failure",
+        "verifier_no_reward",
+        "verifier_bad_reward",
+        "verifier_other",
+    ):
         assert needed in names
 
 
@@ -93,14 +126,27 @@ def test_class_names_are_unique_and_cover_the_brief():
     [
         # retried: dropped connections, failed installs, idle timeouts, agent protocol errors,
         # our own verifier failures
-        ("pipe_closed", True), ("infra_failure", True), ("install_failure", True),
-        ("idle_timeout", True), ("agent_protocol", True), ("sandbox_setup", True),
-        ("verifier_infra", True), ("verifier_timeout", True),
+        ("pipe_closed", True),
+        ("infra_failure", True),
+        ("install_failure", True),
+        ("idle_timeout", True),
+        ("agent_protocol", True),
+        ("sandbox_setup", True),
+        ("verifier_infra", True),
+        ("verifier_timeout", True),
         # not retried: wall clock, rejected login, rate limit, usage limit, budget stops
-        ("timeout", False), ("provider_auth", False), ("provider_rate_limit", False),
-        ("usage_limit", False), ("trial_budget", False), ("budget_cancelled", False),
-        ("image_build", False), ("provider_rejected", False), ("suspected_api_error", False),
-        ("agent_integration", False), ("verifier_failure", False), ("other", False),
+        ("timeout", False),
+        ("provider_auth", False),
+        ("provider_rate_limit", False),
+        ("usage_limit", False),
+        ("trial_budget", False),
+        ("budget_cancelled", False),
+        ("image_build", False),
+        ("provider_rejected", False),
+        ("suspected_api_error", False),
+        ("agent_integration", False),
+        ("verifier_failure", False),
+        ("other", False),
     ],
 )
 def test_retried_classes_follow_the_seed_page(name, retried):
@@ -127,8 +173,12 @@ def test_api_errors_are_retried_only_when_transient(message, transient):
 
 
 def _result(reward=None, error=None, verifier_error=None, **extra):
-    return {"rewards": None if reward is None else {"reward": reward}, "error": error,
-            "verifier_error": verifier_error, **extra}
+    return {
+        "rewards": None if reward is None else {"reward": reward},
+        "error": error,
+        "verifier_error": verifier_error,
+        **extra,
+    }
 
 
 @pytest.mark.parametrize(
@@ -159,7 +209,9 @@ def test_should_retry_follows_the_retry_policy(result, retry):
     assert errors.should_retry(result) is retry
 
 
-@pytest.mark.parametrize(("attempt", "seconds"), [(0, 1), (1, 2), (3, 8), (4, 16), (5, 30), (9, 30)])
+@pytest.mark.parametrize(
+    ("attempt", "seconds"), [(0, 1), (1, 2), (3, 8), (4, 16), (5, 30), (9, 30)]
+)
 def test_backoff_doubles_up_to_thirty_seconds(attempt, seconds):
     assert errors.backoff_seconds(attempt) == seconds
 
@@ -194,7 +246,11 @@ def test_explain_texts_name_no_command_or_flag_bench_lacks():
     # `bench explain` must point at things that exist here (BenchFlow's own are named as such)
     for cls in errors.ERROR_CLASSES:
         text = cls.next + " " + cls.explain
-        assert "install-stdout" not in text and "--timeout " not in text and "--agent-start" not in text
+        assert (
+            "install-stdout" not in text
+            and "--timeout " not in text
+            and "--agent-start" not in text
+        )
         for field in ("api_error_info", "sandbox_startup_info", "transport_error_info"):
             assert field not in text, (cls.name, field)
     # idle_timeout_info is written now (by the idle watchdog): its class may point at it
@@ -210,21 +266,60 @@ def test_explain_text_for_an_unknown_class_suggests_names():
 @pytest.mark.parametrize(
     ("result", "key", "label", "fault"),
     [
-        (_result(error="ACP error: Invalid API key (HTTP 401)"), "provider_auth",
-         "the model provider refused the credential", "setup"),
-        (_result(error="agent integration failure [agent_install]: npm exited 1"),
-         "agent_integration:agent_install", "the agent integration broke: its install or runtime is broken",
-         "infrastructure"),
-        (_result(error="x", error_category="agent_integration",
-                 integration_failure_info={"cause": "agent_auth"}),
-         "agent_integration:agent_auth", "the agent integration broke: its login or billing failed", "setup"),
-        (_result(error="agent closed stdout", transport_error_info={"process_exit_code": 137}),
-         "pipe_closed:exit", "the agent process exited with code 137", "agent"),
-        (_result(error="usage limit reached", usage_limit_info={"login": "me", "window": "5-hour"}),
-         "usage_limit", "usage limit on login me, 5-hour window", "setup"),
-        (_result(verifier_error="verifier timed out"), "verifier_timeout", "the verifier timed out", "task"),
-        (_result(), "no_verdict", "no verdict was recorded (no reward and no error)", "infrastructure"),
-        (None, "interrupted", "the attempt was interrupted before it wrote result.json", "infrastructure"),
+        (
+            _result(error="ACP error: Invalid API key (HTTP 401)"),
+            "provider_auth",
+            "the model provider refused the credential",
+            "setup",
+        ),
+        (
+            _result(error="agent integration failure [agent_install]: npm exited 1"),
+            "agent_integration:agent_install",
+            "the agent integration broke: its install or runtime is broken",
+            "infrastructure",
+        ),
+        (
+            _result(
+                error="x",
+                error_category="agent_integration",
+                integration_failure_info={"cause": "agent_auth"},
+            ),
+            "agent_integration:agent_auth",
+            "the agent integration broke: its login or billing failed",
+            "setup",
+        ),
+        (
+            _result(error="agent closed stdout", transport_error_info={"process_exit_code": 137}),
+            "pipe_closed:exit",
+            "the agent process exited with code 137",
+            "agent",
+        ),
+        (
+            _result(
+                error="usage limit reached", usage_limit_info={"login": "me", "window": "5-hour"}
+            ),
+            "usage_limit",
+            "usage limit on login me, 5-hour window",
+            "setup",
+        ),
+        (
+            _result(verifier_error="verifier timed out"),
+            "verifier_timeout",
+            "the verifier timed out",
+            "task",
+        ),
+        (
+            _result(),
+            "no_verdict",
+            "no verdict was recorded (no reward and no error)",
+            "infrastructure",
+        ),
+        (
+            None,
+            "interrupted",
+            "the attempt was interrupted before it wrote result.json",
+            "infrastructure",
+        ),
         (_result(error="weird\n  thing"), "other", "other error: weird thing", "infrastructure"),
     ],
 )
@@ -247,7 +342,10 @@ def test_breaker_opens_after_five_identical_permanent_provider_failures():
     breaker = CircuitBreaker(threshold=5)
     assert [breaker.record(PERMANENT) for _ in range(5)] == [False] * 4 + [True]
     assert breaker.open and breaker.is_open
-    assert breaker.skip_error() == "skipped: api-error circuit breaker open ([auth:401] x5 consecutive)"
+    assert (
+        breaker.skip_error()
+        == "skipped: api-error circuit breaker open ([auth:401] x5 consecutive)"
+    )
     assert errors.classify(breaker.skip_error()) == "api_error"
 
 

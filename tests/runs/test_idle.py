@@ -16,8 +16,13 @@ class Clock:
 def make(limit=10.0, *, output=None, tools=0, proxy=None):
     clock = Clock()
     state = {"output": output, "tools": tools, "proxy": proxy}
-    watch = IdleWatch(limit, lambda: state["output"], lambda: state["tools"],
-                      (lambda: state["proxy"]) if proxy is not None else None, clock=clock)
+    watch = IdleWatch(
+        limit,
+        lambda: state["output"],
+        lambda: state["tools"],
+        (lambda: state["proxy"]) if proxy is not None else None,
+        clock=clock,
+    )
     return watch, clock, state
 
 
@@ -69,22 +74,33 @@ def test_the_error_matches_benchflows_wording_and_class():
     from runs.errors import classify
 
     text = idle_error(600, 601.4, 7)
-    assert text == ("Agent idle for 600s with no new tool call, message, or thought "
-                    "(last activity 601s ago, 7 tool calls so far)")
+    assert text == (
+        "Agent idle for 600s with no new tool call, message, or thought "
+        "(last activity 601s ago, 7 tool calls so far)"
+    )
     assert classify(text) == "idle_timeout"
     watch, clock, _ = make(600)
     clock.now += 600
     assert watch.expired() == 600
-    clock.now += 4  # stopping the agent took a while: the error reports the silence the watchdog saw
+    clock.now += (
+        4  # stopping the agent took a while: the error reports the silence the watchdog saw
+    )
     result: dict = {}
     record_idle_stop(result, watch, 600.0, 3)
     assert result["error_category"] == "idle_timeout"
-    assert result["idle_timeout_info"] == {"idle_timeout_sec": 600, "limit_sec": 600.0, "pending": False,
-                                           "silent_sec": 600.0, "n_tool_calls": 3}
+    assert result["idle_timeout_info"] == {
+        "idle_timeout_sec": 600,
+        "limit_sec": 600.0,
+        "pending": False,
+        "silent_sec": 600.0,
+        "n_tool_calls": 3,
+    }
 
 
-@pytest.mark.parametrize(("text", "want"), [("600", 600.0), ("2.5", 2.5), ("0", None), ("none", None),
-                                            ("None", None), ("0.0", None)])
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [("600", 600.0), ("2.5", 2.5), ("0", None), ("none", None), ("None", None), ("0.0", None)],
+)
 def test_parse_idle_timeout(text, want):
     assert parse_idle_timeout(text) == want
 
@@ -101,9 +117,20 @@ def test_the_setting_is_recorded_and_a_resume_keeps_it(tmp_path):
     off = RunSpec(tasks_dir=tmp_path, agent_idle_timeout=None)
     assert off.recorded()["agent_idle_timeout_sec"] is None
     assert RunSpec.from_recorded(off.recorded()).agent_idle_timeout is None
-    assert RunSpec.from_recorded(RunSpec(tasks_dir=tmp_path, agent_idle_timeout=42).recorded()).agent_idle_timeout == 42
-    old = {k: v for k, v in RunSpec(tasks_dir=tmp_path).recorded().items() if k != "agent_idle_timeout_sec"}
-    assert RunSpec.from_recorded(old).agent_idle_timeout == 600  # a job from before the setting: the default
+    assert (
+        RunSpec.from_recorded(
+            RunSpec(tasks_dir=tmp_path, agent_idle_timeout=42).recorded()
+        ).agent_idle_timeout
+        == 42
+    )
+    old = {
+        k: v
+        for k, v in RunSpec(tasks_dir=tmp_path).recorded().items()
+        if k != "agent_idle_timeout_sec"
+    }
+    assert (
+        RunSpec.from_recorded(old).agent_idle_timeout == 600
+    )  # a job from before the setting: the default
 
 
 async def test_the_gateway_reports_an_attempts_calls_for_the_watchdog(tmp_path):
@@ -118,15 +145,23 @@ async def test_the_gateway_reports_an_attempts_calls_for_the_watchdog(tmp_path):
     gateway.port = await gateway.server.start("127.0.0.1", 0)
     try:
         assert gateway.activity("t__a1") == (0, 0)  # unknown attempt
-        key = gateway.register(attempt_id="t__a1", model="mock/echo", log_path=tmp_path / "l.jsonl",
-                               token_budget=None, turn_budget=None, solution_text=None,
-                               on_budget_spent=lambda _id: None)
+        key = gateway.register(
+            attempt_id="t__a1",
+            model="mock/echo",
+            log_path=tmp_path / "l.jsonl",
+            token_budget=None,
+            turn_budget=None,
+            solution_text=None,
+            on_budget_spent=lambda _id: None,
+        )
         assert gateway.activity("t__a1") == (0, 0)
         # when the agent makes one call
         async with httpx.AsyncClient() as client:
-            resp = await client.post(f"http://127.0.0.1:{gateway.port}/v1/chat/completions",
-                                     headers={"authorization": f"Bearer {key}"},
-                                     json={"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+            resp = await client.post(
+                f"http://127.0.0.1:{gateway.port}/v1/chat/completions",
+                headers={"authorization": f"Bearer {key}"},
+                json={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+            )
         assert resp.status_code == 200
         # then its start and its end are two events, and nothing is in flight
         assert gateway.activity("t__a1") == (2, 0)

@@ -16,12 +16,21 @@ from runs.spec import RunSpec
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "tasks"
 
 
-def result(task: str, rollout: str, reward: float | None, attempt: int = 1, error: str | None = None) -> dict:
+def result(
+    task: str, rollout: str, reward: float | None, attempt: int = 1, error: str | None = None
+) -> dict:
     return {
-        "task_name": task, "trial_name": task, "trial_index": 0, "rollout_name": rollout, "attempt": attempt,
-        "rewards": None if reward is None else {"reward": reward}, "error": error,
-        "error_category": "sandbox_setup" if error else None, "n_tool_calls": 2,
-        "agent_result": {"total_tokens": 100, "cost_usd": 0.01}, "timing": {"total": 1.5},
+        "task_name": task,
+        "trial_name": task,
+        "trial_index": 0,
+        "rollout_name": rollout,
+        "attempt": attempt,
+        "rewards": None if reward is None else {"reward": reward},
+        "error": error,
+        "error_category": "sandbox_setup" if error else None,
+        "n_tool_calls": 2,
+        "agent_result": {"total_tokens": 100, "cost_usd": 0.01},
+        "timing": {"total": 1.5},
     }
 
 
@@ -29,18 +38,31 @@ def result(task: str, rollout: str, reward: float | None, attempt: int = 1, erro
 def test_index_records_attempts_and_the_best_outcome_per_trial(tmp_path):
     # given
     index = Index()
-    index.open_job(tmp_path / "2026-01-01__00-00-00", {"tasks_dir": "tasks", "agent": "oracle", "plan": ["a", "b"]})
+    index.open_job(
+        tmp_path / "2026-01-01__00-00-00",
+        {"tasks_dir": "tasks", "agent": "oracle", "plan": ["a", "b"]},
+    )
     index.attempt_created("a", "a", 0, "a__00000001", 1)
-    index.attempt_finished(result("a", "a__00000001", None, error="sandbox startup failed: boom"), None)
+    index.attempt_finished(
+        result("a", "a__00000001", None, error="sandbox startup failed: boom"), None
+    )
     index.attempt_created("a", "a", 0, "a__00000002", 2)
     index.attempt_finished(result("a", "a__00000002", 1.0, attempt=2), None)
     index.attempt_created("b", "b", 0, "b__00000003", 1)
     index.attempt_finished(result("b", "b__00000003", 0.0), None)
-    index.finish_job({"passed": 1, "failed": 1, "errored": 0, "verifier_errored": 0}, JobState.FINISHED)
+    index.finish_job(
+        {"passed": 1, "failed": 1, "errored": 0, "verifier_errored": 0}, JobState.FINISHED
+    )
     index.close()
     # then
     job = Job.objects.get()
-    assert (job.agent, job.state, job.passed, job.failed, job.n_trials) == ("oracle", "finished", 1, 1, 2)
+    assert (job.agent, job.state, job.passed, job.failed, job.n_trials) == (
+        "oracle",
+        "finished",
+        1,
+        1,
+        2,
+    )
     a = Trial.objects.get(job=job, name="a")
     assert (a.outcome, a.reward, a.n_attempts) == ("passed", 1.0, 2)
     assert Trial.objects.get(job=job, name="b").outcome == "failed"
@@ -51,9 +73,14 @@ def test_index_records_attempts_and_the_best_outcome_per_trial(tmp_path):
 
 @pytest.mark.parametrize(
     ("res", "outcome"),
-    [(None, "interrupted"), ({"rewards": {"reward": 1.0}}, "passed"), ({"rewards": {"reward": 0.5}}, "failed"),
-     ({"rewards": {"reward": 0.0}, "error": "x"}, "failed"), ({"rewards": None, "error": "x"}, "errored"),
-     ({"rewards": None, "verifier_error": "x"}, "verifier_errored")],
+    [
+        (None, "interrupted"),
+        ({"rewards": {"reward": 1.0}}, "passed"),
+        ({"rewards": {"reward": 0.5}}, "failed"),
+        ({"rewards": {"reward": 0.0}, "error": "x"}, "failed"),
+        ({"rewards": None, "error": "x"}, "errored"),
+        ({"rewards": None, "verifier_error": "x"}, "verifier_errored"),
+    ],
 )
 def test_outcome_of(res, outcome):
     assert outcome_of(res) == outcome
@@ -66,9 +93,17 @@ def test_a_real_job_leaves_an_index_matching_its_folder(docker_client, tmp_path,
     from runs.preflight import prepare_run
 
     monkeypatch.chdir(tmp_path)
-    spec = RunSpec(tasks_dir=EXAMPLES, agent="oracle", include=["hello-world", "partial-credit"],
-                   jobs_dir=tmp_path / "jobs", concurrency=2, quiet=True)
-    code = prepare_run(spec, setup_django=lambda: None, reporter=Reporter(quiet=True, stream=io.StringIO()))
+    spec = RunSpec(
+        tasks_dir=EXAMPLES,
+        agent="oracle",
+        include=["hello-world", "partial-credit"],
+        jobs_dir=tmp_path / "jobs",
+        concurrency=2,
+        quiet=True,
+    )
+    code = prepare_run(
+        spec, setup_django=lambda: None, reporter=Reporter(quiet=True, stream=io.StringIO())
+    )
     # then the index matches the folder
     assert code == 0
     [job_dir] = [p for p in (tmp_path / "jobs").iterdir() if p.is_dir()]
@@ -76,7 +111,10 @@ def test_a_real_job_leaves_an_index_matching_its_folder(docker_client, tmp_path,
     assert job.state == JobState.FINISHED and job.passed == 2
     assert job.summary == json.loads((job_dir / "summary.json").read_text())
     folders = {p.parent.name for p in job_dir.glob("*/result.json")}
-    assert set(Attempt.objects.filter(trial__job=job).values_list("rollout_name", flat=True)) == folders
+    assert (
+        set(Attempt.objects.filter(trial__job=job).values_list("rollout_name", flat=True))
+        == folders
+    )
     for trial in Trial.objects.filter(job=job):
         [res] = [json.loads(p.read_text()) for p in job_dir.glob(f"{trial.name}__*/result.json")]
         assert trial.reward == res["rewards"]["reward"] and trial.outcome == "passed"
@@ -84,7 +122,9 @@ def test_a_real_job_leaves_an_index_matching_its_folder(docker_client, tmp_path,
 
 @pytest.mark.docker
 @pytest.mark.django_db(transaction=True)
-def test_an_attempt_a_job_cap_cancels_is_cancelled_in_the_index(docker_client, tmp_path, monkeypatch):
+def test_an_attempt_a_job_cap_cancels_is_cancelled_in_the_index(
+    docker_client, tmp_path, monkeypatch
+):
     # given an agent that sleeps and a sandbox-seconds cap it runs past
     from runs.preflight import prepare_run
     from tests.conftest import write_task
@@ -94,10 +134,17 @@ def test_an_attempt_a_job_cap_cancels_is_cancelled_in_the_index(docker_client, t
     agent = tmp_path / "sleep.sh"
     agent.write_text("#!/bin/bash\nsleep 60\n")
     agent.chmod(0o755)
-    spec = RunSpec(tasks_dir=tmp_path / "tasks", agent=f"script:{agent}", jobs_dir=tmp_path / "jobs",
-                   max_sandbox_seconds=3, quiet=True)
+    spec = RunSpec(
+        tasks_dir=tmp_path / "tasks",
+        agent=f"script:{agent}",
+        jobs_dir=tmp_path / "jobs",
+        max_sandbox_seconds=3,
+        quiet=True,
+    )
     # when
-    prepare_run(spec, setup_django=lambda: None, reporter=Reporter(quiet=True, stream=io.StringIO()))
+    prepare_run(
+        spec, setup_django=lambda: None, reporter=Reporter(quiet=True, stream=io.StringIO())
+    )
     # then its row is cancelled, not left running
     [attempt] = Attempt.objects.all()
     assert attempt.state == AttemptState.CANCELLED and attempt.finished_at is not None

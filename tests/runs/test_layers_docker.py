@@ -52,11 +52,17 @@ def test_the_layer_puts_the_folder_into_the_image_once(docker_client, tmp_path):
         assert LayerCache(docker_client).image_with(base, layer) == tag
         assert docker_client.images.get(tag).attrs["Created"] == created
     finally:
-        for image in (layered_tag(docker_client.images.get(base).id, layer), f"benchflow-agent:{name}", base):
+        for image in (
+            layered_tag(docker_client.images.get(base).id, layer),
+            f"benchflow-agent:{name}",
+            base,
+        ):
             docker_client.images.remove(image, force=True)
 
 
-def test_doctor_fix_removes_layers_over_task_images_since_rebuilt(docker_client, tmp_path, monkeypatch):
+def test_doctor_fix_removes_layers_over_task_images_since_rebuilt(
+    docker_client, tmp_path, monkeypatch
+):
     from runs.agents import cli_install
     from runs.doctor import agent_images_check
 
@@ -125,7 +131,9 @@ def test_doctor_fix_removes_layers_of_agent_versions_no_longer_pinned(docker_cli
     # given an image of an agent version this code no longer pins, and one of a pinned version
     dockerfile = io.BytesIO(f"FROM {BASE}\n".encode())
     old = f"benchflow-agent:claude-0.0.{secrets.randbelow(10**6)}"
-    docker_client.images.build(fileobj=dockerfile, tag=old, labels={"benchflow.agent": old.split(":")[1]})
+    docker_client.images.build(
+        fileobj=dockerfile, tag=old, labels={"benchflow.agent": old.split(":")[1]}
+    )
     try:
         # when the doctor looks, it warns and names it
         check = agent_images_check(docker_client, fix=False)

@@ -22,15 +22,34 @@ from runs.sandboxes.docker import ExecResult
 from runs.tasks import load_task
 from tests.conftest import write_task
 
-USAGE = {"input_tokens": 100, "cache_read_input_tokens": 700, "cache_creation_input_tokens": 200, "output_tokens": 30}
+USAGE = {
+    "input_tokens": 100,
+    "cache_read_input_tokens": 700,
+    "cache_creation_input_tokens": 200,
+    "output_tokens": 30,
+}
 CALL_TOKENS = sum(USAGE.values())
 
 
-def assistant(session: str, msg_id: str, block: str = "text", usage: dict[str, int] = USAGE,
-              sidechain: bool = False) -> dict[str, Any]:
+def assistant(
+    session: str,
+    msg_id: str,
+    block: str = "text",
+    usage: dict[str, int] = USAGE,
+    sidechain: bool = False,
+) -> dict[str, Any]:
     """One entry of Claude Code's session log: one content block of one API message."""
-    return {"type": "assistant", "sessionId": session, "isSidechain": sidechain,
-            "message": {"id": msg_id, "role": "assistant", "content": [{"type": block}], "usage": usage}}
+    return {
+        "type": "assistant",
+        "sessionId": session,
+        "isSidechain": sidechain,
+        "message": {
+            "id": msg_id,
+            "role": "assistant",
+            "content": [{"type": block}],
+            "usage": usage,
+        },
+    }
 
 
 def init(session: str) -> dict[str, Any]:
@@ -99,33 +118,76 @@ def projects(agent: ClaudeAgent) -> str:
 
 def base_result() -> dict[str, Any]:
     """What the runner starts a login trial's result with (no proxy)."""
-    return {"error": None, "error_category": None, "trial_budget": None, "model": None,
-            "agent_result": {"n_input_tokens": 0, "n_output_tokens": 0, "n_cache_read_tokens": 0,
-                             "n_cache_creation_tokens": 0, "total_tokens": 0, "cost_usd": None,
-                             "usage_source": "none", "price_source": None}}
+    return {
+        "error": None,
+        "error_category": None,
+        "trial_budget": None,
+        "model": None,
+        "agent_result": {
+            "n_input_tokens": 0,
+            "n_output_tokens": 0,
+            "n_cache_read_tokens": 0,
+            "n_cache_creation_tokens": 0,
+            "total_tokens": 0,
+            "cost_usd": None,
+            "usage_source": "none",
+            "price_source": None,
+        },
+    }
 
 
-async def run(agent: ClaudeAgent, sandbox: SessionSandbox, tmp_path: Path, result: dict[str, Any],
-              toml: str = "") -> Any:
+async def run(
+    agent: ClaudeAgent,
+    sandbox: SessionSandbox,
+    tmp_path: Path,
+    result: dict[str, Any],
+    toml: str = "",
+) -> Any:
     tasks = tmp_path / "tasks"
-    task = load_task(tasks / "t" if (tasks / "t").is_dir() else write_task(tasks, "t", test_sh="true\n", toml=toml))
+    task = load_task(
+        tasks / "t"
+        if (tasks / "t").is_dir()
+        else write_task(tasks, "t", test_sh="true\n", toml=toml)
+    )
     return await run_agent(
-        agent=agent, task=task, instruction="hi", sandbox=sandbox,  # type: ignore[arg-type]
-        attempt_dir=tmp_path / "job" / "t__a1", agent_env={}, result=result, proxy=None, model="sonnet",
-        budget=trial_budget_for(task, None, None), on_tool=lambda _title: None,
+        agent=agent,
+        task=task,
+        instruction="hi",
+        sandbox=sandbox,  # type: ignore[arg-type]
+        attempt_dir=tmp_path / "job" / "t__a1",
+        agent_env={},
+        result=result,
+        proxy=None,
+        model="sonnet",
+        budget=trial_budget_for(task, None, None),
+        on_tool=lambda _title: None,
     )
 
 
 def tokens(ar: dict[str, Any]) -> tuple[int, int, int, int, int]:
-    return (ar["n_input_tokens"], ar["n_output_tokens"], ar["n_cache_read_tokens"],
-            ar["n_cache_creation_tokens"], ar["total_tokens"])
+    return (
+        ar["n_input_tokens"],
+        ar["n_output_tokens"],
+        ar["n_cache_read_tokens"],
+        ar["n_cache_creation_tokens"],
+        ar["total_tokens"],
+    )
 
 
 def calls_of(n: int) -> tuple[int, int, int, int, int]:
     """What n calls with USAGE come to in agent_result (input includes the cache's tokens)."""
-    inp = USAGE["input_tokens"] + USAGE["cache_read_input_tokens"] + USAGE["cache_creation_input_tokens"]
-    return (n * inp, n * USAGE["output_tokens"], n * USAGE["cache_read_input_tokens"],
-            n * USAGE["cache_creation_input_tokens"], n * CALL_TOKENS)
+    inp = (
+        USAGE["input_tokens"]
+        + USAGE["cache_read_input_tokens"]
+        + USAGE["cache_creation_input_tokens"]
+    )
+    return (
+        n * inp,
+        n * USAGE["output_tokens"],
+        n * USAGE["cache_read_input_tokens"],
+        n * USAGE["cache_creation_input_tokens"],
+        n * CALL_TOKENS,
+    )
 
 
 async def test_a_login_counts_each_call_of_its_session_log_once_its_subagents_included(
@@ -137,10 +199,13 @@ async def test_a_login_counts_each_call_of_its_session_log_once_its_subagents_in
     sandbox.logs = {
         f"{projects(login)}/s1.jsonl": [
             {"type": "user", "sessionId": "s1", "message": {"role": "user", "content": "hi"}},
-            assistant("s1", "msg_1", "text"), assistant("s1", "msg_1", "tool_use"),
+            assistant("s1", "msg_1", "text"),
+            assistant("s1", "msg_1", "tool_use"),
             assistant("s1", "msg_2"),
         ],
-        f"{projects(login)}/s1/subagents/agent-a1.jsonl": [assistant("s1", "msg_3", sidechain=True)],
+        f"{projects(login)}/s1/subagents/agent-a1.jsonl": [
+            assistant("s1", "msg_3", sidechain=True)
+        ],
     }
     result = base_result()
     # when
@@ -191,17 +256,34 @@ async def test_a_login_that_left_neither_keeps_its_empty_usage(tmp_path, login, 
     ("_case", "entries", "expected"),
     [
         ("another session only", [assistant("s2", "m1")], None),
-        ("the session, no call yet", [{"type": "user", "sessionId": "s1"}],
-         {**dict.fromkeys(USAGE, 0), "calls": 0}),
-        ("a message's later entry has its final output count",
-         [assistant("s1", "m1", usage={**USAGE, "output_tokens": 1}), assistant("s1", "m1", "tool_use")],
-         {**USAGE, "calls": 1}),
-        ("another session's calls are left out",
-         [assistant("s1", "m1"), assistant("s2", "m2"), assistant("s1", "m3")],
-         {**{k: 2 * v for k, v in USAGE.items()}, "calls": 2}),
-        ("lines that are no entry are skipped",
-         ["not json", "[]", assistant("s1", "m1"), {"type": "assistant", "sessionId": "s1", "message": "x"}],
-         {**USAGE, "calls": 1}),
+        (
+            "the session, no call yet",
+            [{"type": "user", "sessionId": "s1"}],
+            {**dict.fromkeys(USAGE, 0), "calls": 0},
+        ),
+        (
+            "a message's later entry has its final output count",
+            [
+                assistant("s1", "m1", usage={**USAGE, "output_tokens": 1}),
+                assistant("s1", "m1", "tool_use"),
+            ],
+            {**USAGE, "calls": 1},
+        ),
+        (
+            "another session's calls are left out",
+            [assistant("s1", "m1"), assistant("s2", "m2"), assistant("s1", "m3")],
+            {**{k: 2 * v for k, v in USAGE.items()}, "calls": 2},
+        ),
+        (
+            "lines that are no entry are skipped",
+            [
+                "not json",
+                "[]",
+                assistant("s1", "m1"),
+                {"type": "assistant", "sessionId": "s1", "message": "x"},
+            ],
+            {**USAGE, "calls": 1},
+        ),
     ],
 )
 def test_session_log_usage(_case, entries, expected):
@@ -217,7 +299,9 @@ async def test_the_steps_of_a_multi_step_login_trial_add_up(tmp_path, login, san
     await run(login, sandbox, tmp_path, result)
     # when the second step, in the same sandbox (the first step's log still there), makes two more
     sandbox.stdout = [init("s2"), result_line("s2", {**USAGE, "input_tokens": 200})]
-    sandbox.logs = {f"{projects(login)}/s2.jsonl": [assistant("s2", "msg_2"), assistant("s2", "msg_3")]}
+    sandbox.logs = {
+        f"{projects(login)}/s2.jsonl": [assistant("s2", "msg_2"), assistant("s2", "msg_3")]
+    }
     await run(login, sandbox, tmp_path, result)
     # then the trial's usage is both steps', each call once
     assert tokens(result["agent_result"]) == calls_of(3)

@@ -55,10 +55,15 @@ def test_change_compares_the_new_reward_with_the_original(original, new, status,
 def test_append_regrade_keeps_the_first_original_and_every_regrade():
     # given a first regrade
     first = append_regrade(None, {"reward": 1.0}, {"id": "a", "change": "pass->fail"})
-    assert first == {"original": {"reward": 1.0}, "regrades": [{"id": "a", "change": "pass->fail"}],
-                     "latest": {"id": "a", "change": "pass->fail"}}
+    assert first == {
+        "original": {"reward": 1.0},
+        "regrades": [{"id": "a", "change": "pass->fail"}],
+        "latest": {"id": "a", "change": "pass->fail"},
+    }
     # when a second one comes, with whatever the caller now thinks the original is
-    second = append_regrade({**first, "note": "kept"}, {"reward": 0.0}, {"id": "b", "change": "same"})
+    second = append_regrade(
+        {**first, "note": "kept"}, {"reward": 0.0}, {"id": "b", "change": "same"}
+    )
     # then nothing is overwritten: the original stays, the regrade is appended and is the latest
     assert second["original"] == {"reward": 1.0}
     assert [r["id"] for r in second["regrades"]] == ["a", "b"]
@@ -71,10 +76,14 @@ def test_report_lines_and_exit_codes():
     report = RegradeReport(Path("jobs/j"), "id", "now", None)
     report.rows.append(TrialRow("x", "x", "x__1", "refused", message=NO_OUTPUTS))
     assert report.exit_code == 2  # nothing regradable is a usage error
-    report.rows.append(TrialRow("half-life", "half-life", "h__1", "complete", "pass->fail", 1.0, 0.0))
+    report.rows.append(
+        TrialRow("half-life", "half-life", "h__1", "complete", "pass->fail", 1.0, 0.0)
+    )
     assert report.rows[-1].line() == "[REGRADE] half-life: pass->fail (reward 1.00 -> 0.00)"
     assert report.exit_code == 0
-    report.rows.append(TrialRow("y", "y", "y__1", "failed", message="sandbox creation failed: boom"))
+    report.rows.append(
+        TrialRow("y", "y", "y__1", "failed", message="sandbox creation failed: boom")
+    )
     assert report.rows[-1].line() == "[REGRADE] y: failed (sandbox creation failed: boom)"
     assert report.exit_code == 1
     assert report.closing == "Regraded 1 trial(s) (1 pass->fail), 1 refused, 1 failed."
@@ -92,21 +101,42 @@ def test_help_says_the_run_needs_saved_outputs():
     for flag in ("--tasks-dir", "--reason", "--concurrency", "--json"):
         assert flag in text
     args = parser.parse_args(["regrade", "jobs/x", "-j", "2"])
-    assert (args.command, args.job, args.concurrency, args.handler) == ("regrade", Path("jobs/x"), 2, regrade_cli.run)
+    assert (args.command, args.job, args.concurrency, args.handler) == (
+        "regrade",
+        Path("jobs/x"),
+        2,
+        regrade_cli.run,
+    )
 
 
 # ---------------------------------------------------------------- refusals (no sandbox needed)
 
 
-def fake_attempt(job: Path, task: Path, *, reward: float | None = 1.0, saved: dict[str, str] | None = None,
-                 steps: bool = False, folder: str | None = None) -> Path:
+def fake_attempt(
+    job: Path,
+    task: Path,
+    *,
+    reward: float | None = 1.0,
+    saved: dict[str, str] | None = None,
+    steps: bool = False,
+    folder: str | None = None,
+) -> Path:
     """An attempt folder as bench run writes it; `saved` files become evidence/workspace + manifest."""
     attempt = job / (folder or f"{task.name}__0000abcd")
     attempt.mkdir(parents=True)
-    write_json(attempt / "config.json", {"task_path": str(task), "task_name": task.name, "trial_name": task.name})
-    result = {"task_name": task.name, "trial_name": task.name, "rewards": None if reward is None else {"reward": reward},
-              "error": None, "verifier_error": None, "started_at": "2026-11-04T18:48:30.000",
-              "finished_at": "2026-11-04T18:48:40.000"}
+    write_json(
+        attempt / "config.json",
+        {"task_path": str(task), "task_name": task.name, "trial_name": task.name},
+    )
+    result = {
+        "task_name": task.name,
+        "trial_name": task.name,
+        "rewards": None if reward is None else {"reward": reward},
+        "error": None,
+        "verifier_error": None,
+        "started_at": "2026-11-04T18:48:30.000",
+        "finished_at": "2026-11-04T18:48:40.000",
+    }
     if steps:
         result["steps"] = [{"name": "one", "rewards": {"reward": 1.0}}]
     write_json(attempt / "result.json", result)
@@ -115,7 +145,10 @@ def fake_attempt(job: Path, task: Path, *, reward: float | None = 1.0, saved: di
         root.mkdir(parents=True)
         for rel, text in saved.items():
             (root / rel).write_text(text)
-        write_json(attempt / "evidence" / "manifest.json", {"workdir": "/app", "files": build_manifest(root)})
+        write_json(
+            attempt / "evidence" / "manifest.json",
+            {"workdir": "/app", "files": build_manifest(root)},
+        )
     return attempt
 
 
@@ -151,11 +184,17 @@ def test_a_job_with_nothing_regradable_refuses_each_trial_and_writes_nothing(tmp
     # then
     assert report.exit_code == 2
     assert f"[REFUSED] plain: {NO_OUTPUTS}" in lines
-    assert "plain: no saved outputs; rerun with bench run --save-outputs to make it regradable" in report.render()
+    assert (
+        "plain: no saved outputs; rerun with bench run --save-outputs to make it regradable"
+        in report.render()
+    )
     assert f"[REFUSED] stepped: {MULTI_STEP}" in lines
     assert any(line.startswith("[REFUSED] gone: task folder no longer exists") for line in lines)
     for name in ("tampered", "forged", "garbled"):
-        assert any(line.startswith(f"[REFUSED] {name}: saved outputs do not match their manifest") for line in lines)
+        assert any(
+            line.startswith(f"[REFUSED] {name}: saved outputs do not match their manifest")
+            for line in lines
+        )
     assert "Nothing to regrade" in report.closing
     assert sorted(p.relative_to(job) for p in job.rglob("*")) == before  # nothing written
 
@@ -169,7 +208,9 @@ def test_a_task_that_became_multi_step_is_refused(tmp_path):
     (task / "steps" / "one").mkdir(parents=True)
     (task / "steps" / "one" / "instruction.md").write_text("Step one.\n")
     report = regrade_job(job, say=lambda _: None)
-    assert [(r.trial, r.status, r.message) for r in report.rows] == [("grown", "refused", MULTI_STEP)]
+    assert [(r.trial, r.status, r.message) for r in report.rows] == [
+        ("grown", "refused", MULTI_STEP)
+    ]
 
 
 def test_a_file_not_in_the_manifest_is_a_mismatch(tmp_path):
@@ -210,9 +251,13 @@ WRONG_VERIFIER = "echo 1 > /logs/verifier/reward.txt\n"  # passes everything
 FIXED_VERIFIER = 'if [ "$(cat /app/answer.txt)" = 42 ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n'
 # the image's /app has stale.txt; the oracle deletes it and leaves an executable script
 TIDY_DOCKERFILE = "FROM debian:bookworm-slim\nWORKDIR /app\nRUN echo old > /app/stale.txt\n"
-TIDY_SOLVE = "rm /app/stale.txt\nprintf '#!/bin/sh\\necho hi\\n' > /app/run.sh\nchmod 755 /app/run.sh\n"
-TIDY_FIXED = ('if [ -x /app/run.sh ] && [ ! -e /app/stale.txt ] && [ "$(/app/run.sh)" = hi ]; '
-              "then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n")
+TIDY_SOLVE = (
+    "rm /app/stale.txt\nprintf '#!/bin/sh\\necho hi\\n' > /app/run.sh\nchmod 755 /app/run.sh\n"
+)
+TIDY_FIXED = (
+    'if [ -x /app/run.sh ] && [ ! -e /app/stale.txt ] && [ "$(/app/run.sh)" = hi ]; '
+    "then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n"
+)
 
 
 def containers_of(client, job: Path) -> list:
@@ -220,7 +265,9 @@ def containers_of(client, job: Path) -> list:
 
 
 def run_job(tmp_path: Path, env: dict, *extra: str) -> Path:
-    proc = run_bench(["run", "tasks", "-a", "oracle", "--jobs-dir", "jobs", *extra], env=env, cwd=tmp_path)
+    proc = run_bench(
+        ["run", "tasks", "-a", "oracle", "--jobs-dir", "jobs", *extra], env=env, cwd=tmp_path
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [job] = job_dirs(tmp_path / "jobs")
     return job
@@ -232,26 +279,42 @@ def attempt_of(job: Path, task: str) -> Path:
 
 
 @pytest.mark.docker
-def test_regrade_rescores_saved_work_with_the_fixed_verifier_and_appends(docker_client, bench_env, tmp_path):
+def test_regrade_rescores_saved_work_with_the_fixed_verifier_and_appends(
+    docker_client, bench_env, tmp_path
+):
     # given a job whose verifiers were wrong: one passed a wrong answer, one failed a right one
     tasks = tmp_path / "tasks"
-    half = write_task(tasks, "half-life", test_sh=WRONG_VERIFIER, solve_sh="echo 41 > /app/answer.txt\n")
-    tidy = write_task(tasks, "tidy", test_sh="echo 0 > /logs/verifier/reward.txt\n", solve_sh=TIDY_SOLVE,
-                      dockerfile=TIDY_DOCKERFILE)
+    half = write_task(
+        tasks, "half-life", test_sh=WRONG_VERIFIER, solve_sh="echo 41 > /app/answer.txt\n"
+    )
+    tidy = write_task(
+        tasks,
+        "tidy",
+        test_sh="echo 0 > /logs/verifier/reward.txt\n",
+        solve_sh=TIDY_SOLVE,
+        dockerfile=TIDY_DOCKERFILE,
+    )
     job = run_job(tmp_path, bench_env, "--save-outputs")
-    assert {r["task_name"]: r["rewards"]["reward"] for r in results_of(job)} == {"half-life": 1.0, "tidy": 0.0}
+    assert {r["task_name"]: r["rewards"]["reward"] for r in results_of(job)} == {
+        "half-life": 1.0,
+        "tidy": 0.0,
+    }
     half_dir, tidy_dir = attempt_of(job, "half-life"), attempt_of(job, "tidy")
     result_bytes = {d: (d / "result.json").read_bytes() for d in (half_dir, tidy_dir)}
     # when the verifiers are fixed and the job regraded
     (half / "tests" / "test.sh").write_text("#!/bin/bash\n" + FIXED_VERIFIER)
     (tidy / "tests" / "test.sh").write_text("#!/bin/bash\n" + TIDY_FIXED)
     lines: list[str] = []
-    report = regrade_job(job, reason="test.sh accepted any answer", client=docker_client, say=lines.append)
+    report = regrade_job(
+        job, reason="test.sh accepted any answer", client=docker_client, say=lines.append
+    )
     # then each trial flips, and result.json stays byte for byte
     assert report.exit_code == 0, report.render()
     assert "[REGRADE] half-life: pass->fail (reward 1.00 -> 0.00)" in lines
     assert "[REGRADE] tidy: fail->pass (reward 0.00 -> 1.00)" in lines
-    assert report.closing.startswith("Regraded 2 trial(s) (1 fail->pass, 1 pass->fail), 0 refused, 0 failed")
+    assert report.closing.startswith(
+        "Regraded 2 trial(s) (1 fail->pass, 1 pass->fail), 0 refused, 0 failed"
+    )
     for d, data in result_bytes.items():
         assert (d / "result.json").read_bytes() == data
     doc = json.loads((half_dir / "regrade.json").read_text())
@@ -261,13 +324,19 @@ def test_regrade_rescores_saved_work_with_the_fixed_verifier_and_appends(docker_
     assert block == doc["latest"]
     assert block["id"] == report.regrade_id and block["reason"] == "test.sh accepted any answer"
     assert (block["status"], block["change"], block["original_reward"], block["new_reward"]) == (
-        "complete", "pass->fail", 1.0, 0.0)
+        "complete",
+        "pass->fail",
+        1.0,
+        0.0,
+    )
     assert block["new_rewards"] == {"reward": 0.0} and block["verifier_error"] is None
     assert block["task_dir"] == str(half.resolve()) and block["task_digest"].startswith("sha256:")
     assert block["verifier_digest"].startswith("sha256:") and block["sandbox"]["sandbox_id"]
     out = half_dir / "regrade" / report.regrade_id / "verifier"
     assert (out / "reward.txt").read_text().strip() == "0"
-    assert (half_dir / "verifier" / "reward.txt").read_text().strip() == "1"  # the original's output stays
+    assert (
+        half_dir / "verifier" / "reward.txt"
+    ).read_text().strip() == "1"  # the original's output stays
     summary = json.loads((job / "regrade-summary.json").read_text())
     assert summary["counts"] == {"pass->fail": 1, "fail->pass": 1}
     assert summary["trials"] == {"regraded": 2, "refused": 0, "failed": 0, "interrupted": 0}
@@ -279,22 +348,38 @@ def test_regrade_rescores_saved_work_with_the_fixed_verifier_and_appends(docker_
     assert [b["id"] for b in doc2["regrades"]] == [report.regrade_id, again.regrade_id]
     assert doc2["regrades"][0] == block and doc2["original"] == doc["original"]
     assert doc2["latest"]["id"] == again.regrade_id and doc2["latest"]["change"] == "pass->fail"
-    assert (half_dir / "regrade" / report.regrade_id).is_dir() and (half_dir / "regrade" / again.regrade_id).is_dir()
+    assert (half_dir / "regrade" / report.regrade_id).is_dir() and (
+        half_dir / "regrade" / again.regrade_id
+    ).is_dir()
     assert (half_dir / "result.json").read_bytes() == result_bytes[half_dir]
     assert containers_of(docker_client, job) == []
 
 
 @pytest.mark.docker
 def test_a_run_without_saved_outputs_is_refused(docker_client, bench_env, tmp_path):
-    write_task(tmp_path / "tasks", "half-life", test_sh=WRONG_VERIFIER, solve_sh="echo 41 > /app/answer.txt\n")
+    write_task(
+        tmp_path / "tasks",
+        "half-life",
+        test_sh=WRONG_VERIFIER,
+        solve_sh="echo 41 > /app/answer.txt\n",
+    )
     job = run_job(tmp_path, bench_env)
     before = sorted(p.relative_to(job) for p in job.rglob("*"))
     # when, through the command line
-    proc = subprocess.run([sys.executable, "-m", "benchflow_site.regrade_cli", str(job)], cwd=tmp_path,
-                          env={**bench_env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchflow_site.regrade_cli", str(job)],
+        cwd=tmp_path,
+        env={**bench_env, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     # then
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert "half-life: no saved outputs; rerun with bench run --save-outputs to make it regradable" in proc.stdout
+    assert (
+        "half-life: no saved outputs; rerun with bench run --save-outputs to make it regradable"
+        in proc.stdout
+    )
     assert "Nothing to regrade" in proc.stderr
     assert sorted(p.relative_to(job) for p in job.rglob("*")) == before
     assert containers_of(docker_client, job) == []
@@ -313,8 +398,11 @@ def test_a_tampered_workspace_is_refused_and_the_rest_regraded(docker_client, be
     report = regrade_job(job, tasks_dir=tasks, client=docker_client, say=lines.append)
     # then
     assert report.exit_code == 0
-    assert any(line.startswith("[REFUSED] half-life: saved outputs do not match their manifest")
-               and "answer.txt does not match its manifest" in line for line in lines)
+    assert any(
+        line.startswith("[REFUSED] half-life: saved outputs do not match their manifest")
+        and "answer.txt does not match its manifest" in line
+        for line in lines
+    )
     assert "[REGRADE] other: same (reward 1.00 -> 1.00)" in lines
     assert not (tampered / "regrade.json").exists() and not (tampered / "regrade").exists()
     summary = json.loads((job / "regrade-summary.json").read_text())
@@ -342,18 +430,30 @@ def test_a_sandbox_that_cannot_start_is_recorded_as_failed(docker_client, bench_
     assert (attempt / "result.json").read_bytes() == result_bytes
     assert containers_of(docker_client, job) == []
 
+
 @pytest.mark.docker
-def test_ctrl_c_records_an_interrupted_regrade_and_removes_the_sandbox(docker_client, bench_env, tmp_path):
+def test_ctrl_c_records_an_interrupted_regrade_and_removes_the_sandbox(
+    docker_client, bench_env, tmp_path
+):
     task = write_task(tmp_path / "tasks", "slow", test_sh=WRONG_VERIFIER)
     job = run_job(tmp_path, bench_env, "--save-outputs")
-    (task / "tests" / "test.sh").write_text("#!/bin/bash\nsleep 120\necho 1 > /logs/verifier/reward.txt\n")
-    proc = subprocess.Popen([sys.executable, "-m", "benchflow_site.regrade_cli", str(job)], cwd=tmp_path,
-                            env={**bench_env, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    (task / "tests" / "test.sh").write_text(
+        "#!/bin/bash\nsleep 120\necho 1 > /logs/verifier/reward.txt\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "benchflow_site.regrade_cli", str(job)],
+        cwd=tmp_path,
+        env={**bench_env, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 120
         attempt = attempt_of(job, "slow")
-        while not list(attempt.glob("regrade/*/verifier/test-stdout.txt")):  # the verifier is running
+        while not list(
+            attempt.glob("regrade/*/verifier/test-stdout.txt")
+        ):  # the verifier is running
             assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
             time.sleep(0.2)
         # when
@@ -370,15 +470,19 @@ def test_ctrl_c_records_an_interrupted_regrade_and_removes_the_sandbox(docker_cl
     assert json.loads((job / "regrade-summary.json").read_text())["interrupted"] is True
 
 
-
 @pytest.mark.docker
-def test_the_secrets_of_the_tasks_env_do_not_reach_the_regrades_output(docker_client, bench_env, tmp_path,
-                                                                      monkeypatch):
+def test_the_secrets_of_the_tasks_env_do_not_reach_the_regrades_output(
+    docker_client, bench_env, tmp_path, monkeypatch
+):
     # given a task whose tests get a token from the host, and print it
     token = "tok-" + "Zx8Cv7Bn6" * 4
     monkeypatch.setenv("HOST_TEST_TOKEN", token)
-    write_task(tmp_path / "tasks", "t", toml='[verifier]\nenv = { CHECK_TOKEN = "${HOST_TEST_TOKEN}" }\n',
-               test_sh='echo "token $CHECK_TOKEN"\necho 1 > /logs/verifier/reward.txt\n')
+    write_task(
+        tmp_path / "tasks",
+        "t",
+        toml='[verifier]\nenv = { CHECK_TOKEN = "${HOST_TEST_TOKEN}" }\n',
+        test_sh='echo "token $CHECK_TOKEN"\necho 1 > /logs/verifier/reward.txt\n',
+    )
     job = run_job(tmp_path, {**bench_env, "HOST_TEST_TOKEN": token}, "--save-outputs")
     # when it is regraded
     report = regrade_job(job, client=docker_client, say=lambda _: None)

@@ -16,16 +16,35 @@ from runs.results import load_job
 from runs.stats import mean_stderr, pass_at_k, pass_at_k_estimate, reward_stats
 
 
-def write_attempt(job, task, hex8, *, reward=None, error=None, verifier_error=None,
-                  finished="2026-11-29T11:00:00", trial_name=None, trial_index=0, **extra):
+def write_attempt(
+    job,
+    task,
+    hex8,
+    *,
+    reward=None,
+    error=None,
+    verifier_error=None,
+    finished="2026-11-29T11:00:00",
+    trial_name=None,
+    trial_index=0,
+    **extra,
+):
     folder = job / f"{task}__{hex8}"
     folder.mkdir(parents=True)
     result = {
-        "task_name": task, "rollout_name": folder.name, "trial_name": trial_name or task,
-        "trial_index": trial_index, "rewards": None if reward is None else {"reward": reward},
-        "agent": "claude", "model": "mock/oracle", "n_tool_calls": 3, "error": error,
-        "verifier_error": verifier_error, "started_at": "2026-11-29T10:59:00",
-        "finished_at": finished, "agent_result": {"total_tokens": 100, "cost_usd": 0.01},
+        "task_name": task,
+        "rollout_name": folder.name,
+        "trial_name": trial_name or task,
+        "trial_index": trial_index,
+        "rewards": None if reward is None else {"reward": reward},
+        "agent": "claude",
+        "model": "mock/oracle",
+        "n_tool_calls": 3,
+        "error": error,
+        "verifier_error": verifier_error,
+        "started_at": "2026-11-29T10:59:00",
+        "finished_at": finished,
+        "agent_result": {"total_tokens": 100, "cost_usd": 0.01},
         **extra,
     }
     (folder / "result.json").write_text(json.dumps(result))
@@ -70,7 +89,9 @@ def test_read_attempts_reads_every_attempt_folder_and_skips_the_rest(tmp_path):
 def test_interrupted_attempt_takes_its_trial_from_config_json(tmp_path):
     folder = tmp_path / "t__0000000a"
     folder.mkdir()
-    (folder / "config.json").write_text(json.dumps({"task_name": "t", "trial_name": "t#1", "trial_index": 1}))
+    (folder / "config.json").write_text(
+        json.dumps({"task_name": "t", "trial_name": "t#1", "trial_index": 1})
+    )
     (attempt,) = read_attempts(tmp_path)
     assert (attempt.trial_name, attempt.trial_index) == ("t#1", 1)
 
@@ -88,9 +109,14 @@ def test_interrupted_attempt_takes_its_trial_from_config_json(tmp_path):
 )
 def test_best_attempt_is_the_newest_scored_else_the_newest(tmp_path, attempts, best):
     for hex8, reward, at in attempts:
-        write_attempt(tmp_path, "t", hex8.ljust(8, "0"), reward=reward,
-                      error=None if reward is not None else "Connection reset",
-                      finished=f"2026-11-29T{at}:00")
+        write_attempt(
+            tmp_path,
+            "t",
+            hex8.ljust(8, "0"),
+            reward=reward,
+            error=None if reward is not None else "Connection reset",
+            finished=f"2026-11-29T{at}:00",
+        )
     chosen = best_attempt(read_attempts(tmp_path))
     assert chosen.folder == f"t__{best.ljust(8, '0')}"
 
@@ -104,7 +130,9 @@ def test_time_ties_are_broken_by_folder_mtime_then_name(tmp_path):
 
 
 def test_an_attempt_without_timestamps_is_placed_by_folder_mtime(tmp_path):
-    write_attempt(tmp_path, "t", "00000001", error="Connection reset", finished="2026-11-29T11:00:00")
+    write_attempt(
+        tmp_path, "t", "00000001", error="Connection reset", finished="2026-11-29T11:00:00"
+    )
     folder = tmp_path / "t__00000002"
     folder.mkdir()
     os.utime(folder, (4_000_000_000, 4_000_000_000))
@@ -114,18 +142,27 @@ def test_an_attempt_without_timestamps_is_placed_by_folder_mtime(tmp_path):
 def test_load_job_orders_trials_by_plan_and_keeps_attempts_oldest_first(tmp_path):
     write_plan(tmp_path, ["zeta", "alpha"])
     write_attempt(tmp_path, "alpha", "00000001", reward=1.0)
-    write_attempt(tmp_path, "zeta", "00000002", error="Agent install failed", finished="2026-11-29T11:00:00")
+    write_attempt(
+        tmp_path, "zeta", "00000002", error="Agent install failed", finished="2026-11-29T11:00:00"
+    )
     write_attempt(tmp_path, "zeta", "00000003", reward=0.0, finished="2026-11-29T11:05:00")
     job = load_job(tmp_path)
     assert [t.task for t in job.trials] == ["zeta", "alpha"]
     zeta = job.trials[0]
     assert [a.folder for a in zeta.attempts] == ["zeta__00000002", "zeta__00000003"]
     assert (zeta.reward, zeta.outcome, zeta.retried) == (0.0, "failed", True)
-    assert (zeta.agent, zeta.model, zeta.cost_usd, zeta.total_tokens) == ("claude", "mock/oracle", 0.01, 100)
+    assert (zeta.agent, zeta.model, zeta.cost_usd, zeta.total_tokens) == (
+        "claude",
+        "mock/oracle",
+        0.01,
+        100,
+    )
 
 
 def test_load_job_attempts_all_lists_every_attempt(tmp_path):
-    write_attempt(tmp_path, "t", "00000001", error="Agent install failed", finished="2026-11-29T11:00:00")
+    write_attempt(
+        tmp_path, "t", "00000001", error="Agent install failed", finished="2026-11-29T11:00:00"
+    )
     write_attempt(tmp_path, "t", "00000002", reward=1.0, finished="2026-11-29T11:05:00")
     job = load_job(tmp_path, attempts="all")
     assert [(t.outcome, len(t.attempts)) for t in job.trials] == [("errored", 2), ("passed", 2)]
@@ -149,10 +186,18 @@ def test_denominators_keep_errors_out_of_scored_and_controls_out_of_attempted(tm
     make_mixed_job(tmp_path)
     job = load_job(tmp_path)
     assert job.denominators() == {
-        "attempted": 6, "scored": 3, "assessment_errors": 1, "unscored": 2,
-        "execution_errors": 3, "passed": 2, "mean_reward": pytest.approx(2 / 3),
-        "clean_scored": 2, "clean_passed": 1, "controls_excluded": 1,
-        "budget_cancelled": 0, "budget_not_started": 0,
+        "attempted": 6,
+        "scored": 3,
+        "assessment_errors": 1,
+        "unscored": 2,
+        "execution_errors": 3,
+        "passed": 2,
+        "mean_reward": pytest.approx(2 / 3),
+        "clean_scored": 2,
+        "clean_passed": 1,
+        "controls_excluded": 1,
+        "budget_cancelled": 0,
+        "budget_not_started": 0,
     }
     assert job.pass_rate_scored == pytest.approx(2 / 3)
     assert job.pass_rate_attempted == pytest.approx(2 / 6)
@@ -167,7 +212,14 @@ def test_an_oracle_job_is_a_control_run(tmp_path):
 
 @pytest.mark.parametrize(
     ("n", "c", "k", "expected"),
-    [(5, 0, 1, 0.0), (5, 5, 3, 1.0), (4, 1, 1, 0.25), (4, 1, 2, 0.5), (5, 2, 2, 0.7), (3, 2, 3, 1.0)],
+    [
+        (5, 0, 1, 0.0),
+        (5, 5, 3, 1.0),
+        (4, 1, 1, 0.25),
+        (4, 1, 2, 0.5),
+        (5, 2, 2, 0.7),
+        (3, 2, 3, 1.0),
+    ],
 )
 def test_pass_at_k_is_the_unbiased_estimator(n, c, k, expected):
     assert pass_at_k_estimate(n, c, k) == pytest.approx(expected)
@@ -176,9 +228,18 @@ def test_pass_at_k_is_the_unbiased_estimator(n, c, k, expected):
 
 def test_pass_at_k_over_repeated_trials_leaves_errors_and_short_tasks_out(tmp_path):
     # "a": 3 scored trials, 1 passed, plus one errored; "b": 1 scored trial
-    for i, (reward, error) in enumerate([(1.0, None), (0.0, None), (0.0, None), (None, "Connection lost")]):
-        write_attempt(tmp_path, "a", f"0000000{i}", reward=reward, error=error,
-                      trial_name="a" if i == 0 else f"a#{i}", trial_index=i)
+    for i, (reward, error) in enumerate(
+        [(1.0, None), (0.0, None), (0.0, None), (None, "Connection lost")]
+    ):
+        write_attempt(
+            tmp_path,
+            "a",
+            f"0000000{i}",
+            reward=reward,
+            error=error,
+            trial_name="a" if i == 0 else f"a#{i}",
+            trial_index=i,
+        )
     write_attempt(tmp_path, "b", "0000000b", reward=1.0)
     job = load_job(tmp_path)
     assert pass_at_k(job, 1) == pytest.approx((1 / 3 + 1.0) / 2)
@@ -224,7 +285,17 @@ def test_render_results_prints_denominators_then_one_row_per_trial(tmp_path):
     assert "66.7% of scored (2/3), 33.3% of attempted (2/6)" in head
     assert "1 control runs (oracle, nop) left out" in head
     header, *rows = table.strip().splitlines()
-    assert header.split() == ["Task", "Reward", "Outcome", "Attempts", "Agent", "Model", "Cost", "Tokens", "Cause"]
+    assert header.split() == [
+        "Task",
+        "Reward",
+        "Outcome",
+        "Attempts",
+        "Agent",
+        "Model",
+        "Cost",
+        "Tokens",
+        "Cause",
+    ]
     err = next(r for r in rows if r.startswith("err "))
     assert "the model provider refused the credential (setup problem)" in err
     gone = next(r for r in rows if r.startswith("gone "))
@@ -232,7 +303,9 @@ def test_render_results_prints_denominators_then_one_row_per_trial(tmp_path):
 
 
 def test_render_results_attempts_all_shows_each_attempt_and_the_best(tmp_path):
-    write_attempt(tmp_path, "t", "00000001", error="Agent install failed", finished="2026-11-29T11:00:00")
+    write_attempt(
+        tmp_path, "t", "00000001", error="Agent install failed", finished="2026-11-29T11:00:00"
+    )
     write_attempt(tmp_path, "t", "00000002", reward=1.0, finished="2026-11-29T11:05:00")
     text = results.render_results(load_job(tmp_path), attempts="all")
     rows = text.split("\n\n", 1)[1].strip().splitlines()
@@ -258,11 +331,20 @@ def write_cancelled(job, task, hex8, *, trial_name=None, trial_index=0):
     """An attempt a job cap cancelled while it ran: config.json and timing.json, no result.json."""
     folder = job / f"{task}__{hex8}"
     folder.mkdir(parents=True)
-    config = {"task_name": task, "trial_name": trial_name or task, "trial_index": trial_index,
-              "rollout_name": folder.name, "started_at": "2026-11-29T10:59:00"}
+    config = {
+        "task_name": task,
+        "trial_name": trial_name or task,
+        "trial_index": trial_index,
+        "rollout_name": folder.name,
+        "started_at": "2026-11-29T10:59:00",
+    }
     (folder / "config.json").write_text(json.dumps(config))
-    timing = {"total": 3.0, "cancelled": True, "cancelled_by": REASON,
-              "agent_result": {"total_tokens": 2021, "cost_usd": 0.002037}}
+    timing = {
+        "total": 3.0,
+        "cancelled": True,
+        "cancelled_by": REASON,
+        "agent_result": {"total_tokens": 2021, "cost_usd": 0.002037},
+    }
     (folder / "timing.json").write_text(json.dumps(timing))
     return folder
 
@@ -273,10 +355,21 @@ def test_trials_a_job_cap_kept_from_running_are_listed_apart_and_not_counted(tmp
     write_plan(tmp_path, ["beta", "delta", "gamma", "eps"])
     write_attempt(tmp_path, "beta", "00000001", reward=1.0)
     write_cancelled(tmp_path, "delta", "00000002")
-    write_attempt(tmp_path, "eps", "00000003", error="install failed: exit 127", error_category="install_failure",
-                  finished="2026-11-29T11:00:00")
+    write_attempt(
+        tmp_path,
+        "eps",
+        "00000003",
+        error="install failed: exit 127",
+        error_category="install_failure",
+        finished="2026-11-29T11:00:00",
+    )
     write_cancelled(tmp_path, "eps", "00000004")
-    budget = {"stopped": True, "cancelled": ["delta"], "not_started": ["gamma"], "retries_stopped": ["eps"]}
+    budget = {
+        "stopped": True,
+        "cancelled": ["delta"],
+        "not_started": ["gamma"],
+        "retries_stopped": ["eps"],
+    }
     (tmp_path / "summary.json").write_text(json.dumps({"budget": budget}))
     # when
     job = load_job(tmp_path)
@@ -288,21 +381,28 @@ def test_trials_a_job_cap_kept_from_running_are_listed_apart_and_not_counted(tmp
     assert [t.trial_name for t in job.trials] == ["beta", "eps"]
     eps = job.trials[1]
     assert (eps.outcome, eps.error_category, len(eps.attempts)) == ("errored", "install_failure", 2)
-    assert ("Not run:   2 trials a job cap kept from running, not counted as failures: delta (cancelled), "
-            "gamma (not started)") in out
+    assert (
+        "Not run:   2 trials a job cap kept from running, not counted as failures: delta (cancelled), "
+        "gamma (not started)"
+    ) in out
     assert "1 execution errors" in out and "50.0% of attempted (1/2)" in out
     assert "(infrastructure problem)" not in out.split("Not run:")[1].split("\n")[0]
     assert job.interrupted == []  # a cap's cancel is no interrupted attempt
     doc = job.to_json_dict()
-    assert doc["not_run"] == [{"trial_name": "delta", "why": "cancelled", "rollout_names": ["delta__00000002"]},
-                              {"trial_name": "gamma", "why": "not started", "rollout_names": []}]
+    assert doc["not_run"] == [
+        {"trial_name": "delta", "why": "cancelled", "rollout_names": ["delta__00000002"]},
+        {"trial_name": "gamma", "why": "not started", "rollout_names": []},
+    ]
     # the cancelled retry is an attempt of its own, counted apart, with its cause
     attempts = with_all(job)
     [cancelled] = [t for t in attempts.trials if t.outcome == "cancelled"]
     assert cancelled.cause().key == "budget_cancelled"
     assert (cancelled.execution, cancelled.error_category) == ("cancelled", "budget_cancelled")
     assert cancelled.error == f"cancelled by the job budget: {REASON}"
-    assert (cancelled.total_tokens, cancelled.cost_usd) == (2021, 0.002037)  # what the proxy counted
+    assert (cancelled.total_tokens, cancelled.cost_usd) == (
+        2021,
+        0.002037,
+    )  # what the proxy counted
     assert attempts.denominators()["attempted"] == 2
 
 
@@ -311,7 +411,9 @@ def with_all(job):
 
 
 def test_a_budget_cancelled_attempt_is_never_the_best_beside_a_finished_one(tmp_path):
-    old = write_attempt(tmp_path, "t", "00000001", error="install failed", finished="2026-11-29T11:00:00")
+    old = write_attempt(
+        tmp_path, "t", "00000001", error="install failed", finished="2026-11-29T11:00:00"
+    )
     write_cancelled(tmp_path, "t", "00000002")
     attempts = read_attempts(tmp_path)
     assert best_attempt(attempts).folder == old.name

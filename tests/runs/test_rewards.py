@@ -12,7 +12,13 @@ from runs.rewards import parse_rewards
         ("txt_zero", "0", None, 0, {"reward": 0.0}),
         ("txt_fraction", " 0.25 ", None, 0, {"reward": 0.25}),
         ("json_reward_key", None, '{"reward": 0.5, "a": 1}', 0, {"reward": 0.5, "a": 1.0}),
-        ("json_mean_without_reward_key", None, '{"a": 1, "b": 0, "c": 0.5}', 0, {"reward": 0.5, "a": 1.0, "b": 0.0, "c": 0.5}),
+        (
+            "json_mean_without_reward_key",
+            None,
+            '{"a": 1, "b": 0, "c": 0.5}',
+            0,
+            {"reward": 0.5, "a": 1.0, "b": 0.0, "c": 0.5},
+        ),
         ("both_agree", "1.0", '{"reward": 1}', 0, {"reward": 1.0}),
         ("nonzero_exit_with_reward_is_a_reward", "0", None, 1, {"reward": 0.0}),
     ],
@@ -27,7 +33,13 @@ def test_rewards_are_read(_case, txt, js, code, rewards):
     ("_case", "txt", "js", "code", "says"),
     [
         ("no_reward_exit_zero", None, None, 0, "No reward file found at /logs/verifier/reward.txt"),
-        ("no_reward_exit_nonzero", None, None, 2, "verifier exited with rc=2; no reward file found"),
+        (
+            "no_reward_exit_nonzero",
+            None,
+            None,
+            2,
+            "verifier exited with rc=2; no reward file found",
+        ),
         ("unparsable_txt", "passed!", None, 0, "reward.txt holds 'passed!', not a number"),
         ("nan_txt", "nan", None, 0, "is NaN"),
         ("inf_txt", "inf", None, 0, "is infinite"),
@@ -38,7 +50,13 @@ def test_rewards_are_read(_case, txt, js, code, rewards):
         ("json_string_value", None, '{"reward": "1"}', 0, "not a number"),
         ("json_nan", None, '{"reward": NaN}', 0, "is NaN"),
         ("json_bool", None, '{"reward": true}', 0, "not a number"),
-        ("disagree", "1", '{"reward": 0}', 0, "reward.txt says 1 but reward.json says 0; they must agree"),
+        (
+            "disagree",
+            "1",
+            '{"reward": 0}',
+            0,
+            "reward.txt says 1 but reward.json says 0; they must agree",
+        ),
     ],
 )
 def test_bad_rewards_are_verifier_errors(_case, txt, js, code, says):

@@ -9,12 +9,18 @@ import pytest
 from runs.sandboxes.docker import _CappedWriter
 from runs.secrets import StreamRedactor, redact_obj, redact_tree, secret_values
 
-SECRET = "ghp_" + "A1b2C3d4E5" * 4  # a GitHub token's shape, which no key pattern of the proxy knows
+SECRET = (
+    "ghp_" + "A1b2C3d4E5" * 4
+)  # a GitHub token's shape, which no key pattern of the proxy knows
 
 
 def test_secret_values_are_the_secret_ones_long_enough_to_search() -> None:
     env = {"GITHUB_TOKEN": SECRET, "MY_KEY": "1", "PLAIN": "visible-value", "ODD": "sk-" + "x" * 20}
-    assert secret_values(env, {"OTHER_SECRET": "hunter2hunter2"}) == [SECRET, "sk-" + "x" * 20, "hunter2hunter2"]
+    assert secret_values(env, {"OTHER_SECRET": "hunter2hunter2"}) == [
+        SECRET,
+        "sk-" + "x" * 20,
+        "hunter2hunter2",
+    ]
 
 
 @pytest.mark.parametrize("cut", range(0, 60))
@@ -30,7 +36,9 @@ def test_a_secret_cut_across_two_chunks_is_still_replaced(cut: int) -> None:
 
 def test_only_an_end_that_may_start_a_secret_is_held_back() -> None:
     red = StreamRedactor([SECRET])
-    assert red.feed(b"plain text\n") == b"plain text\n"  # nothing that starts the secret: all out now
+    assert (
+        red.feed(b"plain text\n") == b"plain text\n"
+    )  # nothing that starts the secret: all out now
     assert red.feed(b"abc ghp_A1") == b"abc "  # may be the secret: held until the next chunk
     assert red.feed(b"x\n") == b"ghp_A1x\n"
     assert red.close() == b""
@@ -40,7 +48,7 @@ def test_capped_writer_redacts_the_log_as_it_is_written(tmp_path: Path) -> None:
     log = tmp_path / "agent.txt"
     writer = _CappedWriter(log, 1 << 20, [SECRET])
     for i in range(0, len(SECRET) + 20, 7):  # the agent printed its environment, 7 bytes at a time
-        writer.write(f"GITHUB_TOKEN={SECRET} done".encode()[i:i + 7])
+        writer.write(f"GITHUB_TOKEN={SECRET} done".encode()[i : i + 7])
     writer.close()
     assert log.read_bytes() == b"GITHUB_TOKEN=[REDACTED] done"
 
@@ -68,5 +76,9 @@ def test_redact_tree_rewrites_only_the_files_holding_a_secret(tmp_path: Path) ->
 
 def test_redact_obj_walks_a_result() -> None:
     result = {"last_tool_call": f"echo {SECRET}", "n": 3, "list": [SECRET, None], "ok": True}
-    assert redact_obj(result, [SECRET]) == {"last_tool_call": "echo [REDACTED]", "n": 3,
-                                            "list": ["[REDACTED]", None], "ok": True}
+    assert redact_obj(result, [SECRET]) == {
+        "last_tool_call": "echo [REDACTED]",
+        "n": 3,
+        "list": ["[REDACTED]", None],
+        "ok": True,
+    }

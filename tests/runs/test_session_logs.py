@@ -19,13 +19,30 @@ PARENT = "01a23226-356a-7f32-ab21-85571692eefa"
 
 def rollout(path: Path, source: object, totals: list[int], extra: str = "") -> Path:
     """A rollout file shaped as Codex 0.171 writes one (session_meta, then a token_count per call)."""
-    lines = [{"type": "session_meta", "payload": {"id": path.stem, "source": source, "cli_version": "0.171.0"}},
-             {"type": "event_msg", "payload": {"type": "task_started"}}]
+    lines = [
+        {
+            "type": "session_meta",
+            "payload": {"id": path.stem, "source": source, "cli_version": "0.171.0"},
+        },
+        {"type": "event_msg", "payload": {"type": "task_started"}},
+    ]
     for total in totals:
         lines.append({"type": "response_item", "payload": {"type": "message", "role": "assistant"}})
-        usage = {"input_tokens": total - 10, "cached_input_tokens": 0, "output_tokens": 10, "total_tokens": total}
-        lines.append({"type": "event_msg", "payload": {"type": "token_count",
-                                                        "info": {"total_token_usage": usage, "last_token_usage": usage}}})
+        usage = {
+            "input_tokens": total - 10,
+            "cached_input_tokens": 0,
+            "output_tokens": 10,
+            "total_tokens": total,
+        }
+        lines.append(
+            {
+                "type": "event_msg",
+                "payload": {
+                    "type": "token_count",
+                    "info": {"total_token_usage": usage, "last_token_usage": usage},
+                },
+            }
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(line) + "\n" for line in lines) + extra)
     return path
@@ -34,16 +51,31 @@ def rollout(path: Path, source: object, totals: list[int], extra: str = "") -> P
 def test_sub_agent_threads_are_told_apart_from_the_main_one(tmp_path: Path) -> None:
     day = tmp_path / "sessions" / "2026" / "12" / "01"
     main = rollout(day / f"rollout-a-{PARENT}.jsonl", "exec", [110, 220, 330])
-    spawned = rollout(day / "rollout-b.jsonl", {"subagent": {"thread_spawn": {"parent_thread_id": PARENT, "depth": 1}}},
-                      [110, 230],
-                      # a repeated total (a rate-limit update) is no call; a line cut short by a stop is skipped
-                      extra=json.dumps({"type": "event_msg", "payload": {"type": "token_count", "info": {
-                          "total_token_usage": {"total_tokens": 230}}}}) + "\n{\"type\": \"event_m")
+    spawned = rollout(
+        day / "rollout-b.jsonl",
+        {"subagent": {"thread_spawn": {"parent_thread_id": PARENT, "depth": 1}}},
+        [110, 230],
+        # a repeated total (a rate-limit update) is no call; a line cut short by a stop is skipped
+        extra=json.dumps(
+            {
+                "type": "event_msg",
+                "payload": {
+                    "type": "token_count",
+                    "info": {"total_token_usage": {"total_tokens": 230}},
+                },
+            }
+        )
+        + '\n{"type": "event_m',
+    )
     review = rollout(day / "rollout-c.jsonl", {"subagent": "review"}, [50])
     not_a_thread = day / "notes.jsonl"
     not_a_thread.write_text('{"hello": 1}\n')
     assert codex_subagents([main, spawned, review, not_a_thread]) == {
-        "turns": 3, "tokens": 280, "of_turns": 6, "of_tokens": 610}
+        "turns": 3,
+        "tokens": 280,
+        "of_turns": 6,
+        "of_tokens": 610,
+    }
     assert codex_subagents([main]) == {"turns": 0, "tokens": 0, "of_turns": 3, "of_tokens": 330}
     assert codex_subagents([not_a_thread]) is None and codex_subagents([]) is None
 
@@ -56,23 +88,47 @@ def test_codex_says_where_its_session_logs_are() -> None:
 
 def claude_entry(msg_id: str, usage: dict[str, int], sidechain: bool = False) -> str:
     """One entry of Claude Code's session log: one content block of one API message."""
-    return json.dumps({"type": "assistant", "sessionId": "s1", "isSidechain": sidechain,
-                       "message": {"id": msg_id, "role": "assistant", "content": [], "usage": usage}}) + "\n"
+    return (
+        json.dumps(
+            {
+                "type": "assistant",
+                "sessionId": "s1",
+                "isSidechain": sidechain,
+                "message": {"id": msg_id, "role": "assistant", "content": [], "usage": usage},
+            }
+        )
+        + "\n"
+    )
 
 
-def test_claude_subagent_calls_are_the_sidechain_ones_each_counted_once_at_its_largest(tmp_path: Path) -> None:
-    early = {"input_tokens": 100, "cache_read_input_tokens": 50, "output_tokens": 1}  # as the stream began
+def test_claude_subagent_calls_are_the_sidechain_ones_each_counted_once_at_its_largest(
+    tmp_path: Path,
+) -> None:
+    early = {
+        "input_tokens": 100,
+        "cache_read_input_tokens": 50,
+        "output_tokens": 1,
+    }  # as the stream began
     final = {"input_tokens": 100, "cache_read_input_tokens": 50, "output_tokens": 40}
     project = tmp_path / "projects" / "-app"
     main = project / "s1.jsonl"
     main.parent.mkdir(parents=True)
-    main.write_text(claude_entry("msg_1", early) + claude_entry("msg_1", final)  # two blocks of one call
-                    + claude_entry("msg_err", {"input_tokens": 0, "output_tokens": 0})  # an error it shows
-                    + claude_entry("msg_3", final) + '{"type": "assis')
+    main.write_text(
+        claude_entry("msg_1", early)
+        + claude_entry("msg_1", final)  # two blocks of one call
+        + claude_entry("msg_err", {"input_tokens": 0, "output_tokens": 0})  # an error it shows
+        + claude_entry("msg_3", final)
+        + '{"type": "assis'
+    )
     sub = project / "s1" / "subagents" / "agent-a1.jsonl"
     sub.parent.mkdir(parents=True)
     sub.write_text(claude_entry("msg_2", final, sidechain=True))
-    assert claude_subagents([main, sub]) == {"turns": 1, "tokens": 190, "of_turns": 3, "of_tokens": 570}
+    assert claude_subagents([main, sub]) == {
+        "turns": 1,
+        "tokens": 190,
+        "of_turns": 3,
+        "of_tokens": 570,
+    }
     # a sidechain entry marks a subagent's call wherever its file is
     moved = tmp_path / "flat.jsonl"
     moved.write_text(claude_entry("msg_2", final, sidechain=True))
@@ -85,14 +141,32 @@ def opencode_store(db: Path) -> None:
     con = sqlite3.connect(db)
     con.execute("CREATE TABLE session (id TEXT, parent_id TEXT, agent TEXT, title TEXT)")
     con.execute("CREATE TABLE message (id TEXT, session_id TEXT, time_created INTEGER, data TEXT)")
-    con.executemany("INSERT INTO session VALUES (?, ?, ?, ?)",
-                    [("ses_main", None, "build", "Solving the task"), ("ses_sub", "ses_main", "general", "say hi")])
-    tokens = {"total": 7708, "input": 7690, "output": 18, "reasoning": 0, "cache": {"write": 0, "read": 0}}
+    con.executemany(
+        "INSERT INTO session VALUES (?, ?, ?, ?)",
+        [
+            ("ses_main", None, "build", "Solving the task"),
+            ("ses_sub", "ses_main", "general", "say hi"),
+        ],
+    )
+    tokens = {
+        "total": 7708,
+        "input": 7690,
+        "output": 18,
+        "reasoning": 0,
+        "cache": {"write": 0, "read": 0},
+    }
     no_total = {"input": 6000, "output": 1, "reasoning": 2, "cache": {"write": 0, "read": 50}}
-    messages = [("m1", "ses_main", 1, {"role": "user"}), ("m2", "ses_main", 2, {"role": "assistant", "tokens": tokens}),
-                ("m3", "ses_sub", 3, {"role": "user"}), ("m4", "ses_sub", 4, {"role": "assistant", "tokens": no_total}),
-                ("m5", "ses_main", 5, {"role": "assistant", "tokens": tokens})]
-    con.executemany("INSERT INTO message VALUES (?, ?, ?, ?)", [(i, s, t, json.dumps(d)) for i, s, t, d in messages])
+    messages = [
+        ("m1", "ses_main", 1, {"role": "user"}),
+        ("m2", "ses_main", 2, {"role": "assistant", "tokens": tokens}),
+        ("m3", "ses_sub", 3, {"role": "user"}),
+        ("m4", "ses_sub", 4, {"role": "assistant", "tokens": no_total}),
+        ("m5", "ses_main", 5, {"role": "assistant", "tokens": tokens}),
+    ]
+    con.executemany(
+        "INSERT INTO message VALUES (?, ?, ?, ?)",
+        [(i, s, t, json.dumps(d)) for i, s, t, d in messages],
+    )
     con.commit()
     con.close()
 
@@ -101,12 +175,23 @@ def test_opencode_subagent_sessions_are_those_with_a_parent(tmp_path: Path) -> N
     db = tmp_path / "opencode.db"
     opencode_store(db)
     rows = opencode_messages(db)
-    assert rows is not None and [r["session"] for r in rows] == ["ses_main", "ses_main", "ses_sub", "ses_sub", "ses_main"]
+    assert rows is not None and [r["session"] for r in rows] == [
+        "ses_main",
+        "ses_main",
+        "ses_sub",
+        "ses_sub",
+        "ses_main",
+    ]
     assert rows[2]["parent"] == "ses_main" and rows[2]["agent"] == "general"
     kept = tmp_path / "opencode-messages.jsonl"
     kept.write_text("".join(json.dumps(r) + "\n" for r in rows))
     # each assistant message with usage is one call; without a total, its parts add up
-    assert opencode_subagents([kept]) == {"turns": 1, "tokens": 6053, "of_turns": 3, "of_tokens": 7708 * 2 + 6053}
+    assert opencode_subagents([kept]) == {
+        "turns": 1,
+        "tokens": 6053,
+        "of_turns": 3,
+        "of_tokens": 7708 * 2 + 6053,
+    }
     assert opencode_messages(tmp_path / "none.db") is None
 
 

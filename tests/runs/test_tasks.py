@@ -207,7 +207,9 @@ def test_a_model_key_in_the_sandbox_env_is_refused(tmp_path, monkeypatch, sectio
     # the agent reads the sandbox's env; the proxy keeps provider keys on this machine
     monkeypatch.setenv("OPENAI_API_KEY", "sk-host-secret-0123456789")
 
-    problem = only_problem(split_task(tmp_path, f'[{section}.env]\nJUDGE_KEY = "${{OPENAI_API_KEY}}"\n'))
+    problem = only_problem(
+        split_task(tmp_path, f'[{section}.env]\nJUDGE_KEY = "${{OPENAI_API_KEY}}"\n')
+    )
 
     assert problem.field == f"{section}.env.JUDGE_KEY"
     assert "${OPENAI_API_KEY}" in problem.message and "[verifier] env" in problem.fix

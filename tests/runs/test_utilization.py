@@ -16,7 +16,9 @@ def test_line_matches_the_seed_page():
 def test_idle_slots_while_tasks_wait_warn():
     samples = [Sample(setup=1, agent=0, waiting=5, in_flight=0, agents_waiting_on_model=0)] * 10
     lines = utilization_lines(samples, 4, 120, uses_model=False)
-    assert lines[0].startswith("Utilization, last 2 min: 1.0 of 4 slots running (1.0 in setup, 0.0 with the agent); 5 tasks waiting")
+    assert lines[0].startswith(
+        "Utilization, last 2 min: 1.0 of 4 slots running (1.0 in setup, 0.0 with the agent); 5 tasks waiting"
+    )
     assert "sat idle on average while tasks waited" in lines[1]
 
 

@@ -13,11 +13,21 @@ def job(tmp_path, settings):
         (folder / "verifier").mkdir(parents=True)
         (folder / "config.json").write_text("{}")
         (folder / "verifier" / "test-stdout.txt").write_text(f"<script>{name}</script>")
-        (folder / "result.json").write_text(json.dumps({
-            "task_name": name, "trial_name": name, "rollout_name": folder.name,
-            "rewards": {"reward": reward} if reward is not None else None,
-            "verifier_error": None if reward is not None else "No reward file found", "agent": "oracle"}))
-    (job / "evaluation.json").write_text(json.dumps({"agent": "oracle", "plan": ["hello", "broken"]}))
+        (folder / "result.json").write_text(
+            json.dumps(
+                {
+                    "task_name": name,
+                    "trial_name": name,
+                    "rollout_name": folder.name,
+                    "rewards": {"reward": reward} if reward is not None else None,
+                    "verifier_error": None if reward is not None else "No reward file found",
+                    "agent": "oracle",
+                }
+            )
+        )
+    (job / "evaluation.json").write_text(
+        json.dumps({"agent": "oracle", "plan": ["hello", "broken"]})
+    )
     settings.BENCHFLOW_VIEW_ROOT = str(tmp_path)
     return job
 
