@@ -34,9 +34,4 @@ except ImportError:  # pragma: no cover - exercised only without orjson
         return json.loads(data), True
 
     def dumps(obj: Any) -> bytes:
-        return json.dumps(
-            obj,
-            separators=(",", ":"),
-            ensure_ascii=False,
-            default=str,
-        ).encode()
+        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, default=str).encode()

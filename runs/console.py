@@ -44,9 +44,7 @@ class Reporter:
             self.err.flush()
 
     def start_live(
-        self,
-        rows: Callable[[], list[tuple[str, str, float, int, str]]],
-        counts: Callable[[], str],
+        self, rows: Callable[[], list[tuple[str, str, float, int, str]]], counts: Callable[[], str]
     ) -> None:
         if not self.tty or self.console is None:
             return

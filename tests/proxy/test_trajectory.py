@@ -244,8 +244,7 @@ def _old_style(call, out, cost, duration, refused):  # the dict the app logged b
 
 
 @pytest.mark.parametrize(
-    "case",
-    ["ok", "stream", "error", "refused", "nan_request", "unpriced", "no_usage", "odd_model"],
+    "case", ["ok", "stream", "error", "refused", "nan_request", "unpriced", "no_usage", "odd_model"]
 )
 def test_an_exchange_makes_the_line_the_record_dict_makes(case: str) -> None:
     # given a call and its outcome, as the app has them when it logs
