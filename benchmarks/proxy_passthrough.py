@@ -20,7 +20,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from proxy.http11 import HttpServer  # noqa: E402
-from proxy.http11_conn import response_head  # noqa: E402
+from proxy.http11_cycle import response_head  # noqa: E402
 from proxy.upstream import UpstreamClient, encode_headers, header_value  # noqa: E402
 
 

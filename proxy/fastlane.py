@@ -27,7 +27,7 @@ from proxy.forward import (
     response_headers,
     upstream_header_block,
 )
-from proxy.http11_conn import error_response, response_head
+from proxy.http11_cycle import error_response, response_head
 from proxy.mock_wire import error_body
 from proxy.registry import Refusal
 from proxy.upstream_conn import header_value
@@ -35,7 +35,8 @@ from proxy.usage import StreamTap
 
 if TYPE_CHECKING:
     from proxy.app import Call, ProxyApp
-    from proxy.http11_conn import HttpConnection, _Request
+    from proxy.http11_conn import HttpConnection
+    from proxy.http11_cycle import Request
     from proxy.upstream_conn import UpstreamConn
 
 log = logging.getLogger(__name__)
@@ -57,7 +58,7 @@ class Admitted(NamedTuple):
     refusal: Refusal | None = None
 
 
-def serve(app: ProxyApp, conn: HttpConnection, req: _Request) -> bool:
+def serve(app: ProxyApp, conn: HttpConnection, req: Request) -> bool:
     """Take `req` into the fast lane (True), or leave it to the ASGI app with req.ctx set."""
     protocol = FAST_PATHS.get(req.url)
     if protocol is None or req.method != "POST" or req.version != "1.1" or not app.fast_lane:
@@ -91,7 +92,7 @@ class FastCall:
 
     __slots__ = ("app", "conn", "req", "call", "up", "close", "started", "finished", "_future")
 
-    def __init__(self, app: ProxyApp, conn: HttpConnection, req: _Request, call: Call) -> None:
+    def __init__(self, app: ProxyApp, conn: HttpConnection, req: Request, call: Call) -> None:
         self.app, self.conn, self.req, self.call = app, conn, req, call
         self.up: UpstreamConn | None = None
         self.close = not req.keep_alive
