@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -52,6 +53,29 @@ def run_bench(
         text=True,
         timeout=timeout,
     )
+
+
+def run_args(
+    agent: str,
+    *flags: str,
+    tasks: str | Path = "tasks",
+    include: Sequence[str] = (),
+    jobs_dir: str = "jobs",
+) -> list[str]:
+    """`bench run` of `agent` on the folder `tasks` (only the tasks named in `include`, if any),
+    with `flags`, into ./`jobs_dir`."""
+    args = ["run", str(tasks)]
+    for name in include:
+        args += ["-i", name]
+    return [*args, "-a", agent, *flags, "--jobs-dir", jobs_dir]
+
+
+def make_agent(tmp_path: Path, name: str, text: str) -> Path:
+    """An executable script `name` in tmp_path holding `text`, for `-a script:PATH`."""
+    agent = tmp_path / name
+    agent.write_text(text)
+    agent.chmod(0o755)
+    return agent
 
 
 def job_dirs(jobs: Path) -> list[Path]:

@@ -13,6 +13,7 @@ import re
 import secrets
 import shutil
 import string
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -24,7 +25,15 @@ from urllib.parse import urlsplit
 import pytest
 
 from proxy.providers import override_var
-from tests.conftest import EXAMPLES, job_dirs, results_of, run_bench, write_task
+from tests.conftest import (
+    EXAMPLES,
+    job_dirs,
+    make_agent,
+    results_of,
+    run_args,
+    run_bench,
+    write_task,
+)
 from tests.proxy.fake_upstream import (
     CHAT_USAGE,
     MESSAGES_USAGE,
@@ -64,6 +73,18 @@ def attempt_folders(job: Path) -> list[Path]:
     return sorted(p for p in job.iterdir() if p.is_dir() and (p / "config.json").is_file())
 
 
+def run_agent_bench(args: list[str], *, env: dict, cwd: Path) -> subprocess.CompletedProcess:
+    """`run_bench` with AGENT_RUN_TIMEOUT, time for the first run of an agent to install it."""
+    return run_bench(args, env=env, cwd=cwd, timeout=AGENT_RUN_TIMEOUT)
+
+
+def write_replies(tmp_path: Path, replies: list[dict[str, Any]]) -> Path:
+    """The replies of a `mock/script:PATH` model, in tmp_path/replies.json."""
+    script = tmp_path / "replies.json"
+    script.write_text(json.dumps(replies))
+    return script
+
+
 @pytest.fixture
 def clean_env(bench_env):
     """bench_env without any provider key or login the host may have: each test sets what it needs."""
@@ -93,26 +114,18 @@ def test_claude_passes_two_examples_at_j2_with_usage_tools_and_trajectory(
     docker_client, clean_env, tmp_path
 ):
     # when
-    proc = run_bench(
-        [
-            "run",
-            str(EXAMPLES),
-            "-i",
-            "hello-world",
-            "-i",
-            "no-network",
-            "-a",
+    proc = run_agent_bench(
+        run_args(
             "claude",
             "-m",
             "mock/oracle",
             "-j",
             "2",
-            "--jobs-dir",
-            "jobs",
-        ],
+            tasks=EXAMPLES,
+            include=["hello-world", "no-network"],
+        ),
         env=clean_env,
         cwd=tmp_path,
-        timeout=AGENT_RUN_TIMEOUT,
     )
     # then
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -140,23 +153,10 @@ def test_claude_passes_two_examples_at_j2_with_usage_tools_and_trajectory(
         assert docker_client.images.get(image).labels["benchflow.agent"] == "claude-2.1.197"
     ids = {i: docker_client.images.get(i).id for i in images}
     # when: a second run of the same tasks
-    again = run_bench(
-        [
-            "run",
-            str(EXAMPLES),
-            "-i",
-            "hello-world",
-            "-a",
-            "claude",
-            "-m",
-            "mock/oracle",
-            "--fresh",
-            "--jobs-dir",
-            "jobs",
-        ],
+    again = run_agent_bench(
+        run_args("claude", "-m", "mock/oracle", "--fresh", tasks=EXAMPLES, include=["hello-world"]),
         env=clean_env,
         cwd=tmp_path,
-        timeout=AGENT_RUN_TIMEOUT,
     )
     # then: it reuses the layered image as it was
     assert again.returncode == 0, again.stdout + again.stderr
@@ -179,22 +179,10 @@ def test_opencode_and_codex_pass_through_the_proxy(
         shutil.copytree(EXAMPLES / "hello-world", tasks / "hello-world")
         instruction = tasks / "hello-world" / "instruction.md"
         instruction.write_text("- " + instruction.read_text())
-    proc = run_bench(
-        [
-            "run",
-            str(tasks),
-            "-i",
-            "hello-world",
-            "-a",
-            agent,
-            "-m",
-            "mock/oracle",
-            "--jobs-dir",
-            "jobs",
-        ],
+    proc = run_agent_bench(
+        run_args(agent, "-m", "mock/oracle", tasks=tasks, include=["hello-world"]),
         env=clean_env,
         cwd=tmp_path,
-        timeout=AGENT_RUN_TIMEOUT,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "[PASS] hello-world (reward=1.00, tools=1)" in proc.stdout
@@ -214,22 +202,10 @@ def test_agent_mount_instead_of_a_layer_runs_the_task_image_as_it_is(
     # given BENCHFLOW_AGENT_MOUNT=1, which trades the layer's disk space for a read-only mount
     clean_env["BENCHFLOW_AGENT_MOUNT"] = "1"
     # when
-    proc = run_bench(
-        [
-            "run",
-            str(EXAMPLES),
-            "-i",
-            "hello-world",
-            "-a",
-            "opencode",
-            "-m",
-            "mock/oracle",
-            "--jobs-dir",
-            "jobs",
-        ],
+    proc = run_agent_bench(
+        run_args("opencode", "-m", "mock/oracle", tasks=EXAMPLES, include=["hello-world"]),
         env=clean_env,
         cwd=tmp_path,
-        timeout=AGENT_RUN_TIMEOUT,
     )
     # then the trial passes in the plain task image
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -255,22 +231,8 @@ def test_turn_budget_of_one_stops_claude_after_one_forwarded_call(
         "|| echo 0 > /logs/verifier/reward.txt\n",
     )
     # when
-    proc = run_bench(
-        [
-            "run",
-            "tasks",
-            "-a",
-            "claude",
-            "-m",
-            "mock/oracle",
-            "--turn-budget",
-            "1",
-            "--jobs-dir",
-            "jobs",
-        ],
-        env=clean_env,
-        cwd=tmp_path,
-        timeout=AGENT_RUN_TIMEOUT,
+    proc = run_agent_bench(
+        run_args("claude", "-m", "mock/oracle", "--turn-budget", "1"), env=clean_env, cwd=tmp_path
     )
     # then: the one forwarded call was the solution's tool call, the next was refused
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -328,27 +290,14 @@ def test_turn_budget_spent_before_the_work_is_done_fails_the_trial(
         test_sh="[ -f /app/a.txt ] && [ -f /app/b.txt ] && echo 1 > /logs/verifier/reward.txt "
         "|| echo 0 > /logs/verifier/reward.txt\n",
     )
-    script = tmp_path / "replies.json"
-    script.write_text(
-        json.dumps([{"shell": "echo a > /app/a.txt"}, {"shell": "echo b > /app/b.txt"}])
+    script = write_replies(
+        tmp_path, [{"shell": "echo a > /app/a.txt"}, {"shell": "echo b > /app/b.txt"}]
     )
     # when
-    proc = run_bench(
-        [
-            "run",
-            "tasks",
-            "-a",
-            "claude",
-            "-m",
-            f"mock/script:{script}",
-            "--turn-budget",
-            "1",
-            "--jobs-dir",
-            "jobs",
-        ],
+    proc = run_agent_bench(
+        run_args("claude", "-m", f"mock/script:{script}", "--turn-budget", "1"),
         env=clean_env,
         cwd=tmp_path,
-        timeout=AGENT_RUN_TIMEOUT,
     )
     # then: only the first step ran; the trial is scored 0, not errored, not retried
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -381,11 +330,8 @@ def test_task_turn_budget_applies_and_the_runs_replaces_it(docker_client, clean_
         test_sh=REWARD_1,
     )
     # when run without --turn-budget: the task's budget holds
-    proc = run_bench(
-        ["run", "tasks", "-a", "claude", "-m", "mock/oracle", "--jobs-dir", "task-jobs"],
-        env=clean_env,
-        cwd=tmp_path,
-        timeout=AGENT_RUN_TIMEOUT,
+    proc = run_agent_bench(
+        run_args("claude", "-m", "mock/oracle", jobs_dir="task-jobs"), env=clean_env, cwd=tmp_path
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [result] = results_of(job_dirs(tmp_path / "task-jobs")[0])
@@ -394,22 +340,10 @@ def test_task_turn_budget_applies_and_the_runs_replaces_it(docker_client, clean_
     assert budget["source"] == {"tokens": None, "turns": "task"}
     assert budget["stopped_by"] == "turns"
     # when run with --turn-budget 5: the run's budget replaces the task's, and the agent finishes within it
-    proc = run_bench(
-        [
-            "run",
-            "tasks",
-            "-a",
-            "claude",
-            "-m",
-            "mock/oracle",
-            "--turn-budget",
-            "5",
-            "--jobs-dir",
-            "run-jobs",
-        ],
+    proc = run_agent_bench(
+        run_args("claude", "-m", "mock/oracle", "--turn-budget", "5", jobs_dir="run-jobs"),
         env=clean_env,
         cwd=tmp_path,
-        timeout=AGENT_RUN_TIMEOUT,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [result] = results_of(job_dirs(tmp_path / "run-jobs")[0])
@@ -438,13 +372,13 @@ def test_budgeted_task_refuses_an_agent_whose_calls_bypass_the_proxy(
         test_sh="[ -f /app/hello.txt ] && echo 1 > /logs/verifier/reward.txt "
         "|| echo 0 > /logs/verifier/reward.txt\n",
     )
-    agent = tmp_path / "own-model.sh"
-    agent.write_text("#!/bin/bash\ntouch /logs/agent/started\necho hello > /app/hello.txt\n")
-    agent.chmod(0o755)
-    # when
-    proc = run_bench(
-        ["run", "tasks", "-a", f"script:{agent}", "--jobs-dir", "jobs"], env=clean_env, cwd=tmp_path
+    agent = make_agent(
+        tmp_path,
+        "own-model.sh",
+        "#!/bin/bash\ntouch /logs/agent/started\necho hello > /app/hello.txt\n",
     )
+    # when
+    proc = run_bench(run_args(f"script:{agent}"), env=clean_env, cwd=tmp_path)
     # then the trial is refused before its agent starts, as an agent integration failure, not retried
     [job] = job_dirs(tmp_path / "jobs")
     assert len(attempt_folders(job)) == 1, proc.stdout + proc.stderr
@@ -460,9 +394,7 @@ def test_budgeted_task_refuses_an_agent_whose_calls_bypass_the_proxy(
         "[budgeted] trial budget reached" not in proc.stdout
     )  # no budget-stop line: the agent never ran
     # and an agent that calls no model runs the same task as usual
-    proc = run_bench(
-        ["run", "tasks", "-a", "oracle", "--jobs-dir", "oracle-jobs"], env=clean_env, cwd=tmp_path
-    )
+    proc = run_bench(run_args("oracle", jobs_dir="oracle-jobs"), env=clean_env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "[PASS] budgeted (reward=1.00, tools=0)" in proc.stdout
 
@@ -653,15 +585,10 @@ def test_upstream_key_reaches_the_upstream_and_nothing_else(
         dockerfile="FROM python:3.12-slim\nWORKDIR /app\n",
         test_sh=REWARD_1,
     )
-    agent = tmp_path / "agent.sh"
-    agent.write_text(CALL_THE_PROXY)
-    agent.chmod(0o755)
+    agent = make_agent(tmp_path, "agent.sh", CALL_THE_PROXY)
     # when an agent in the sandbox calls the model through the proxy
-    proc = run_bench(
-        [
-            "run",
-            "tasks",
-            "-a",
+    proc = run_agent_bench(
+        run_args(
             f"script:{agent}",
             "-m",
             "deepseek/deepseek-v4-flash",
@@ -669,12 +596,9 @@ def test_upstream_key_reaches_the_upstream_and_nothing_else(
             "OPENAI_ORG=visible",
             "--agent-env",
             f"MY_TOKEN={agent_token}",
-            "--jobs-dir",
-            "jobs",
-        ],
+        ),
         env=clean_env,
         cwd=tmp_path,
-        timeout=AGENT_RUN_TIMEOUT,
     )
     # then the call was made, counted, and sent upstream with the host's key
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -726,24 +650,12 @@ def test_a_call_still_streaming_at_the_agent_timeout_is_counted(
         toml="[agent]\ntimeout_sec = 3\n",
         test_sh=REWARD_1,
     )
-    agent = tmp_path / "agent.sh"
-    agent.write_text(START_A_STREAM)
-    agent.chmod(0o755)
+    agent = make_agent(tmp_path, "agent.sh", START_A_STREAM)
     # when
-    proc = run_bench(
-        [
-            "run",
-            "tasks",
-            "-a",
-            f"script:{agent}",
-            "-m",
-            "deepseek/deepseek-v4-flash",
-            "--jobs-dir",
-            "jobs",
-        ],
+    proc = run_agent_bench(
+        run_args(f"script:{agent}", "-m", "deepseek/deepseek-v4-flash"),
         env=clean_env,
         cwd=tmp_path,
-        timeout=AGENT_RUN_TIMEOUT,
     )
     # then the agent was stopped mid-call, and the call it left is counted in full
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -770,31 +682,13 @@ def test_claude_login_calls_its_gateway_directly_with_usage_from_its_own_log(
     write_task(tmp_path / "tasks", "chat", test_sh=REWARD_1)
     # when a per-trial budget is asked for, the run is refused before a job exists
     refused = run_bench(
-        [
-            "run",
-            "tasks",
-            "-a",
-            "claude",
-            "-m",
-            "sonnet",
-            "--token-budget",
-            "5000",
-            "--jobs-dir",
-            "jobs",
-        ],
-        env=clean_env,
-        cwd=tmp_path,
+        run_args("claude", "-m", "sonnet", "--token-budget", "5000"), env=clean_env, cwd=tmp_path
     )
     assert refused.returncode == 2 and "Claude login" in refused.stdout + refused.stderr
     assert not (tmp_path / "jobs").exists() or job_dirs(tmp_path / "jobs") == []
     # when it runs without one, its first answer a tool call and its second the final text
     fake_upstream.replies = [lambda model: tool_call_frames(model, "echo hello > /app/hello.txt")]
-    proc = run_bench(
-        ["run", "tasks", "-a", "claude", "-m", "sonnet", "--jobs-dir", "jobs"],
-        env=clean_env,
-        cwd=tmp_path,
-        timeout=AGENT_RUN_TIMEOUT,
-    )
+    proc = run_agent_bench(run_args("claude", "-m", "sonnet"), env=clean_env, cwd=tmp_path)
     # then the real CLI called the gateway itself, with the login's token, not through the proxy
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [job] = job_dirs(tmp_path / "jobs")
@@ -851,12 +745,7 @@ def test_claude_login_stopped_at_its_timeout_keeps_the_usage_of_the_calls_it_mad
     fake_upstream.replies = [lambda model: tool_call_frames(model, "sleep 600")]
     write_task(tmp_path / "tasks", "stuck", toml="[agent]\ntimeout_sec = 15\n", test_sh=REWARD_1)
     # when the task's timeout stops the agent in its tool call
-    proc = run_bench(
-        ["run", "tasks", "-a", "claude", "-m", "sonnet", "--jobs-dir", "jobs"],
-        env=clean_env,
-        cwd=tmp_path,
-        timeout=AGENT_RUN_TIMEOUT,
-    )
+    proc = run_agent_bench(run_args("claude", "-m", "sonnet"), env=clean_env, cwd=tmp_path)
     # then the agent never printed its final result line
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [job] = job_dirs(tmp_path / "jobs")
@@ -882,11 +771,8 @@ def test_claude_on_a_paid_provider_sends_the_host_key_upstream_only(
     clean_env[override_var("deepseek", anthropic=True)] = fake_upstream.url
     write_task(tmp_path / "tasks", "chat", test_sh=REWARD_1)
     # when
-    proc = run_bench(
-        ["run", "tasks", "-a", "claude", "-m", "deepseek/deepseek-v4-flash", "--jobs-dir", "jobs"],
-        env=clean_env,
-        cwd=tmp_path,
-        timeout=AGENT_RUN_TIMEOUT,
+    proc = run_agent_bench(
+        run_args("claude", "-m", "deepseek/deepseek-v4-flash"), env=clean_env, cwd=tmp_path
     )
     # then Claude Code's streamed calls went upstream with the host's key, and were counted
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -925,11 +811,8 @@ def test_a_model_the_provider_rejects_is_an_error_not_a_silent_fail(
         "|| echo 0 > /logs/verifier/reward.txt\n",
     )
     # when
-    proc = run_bench(
-        ["run", "tasks", "-a", "claude", "-m", "deepseek/deepseek-v9-typo", "--jobs-dir", "jobs"],
-        env=clean_env,
-        cwd=tmp_path,
-        timeout=AGENT_RUN_TIMEOUT,
+    proc = run_agent_bench(
+        run_args("claude", "-m", "deepseek/deepseek-v9-typo"), env=clean_env, cwd=tmp_path
     )
     # then the trial says why it did nothing, and is not retried: the same call would be rejected again
     [job] = job_dirs(tmp_path / "jobs")
@@ -951,12 +834,6 @@ def test_a_model_the_provider_rejects_is_an_error_not_a_silent_fail(
 
 
 # -- 5: refusals before a job exists ---------------------------------------------------------------
-
-
-def _write_script(tmp_path: Path) -> None:
-    script = tmp_path / "x.sh"
-    script.write_text("#!/bin/bash\ntrue\n")
-    script.chmod(0o755)
 
 
 @pytest.mark.parametrize(
@@ -1007,7 +884,7 @@ def _write_script(tmp_path: Path) -> None:
     ],
 )
 def test_run_is_refused_before_a_job_exists(clean_env, tmp_path, _case, args, env, says):
-    _write_script(tmp_path)
+    make_agent(tmp_path, "x.sh", "#!/bin/bash\ntrue\n")
     clean_env.update(env)
     proc = run_bench(
         ["run", str(EXAMPLES), "-i", "hello-world", *args, "--jobs-dir", "jobs"],
@@ -1031,19 +908,14 @@ def test_idle_watchdog_gives_a_running_tool_3x_and_stops_a_silent_one(
         test_sh="[ -f /app/a.txt ] && echo 1 > /logs/verifier/reward.txt "
         "|| echo 0 > /logs/verifier/reward.txt\n",
     )
-    script = tmp_path / "replies.json"
-    script.write_text(
-        json.dumps(
-            [{"shell": "sleep 4; echo a > /app/a.txt"}, {"shell": "sleep 60"}, {"text": "done"}]
-        )
+    script = write_replies(
+        tmp_path,
+        [{"shell": "sleep 4; echo a > /app/a.txt"}, {"shell": "sleep 60"}, {"text": "done"}],
     )
     # when
     t0 = time.monotonic()
-    proc = run_bench(
-        [
-            "run",
-            "tasks",
-            "-a",
+    proc = run_agent_bench(
+        run_args(
             "claude",
             "-m",
             f"mock/script:{script}",
@@ -1051,12 +923,9 @@ def test_idle_watchdog_gives_a_running_tool_3x_and_stops_a_silent_one(
             "2",
             "--retry-attempts",
             "0",
-            "--jobs-dir",
-            "jobs",
-        ],
+        ),
         env=clean_env,
         cwd=tmp_path,
-        timeout=AGENT_RUN_TIMEOUT,
     )
     # then the 4 s tool outlived 2 s of silence (a running tool has 6 s), the 60 s one was stopped at
     # about 6 s, and the trial was graded on what it left
@@ -1097,21 +966,16 @@ def test_opencode_grep_and_glob_work_in_a_sandbox_without_network(
         "echo 'the needle-42 is here' > /app/docs/notes.txt\n",
         test_sh=REWARD_1,
     )
-    script = tmp_path / "replies.json"
-    script.write_text(
-        json.dumps(
-            [
-                {"tool": "grep", "args": {"pattern": "needle-42", "path": "/app"}},
-                {"tool": "glob", "args": {"pattern": "**/*.txt", "path": "/app"}},
-            ]
-        )
+    script = write_replies(
+        tmp_path,
+        [
+            {"tool": "grep", "args": {"pattern": "needle-42", "path": "/app"}},
+            {"tool": "glob", "args": {"pattern": "**/*.txt", "path": "/app"}},
+        ],
     )
     # when
-    proc = run_bench(
-        ["run", "tasks", "-a", "opencode", "-m", f"mock/script:{script}", "--jobs-dir", "jobs"],
-        env=clean_env,
-        cwd=tmp_path,
-        timeout=AGENT_RUN_TIMEOUT,
+    proc = run_agent_bench(
+        run_args("opencode", "-m", f"mock/script:{script}"), env=clean_env, cwd=tmp_path
     )
     # then both tools found the file, and none failed for want of ripgrep
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -1132,24 +996,11 @@ def run_budgeted_script(
     """One trial of a task that passes, the agent driven by a mock/script of `replies`, with a token
     budget too large to stop it; returns its job and result, which must have no error."""
     write_task(tmp_path / "tasks", "t", test_sh=REWARD_1)
-    script = tmp_path / "replies.json"
-    script.write_text(json.dumps(replies))
-    proc = run_bench(
-        [
-            "run",
-            "tasks",
-            "-a",
-            agent,
-            "-m",
-            f"mock/script:{script}",
-            "--token-budget",
-            "1000000",
-            "--jobs-dir",
-            "jobs",
-        ],
+    script = write_replies(tmp_path, replies)
+    proc = run_agent_bench(
+        run_args(agent, "-m", f"mock/script:{script}", "--token-budget", "1000000"),
         env=env,
         cwd=tmp_path,
-        timeout=AGENT_RUN_TIMEOUT,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [job] = job_dirs(tmp_path / "jobs")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from runs.budgets import USD_UNKNOWN_WARNING
-from tests.conftest import job_dirs, results_of, run_bench, write_task
+from tests.conftest import job_dirs, make_agent, results_of, run_args, run_bench, write_task
 
 pytestmark = pytest.mark.docker
 
@@ -38,13 +38,6 @@ print(urllib.request.urlopen(req, timeout=60).read().decode())
 
 def owned_containers(client, job_name: str) -> list:
     return client.containers.list(all=True, filters={"label": f"benchflow.job={job_name}"})
-
-
-def make_agent(tmp_path: Path, name: str, text: str) -> Path:
-    agent = tmp_path / name
-    agent.write_text(text)
-    agent.chmod(0o755)
-    return agent
 
 
 def make_tasks(tmp_path: Path, names: list[str], dockerfile: str = PYTHON_IMAGE) -> None:
@@ -72,14 +65,14 @@ def index_of(lines: list[str], prefix: str) -> int:
     return found[0]
 
 
-def run_args(agent: Path, *flags: str, tasks: str = "tasks") -> list[str]:
+def script_args(agent: Path, *flags: str, tasks: str = "tasks") -> list[str]:
     """`bench run` of the script agent `agent` on the folder `tasks`, into ./jobs, with `flags`."""
-    return ["run", tasks, "-a", f"script:{agent}", *flags, "--jobs-dir", "jobs"]
+    return run_args(f"script:{agent}", *flags, tasks=tasks)
 
 
 def spend_run(tmp_path: Path, bench_env: dict, *caps: str, fresh: bool = False):
     agent = tmp_path / "spend.sh"
-    args = run_args(agent, "-m", "mock/oracle", "-j", "1", *caps)
+    args = script_args(agent, "-m", "mock/oracle", "-j", "1", *caps)
     return run_bench(args + (["--fresh"] if fresh else []), env=bench_env, cwd=tmp_path)
 
 
@@ -225,7 +218,7 @@ def test_sandbox_seconds_cap_cancels_running_trials_and_leaves_no_container(
     write_task(tmp_path / "tasks", "alpha", test_sh=PASSES)
     write_task(tmp_path / "tasks", "beta", test_sh=PASSES)
     agent = make_agent(tmp_path, "sleepy.sh", "#!/bin/bash\nsleep 300\n")
-    command = run_args(agent, "-j", "2", "--max-sandbox-seconds", "10")
+    command = script_args(agent, "-j", "2", "--max-sandbox-seconds", "10")
     # when
     proc = run_bench(command, env=bench_env, cwd=tmp_path)
     # then the running trials are cancelled at the cap, checked as they run (long before 5 minutes)
@@ -303,7 +296,7 @@ def test_rollout_cap_lets_running_trials_finish_and_starts_no_more(
     agent = make_agent(tmp_path, "brief.sh", "#!/bin/bash\nsleep 2\n")
     # when
     proc = run_bench(
-        run_args(agent, "-j", "2", "--max-rollouts", "2"),
+        script_args(agent, "-j", "2", "--max-rollouts", "2"),
         env=bench_env,
         cwd=tmp_path,
     )
@@ -353,7 +346,7 @@ def test_a_rollout_without_a_usd_cost_warns_once_under_a_cost_cap(
     agent = make_agent(tmp_path, "spend.sh", SPEND)
     # when
     proc = run_bench(
-        run_args(
+        script_args(
             agent, "-m", "mock/oracle", "-j", "1", "--retry-attempts", "0", "--max-cost-usd", "1"
         ),
         env=bench_env,
@@ -379,7 +372,7 @@ def test_with_trials_each_repeat_is_a_job_with_its_own_cap(docker_client, bench_
     agent = make_agent(tmp_path, "spend.sh", SPEND)
     # when
     proc = run_bench(
-        run_args(
+        script_args(
             agent, "-m", "mock/oracle", "-j", "1", "--trials", "2", "--max-cost-usd", "0.0001"
         ),
         env=bench_env,
@@ -423,7 +416,7 @@ def test_an_errored_trial_whose_retry_the_rollout_cap_blocks_is_errored_not_not_
     agent = make_agent(tmp_path, "fail127.sh", "#!/bin/bash\nexit 127\n")
     # when a cap of two rollouts runs out before their retries
     proc = run_bench(
-        run_args(agent, "-j", "1", "--max-rollouts", "2", tasks="t2"),
+        script_args(agent, "-j", "1", "--max-rollouts", "2", tasks="t2"),
         env=bench_env,
         cwd=tmp_path,
     )
@@ -457,7 +450,7 @@ def test_a_warm_pool_sandbox_that_never_ran_is_no_rollout_live_or_on_resume(
     names = ["alpha", "beta", "gamma", "delta"]
     make_tasks(tmp_path, names)
     agent = make_agent(tmp_path, "spend.sh", SPEND)
-    base = run_args(agent, "-m", "mock/oracle", "-j", "2")
+    base = script_args(agent, "-m", "mock/oracle", "-j", "2")
     # when
     proc = run_bench([*base, "--max-cost-usd", "0.003"], env=bench_env, cwd=tmp_path)
     # then every rollout counted is an attempt that started: a sandbox prepared and discarded leaves
@@ -506,7 +499,7 @@ def test_what_a_cancelled_trial_spent_counts_in_the_cap_the_cost_line_and_on_res
     # given two agents that each call the model once and then work on, under a 10 s sandbox-seconds cap
     make_tasks(tmp_path, ["alpha", "beta"])
     agent = make_agent(tmp_path, "spend-then-sleep.sh", SPEND + "sleep 300\n")
-    base = run_args(agent, "-m", "mock/oracle", "-j", "2")
+    base = script_args(agent, "-m", "mock/oracle", "-j", "2")
     # when the cap cancels them both
     proc = run_bench([*base, "--max-sandbox-seconds", "10"], env=bench_env, cwd=tmp_path)
     # then no result.json; each timing.json records why and what the proxy counted for its agent, as
@@ -565,7 +558,7 @@ def test_a_warm_pool_trial_clock_leaves_out_its_wait_for_a_slot(docker_client, b
     agent = make_agent(tmp_path, "slow.sh", "#!/bin/bash\nsleep 4\n")
     # when
     proc = run_bench(
-        run_args(agent, "-j", "2", "--max-sandbox-seconds", "600"),
+        script_args(agent, "-j", "2", "--max-sandbox-seconds", "600"),
         env=bench_env,
         cwd=tmp_path,
     )

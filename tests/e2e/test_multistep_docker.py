@@ -6,7 +6,15 @@ import json
 
 import pytest
 
-from tests.conftest import EXAMPLES, job_dirs, results_of, run_bench, write_task
+from tests.conftest import (
+    EXAMPLES,
+    job_dirs,
+    make_agent,
+    results_of,
+    run_args,
+    run_bench,
+    write_task,
+)
 
 pytestmark = pytest.mark.docker
 
@@ -20,9 +28,7 @@ def containers_of(client, result: dict) -> list:
 def test_oracle_passes_every_step_of_the_example_in_one_sandbox(docker_client, bench_env, tmp_path):
     # when
     proc = run_bench(
-        ["run", str(EXAMPLES), "-i", "multi-step", "-a", "oracle", "--jobs-dir", "jobs"],
-        env=bench_env,
-        cwd=tmp_path,
+        run_args("oracle", tasks=EXAMPLES, include=["multi-step"]), env=bench_env, cwd=tmp_path
     )
     # then
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -50,9 +56,7 @@ def test_oracle_passes_every_step_of_the_example_in_one_sandbox(docker_client, b
 
 def test_nop_fails_the_first_step_and_stops_there(docker_client, bench_env, tmp_path):
     proc = run_bench(
-        ["run", str(EXAMPLES), "-i", "multi-step", "-a", "nop", "--jobs-dir", "jobs"],
-        env=bench_env,
-        cwd=tmp_path,
+        run_args("nop", tasks=EXAMPLES, include=["multi-step"]), env=bench_env, cwd=tmp_path
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr  # a wrong answer is scored, not an error
     assert "[FAIL] multi-step (reward=0.00, tools=0)" in proc.stdout
@@ -98,9 +102,7 @@ def test_a_step_below_its_min_reward_key_stops_the_trial(docker_client, bench_en
         '#!/bin/bash\necho \'{"reward": 1, "quality": 0.5}\' > /logs/verifier/reward.json\n'
     )
     # when
-    proc = run_bench(
-        ["run", "tasks", "-a", "oracle", "--jobs-dir", "jobs"], env=bench_env, cwd=tmp_path
-    )
+    proc = run_bench(run_args("oracle"), env=bench_env, cwd=tmp_path)
     # then: the second step never ran and counts 0 in the mean
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "[FAIL] stopper (reward=0.50" in proc.stdout
@@ -134,16 +136,14 @@ def test_each_step_gives_the_agent_its_own_instruction(docker_client, bench_env,
         'if [ "$(cat /app/prompts.txt)" = "$want" ] && [ "$(cat /app/args.txt)" = "$want" ]; then\n'
         "  echo 1 > /logs/verifier/reward.txt\nelse\n  echo 0 > /logs/verifier/reward.txt\nfi\n"
     )
-    agent = tmp_path / "agent.sh"
-    agent.write_text(
+    agent = make_agent(
+        tmp_path,
+        "agent.sh",
         '#!/bin/bash\ncat "$BENCHFLOW_INSTRUCTION_FILE" >> /app/prompts.txt\n'
-        'echo >> /app/prompts.txt\nprintf "%s\\n" "$1" >> /app/args.txt\n'
+        'echo >> /app/prompts.txt\nprintf "%s\\n" "$1" >> /app/args.txt\n',
     )
-    agent.chmod(0o755)
     # when
-    proc = run_bench(
-        ["run", "tasks", "-a", f"script:{agent}", "--jobs-dir", "jobs"], env=bench_env, cwd=tmp_path
-    )
+    proc = run_bench(run_args(f"script:{agent}"), env=bench_env, cwd=tmp_path)
     # then
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [result] = results_of(job_dirs(tmp_path / "jobs")[0])
@@ -164,11 +164,7 @@ def test_a_step_verifier_error_is_the_trials_and_names_the_step(docker_client, b
     (task / "steps" / "two" / "tests").mkdir()
     (task / "steps" / "two" / "tests" / "test.sh").write_text("#!/bin/bash\nexit 0\n")  # no reward
 
-    proc = run_bench(
-        ["run", "tasks", "-a", "nop", "--retry-attempts", "0", "--jobs-dir", "jobs"],
-        env=bench_env,
-        cwd=tmp_path,
-    )
+    proc = run_bench(run_args("nop", "--retry-attempts", "0"), env=bench_env, cwd=tmp_path)
 
     assert proc.returncode == 1, proc.stdout + proc.stderr  # a verifier error is an error
     [job] = job_dirs(tmp_path / "jobs")

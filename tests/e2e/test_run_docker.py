@@ -8,7 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLES, job_dirs, results_of, run_bench, write_task
+from tests.conftest import (
+    EXAMPLES,
+    job_dirs,
+    make_agent,
+    results_of,
+    run_args,
+    run_bench,
+    write_task,
+)
 
 pytestmark = pytest.mark.docker
 
@@ -23,11 +31,7 @@ def test_oracle_passes_every_example_and_leaves_a_benchflow_job_folder(
     docker_client, bench_env, tmp_path
 ):
     # when
-    proc = run_bench(
-        ["run", str(EXAMPLES), "-a", "oracle", "-j", "4", "--jobs-dir", "jobs"],
-        env=bench_env,
-        cwd=tmp_path,
-    )
+    proc = run_bench(run_args("oracle", "-j", "4", tasks=EXAMPLES), env=bench_env, cwd=tmp_path)
     # then
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
@@ -76,9 +80,7 @@ def test_oracle_passes_every_example_and_leaves_a_benchflow_job_folder(
 
 
 def test_nop_fails_the_same_tasks_honestly(docker_client, bench_env, tmp_path):
-    proc = run_bench(
-        ["run", str(EXAMPLES), "-a", "nop", "--jobs-dir", "jobs"], env=bench_env, cwd=tmp_path
-    )
+    proc = run_bench(run_args("nop", tasks=EXAMPLES), env=bench_env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr  # wrong answers are scored, not errors
     for name in EXAMPLE_NAMES:
         assert f"[FAIL] {name} (reward=0.00, tools=0)" in proc.stdout
@@ -101,13 +103,9 @@ def test_agent_timeout_is_stopped_graded_and_leaves_no_container(
         toml="[agent]\ntimeout_sec = 3\n",
         test_sh="echo 0 > /logs/verifier/reward.txt\n",
     )
-    agent = tmp_path / "sleepy.sh"
-    agent.write_text("#!/bin/bash\nsleep 300 &\nsleep 300\n")
-    agent.chmod(0o755)
+    agent = make_agent(tmp_path, "sleepy.sh", "#!/bin/bash\nsleep 300 &\nsleep 300\n")
     # when
-    proc = run_bench(
-        ["run", "tasks", "-a", f"script:{agent}", "--jobs-dir", "jobs"], env=bench_env, cwd=tmp_path
-    )
+    proc = run_bench(run_args(f"script:{agent}"), env=bench_env, cwd=tmp_path)
     # then: scored 0, not errored, and not retried
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [job] = job_dirs(tmp_path / "jobs")
@@ -123,12 +121,8 @@ def test_timeout_without_reward_counts_zero(docker_client, bench_env, tmp_path):
     write_task(
         tmp_path / "tasks", "slow-noreward", toml="[agent]\ntimeout_sec = 2\n", test_sh="exit 0\n"
     )
-    agent = tmp_path / "sleepy.sh"
-    agent.write_text("#!/bin/bash\nsleep 60\n")
-    agent.chmod(0o755)
-    proc = run_bench(
-        ["run", "tasks", "-a", f"script:{agent}", "--jobs-dir", "jobs"], env=bench_env, cwd=tmp_path
-    )
+    agent = make_agent(tmp_path, "sleepy.sh", "#!/bin/bash\nsleep 60\n")
+    proc = run_bench(run_args(f"script:{agent}"), env=bench_env, cwd=tmp_path)
     [result] = results_of(job_dirs(tmp_path / "jobs")[0])
     assert result["rewards"] == {"reward": 0.0} and result["verifier_error"] is None, proc.stdout
 
@@ -156,9 +150,7 @@ def test_each_verifier_error_is_reported_as_such(
     docker_client, bench_env, tmp_path, _case, test_sh, says
 ):
     write_task(tmp_path / "tasks", "broken-verifier", test_sh=test_sh)
-    proc = run_bench(
-        ["run", "tasks", "-a", "oracle", "--jobs-dir", "jobs"], env=bench_env, cwd=tmp_path
-    )
+    proc = run_bench(run_args("oracle"), env=bench_env, cwd=tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr  # a verifier error is an error
     [job] = job_dirs(tmp_path / "jobs")
     results = results_of(job)
@@ -173,11 +165,7 @@ def test_verifier_timeout_is_a_verifier_error(docker_client, bench_env, tmp_path
     write_task(
         tmp_path / "tasks", "hangs", toml="[verifier]\ntimeout_sec = 2\n", test_sh="sleep 60\n"
     )
-    proc = run_bench(
-        ["run", "tasks", "-a", "oracle", "--retry-attempts", "0", "--jobs-dir", "jobs"],
-        env=bench_env,
-        cwd=tmp_path,
-    )
+    proc = run_bench(run_args("oracle", "--retry-attempts", "0"), env=bench_env, cwd=tmp_path)
     assert proc.returncode == 1
     [job] = job_dirs(tmp_path / "jobs")
     [result] = results_of(job)
@@ -194,9 +182,7 @@ def test_malformed_task_is_refused_before_a_job_exists(bench_env, tmp_path):
         tmp_path / "tasks", "badtype", toml='[verifier]\ntimeout_sec = "ten"\n', test_sh="true\n"
     )
     # when
-    proc = run_bench(
-        ["run", "tasks", "-a", "oracle", "--jobs-dir", "jobs"], env=bench_env, cwd=tmp_path
-    )
+    proc = run_bench(run_args("oracle"), env=bench_env, cwd=tmp_path)
     # then: exit 2, every problem named with its file, field and fix, and nothing created
     assert proc.returncode == 2
     err = proc.stderr
@@ -212,9 +198,7 @@ def test_malformed_task_is_refused_before_a_job_exists(bench_env, tmp_path):
 
 
 def test_unknown_agent_is_refused_with_a_did_you_mean(bench_env, tmp_path):
-    proc = run_bench(
-        ["run", str(EXAMPLES), "-a", "oracel", "--jobs-dir", "jobs"], env=bench_env, cwd=tmp_path
-    )
+    proc = run_bench(run_args("oracel", tasks=EXAMPLES), env=bench_env, cwd=tmp_path)
     assert proc.returncode == 2
     assert "did you mean 'oracle'" in proc.stderr
     assert not (tmp_path / "jobs").exists()
@@ -228,11 +212,7 @@ def test_four_sleeping_tasks_run_at_once_with_j4(docker_client, bench_env, tmp_p
             solve_sh="sleep 4\n",
             test_sh="echo 1 > /logs/verifier/reward.txt\n",
         )
-    proc = run_bench(
-        ["run", "tasks", "-a", "oracle", "-j", "4", "--jobs-dir", "jobs"],
-        env=bench_env,
-        cwd=tmp_path,
-    )
+    proc = run_bench(run_args("oracle", "-j", "4"), env=bench_env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [job] = job_dirs(tmp_path / "jobs")
     spans = []
@@ -255,9 +235,7 @@ def test_failed_build_is_an_error_that_names_the_image_and_leaves_no_container(
     write_task(
         tmp_path / "tasks", "ubuntu-task", dockerfile="FROM ubuntu:24.04\n", test_sh="true\n"
     )
-    proc = run_bench(
-        ["run", "tasks", "-a", "oracle", "--jobs-dir", "jobs"], env=bench_env, cwd=tmp_path
-    )
+    proc = run_bench(run_args("oracle"), env=bench_env, cwd=tmp_path)
     assert proc.returncode == 1
     [job] = job_dirs(tmp_path / "jobs")
     results = results_of(job)
@@ -277,16 +255,10 @@ def test_second_run_builds_no_image(docker_client, bench_env, tmp_path):
         dockerfile="FROM debian:bookworm-slim\nRUN echo built > /built\n",
         test_sh="echo 1 > /logs/verifier/reward.txt\n",
     )
-    first = run_bench(
-        ["run", "tasks", "-a", "oracle", "--jobs-dir", "jobs"], env=bench_env, cwd=tmp_path
-    )
+    first = run_bench(run_args("oracle"), env=bench_env, cwd=tmp_path)
     assert first.returncode == 0, first.stdout + first.stderr
     images_before = {i.id for i in docker_client.images.list()}
-    second = run_bench(
-        ["run", "tasks", "-a", "oracle", "--fresh", "--jobs-dir", "jobs"],
-        env=bench_env,
-        cwd=tmp_path,
-    )
+    second = run_bench(run_args("oracle", "--fresh"), env=bench_env, cwd=tmp_path)
     assert second.returncode == 0, second.stdout + second.stderr
     first_job, second_job = job_dirs(tmp_path / "jobs")
     assert {i.id for i in docker_client.images.list()} == images_before
@@ -300,9 +272,7 @@ def test_big_output_is_bounded_in_the_agent_log(docker_client, bench_env, tmp_pa
         solve_sh="head -c 20000000 /dev/zero | tr '\\0' x\n",
         test_sh="echo 1 > /logs/verifier/reward.txt\n",
     )
-    proc = run_bench(
-        ["run", "tasks", "-a", "oracle", "--jobs-dir", "jobs"], env=bench_env, cwd=tmp_path
-    )
+    proc = run_bench(run_args("oracle"), env=bench_env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [job] = job_dirs(tmp_path / "jobs")
     [result] = results_of(job)
@@ -313,9 +283,7 @@ def test_big_output_is_bounded_in_the_agent_log(docker_client, bench_env, tmp_pa
 
 def test_no_network_task_has_only_loopback(docker_client, bench_env, tmp_path):
     proc = run_bench(
-        ["run", str(EXAMPLES), "-i", "no-network", "-a", "oracle", "--jobs-dir", "jobs"],
-        env=bench_env,
-        cwd=tmp_path,
+        run_args("oracle", tasks=EXAMPLES, include=["no-network"]), env=bench_env, cwd=tmp_path
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "[PASS] no-network" in proc.stdout
@@ -336,7 +304,7 @@ def test_reaper_removes_containers_of_a_dead_run(docker_client, bench_env, tmp_p
     )
     # when any run starts
     write_task(tmp_path / "tasks", "t", test_sh="echo 1 > /logs/verifier/reward.txt\n")
-    run_bench(["run", "tasks", "-a", "nop", "--jobs-dir", "jobs"], env=bench_env, cwd=tmp_path)
+    run_bench(run_args("nop"), env=bench_env, cwd=tmp_path)
     # then
     assert docker_client.containers.list(all=True, filters={"id": orphan.id}) == []
 
@@ -351,28 +319,19 @@ def test_secret_agent_env_never_reaches_the_job_folder(docker_client, bench_env,
         toml='[verifier]\nenv = { CHECK_TOKEN = "${HOST_TEST_TOKEN}" }\n',
         test_sh='echo "token $CHECK_TOKEN"\necho 1 > /logs/verifier/reward.txt\n',
     )
-    agent = tmp_path / "agent.sh"
-    agent.write_text(
+    agent = make_agent(
+        tmp_path,
+        "agent.sh",
         '#!/bin/bash\necho ran\nenv | sort\necho "$MY_API_KEY" >&2\n'
         'echo "saved $MY_API_KEY" > /logs/agent/notes.txt\nmkdir -p /logs/artifacts\n'
-        'echo "$MY_API_KEY" > /logs/artifacts/out.txt\n'
+        'echo "$MY_API_KEY" > /logs/artifacts/out.txt\n',
     )
-    agent.chmod(0o755)
     secret = "ghp_" + "A1b2C3d4E5" * 4  # a GitHub token: a shape no key pattern of the proxy knows
     # when it runs
     proc = run_bench(
-        [
-            "run",
-            "tasks",
-            "-a",
-            f"script:{agent}",
-            "--agent-env",
-            f"MY_API_KEY={secret}",
-            "--agent-env",
-            "PLAIN=visible",
-            "--jobs-dir",
-            "jobs",
-        ],
+        run_args(
+            f"script:{agent}", "--agent-env", f"MY_API_KEY={secret}", "--agent-env", "PLAIN=visible"
+        ),
         env=bench_env,
         cwd=tmp_path,
     )
@@ -411,13 +370,13 @@ def test_files_the_agent_plants_for_the_verifier_are_gone_before_it_runs(
         "planted",
         test_sh="if [ -e /tests/planted ]; then echo 0 > /logs/verifier/reward.txt; fi\n",
     )
-    agent = tmp_path / "cheat.sh"
-    agent.write_text("#!/bin/bash\necho 1 > /logs/verifier/reward.txt\ntouch /tests/planted\n")
-    agent.chmod(0o755)
-    # when
-    proc = run_bench(
-        ["run", "tasks", "-a", f"script:{agent}", "--jobs-dir", "jobs"], env=bench_env, cwd=tmp_path
+    agent = make_agent(
+        tmp_path,
+        "cheat.sh",
+        "#!/bin/bash\necho 1 > /logs/verifier/reward.txt\ntouch /tests/planted\n",
     )
+    # when
+    proc = run_bench(run_args(f"script:{agent}"), env=bench_env, cwd=tmp_path)
     # then: neither the planted reward nor the planted file survives; the verifier wrote nothing
     [result] = results_of(job_dirs(tmp_path / "jobs")[0])
     assert result["rewards"] is None, proc.stdout
@@ -434,13 +393,13 @@ def test_an_agent_killed_for_lack_of_memory_is_named_with_the_fix(
         test_sh="echo 0 > /logs/verifier/reward.txt\n",
         toml="[environment]\nmemory_mb = 64\n",
     )
-    hog = tmp_path / "hog.sh"
-    hog.write_text("#!/bin/bash\nx=$(head -c 400000000 /dev/zero | tr '\\0' a)\necho survived\n")
-    hog.chmod(0o755)
-    # when
-    proc = run_bench(
-        ["run", "tasks", "-a", f"script:{hog}", "--jobs-dir", "jobs"], env=bench_env, cwd=tmp_path
+    hog = make_agent(
+        tmp_path,
+        "hog.sh",
+        "#!/bin/bash\nx=$(head -c 400000000 /dev/zero | tr '\\0' a)\necho survived\n",
     )
+    # when
+    proc = run_bench(run_args(f"script:{hog}"), env=bench_env, cwd=tmp_path)
     # then the trial is graded as usual, and the console and result.json say why the agent died
     [job] = job_dirs(tmp_path / "jobs")
     [result] = results_of(job)
@@ -454,12 +413,8 @@ def test_an_agent_that_exits_137_by_itself_is_not_called_out_of_memory(
     docker_client, bench_env, tmp_path
 ):
     write_task(tmp_path / "tasks", "selfkill", test_sh="echo 0 > /logs/verifier/reward.txt\n")
-    agent = tmp_path / "selfkill.sh"
-    agent.write_text("#!/bin/bash\nkill -9 $$\n")
-    agent.chmod(0o755)
-    proc = run_bench(
-        ["run", "tasks", "-a", f"script:{agent}", "--jobs-dir", "jobs"], env=bench_env, cwd=tmp_path
-    )
+    agent = make_agent(tmp_path, "selfkill.sh", "#!/bin/bash\nkill -9 $$\n")
+    proc = run_bench(run_args(f"script:{agent}"), env=bench_env, cwd=tmp_path)
     [job] = job_dirs(tmp_path / "jobs")
     [result] = results_of(job)
     assert result["agent_exit_code"] == 137 and "agent_oom_killed" not in result, result
