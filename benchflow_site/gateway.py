@@ -47,9 +47,8 @@ class ProxyGateway:
         from proxy.server import ProxyServer
 
         self.server = ProxyServer()
-        self.port = await self.server.start(
-            "127.0.0.1", 0
-        )  # loopback only: sandboxes reach it by a relay
+        # loopback only: sandboxes reach it by a relay
+        self.port = await self.server.start("127.0.0.1", 0)
         return self.port
 
     async def stop(self) -> None:

@@ -39,9 +39,8 @@ class Attempt:
     solution_text: str | None = None  # mock/oracle: the task's solution script
     script_replies: list[dict[str, Any]] | None = None  # mock/script: replies, in order
     on_budget_spent: Callable[[str], object] | None = None  # called once, with attempt_id
-    secrets: list[str] = field(
-        default_factory=list
-    )  # values its agent was given: redacted from the log
+    # values its agent was given: redacted from the log
+    secrets: list[str] = field(default_factory=list)
 
 
 @dataclass

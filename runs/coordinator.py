@@ -168,9 +168,8 @@ class Coordinator:
                 and self.budget.reached
                 and not self.stopping
             ):
-                self._kept_from_running(
-                    trial
-                )  # no retry starts after the cap: its last attempt counts
+                # no retry starts after the cap: its last attempt counts
+                self._kept_from_running(trial)
             elif retries_left > 0 and errors.should_retry(result) and not self.stopping:
                 retries_left -= 1
                 wait = errors.backoff_seconds(attempt)
