@@ -11,7 +11,9 @@ client) and, per point, a load generator. The load generator is the proxy's own
 asyncio+httptools client, the same for every target; httpx was not used because its
 connection pool, not the servers, becomes the bottleneck at c=32.
 Wall-clock figures depend on what else the machine runs; the proxy's CPU time per
-request (from /proc) is steadier, and is what the budget-cost column compares.
+request (from /proc) is steadier, and is what the budget-cost column compares. The load
+generator's and the provider's CPU per call are counted too: with the two cores busy, the
+throughput ratio follows the CPU a call costs the three processes together.
 """
 
 from __future__ import annotations
@@ -104,9 +106,9 @@ async def load(url: str, kind: str, conc: int, n: int, key: str) -> dict[str, An
 
     warm = max(200 // conc, 5)
     await asyncio.gather(*(worker(warm, False) for _ in range(conc)))
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     await asyncio.gather(*(worker(n // conc, True) for _ in range(conc)))
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     await client.aclose()
     lat.sort()
     return {
@@ -114,6 +116,7 @@ async def load(url: str, kind: str, conc: int, n: int, key: str) -> dict[str, An
         "p50_ms": lat[len(lat) // 2] * 1e3,
         "p90_ms": lat[int(len(lat) * 0.9)] * 1e3,
         "n": len(lat),
+        "client_cpu_us": cpu / len(lat) * 1e6,
         "total": len(lat) + warm * conc,
     }
 
@@ -196,9 +199,12 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def run_load(url: str, kind: str, conc: int, n: int, key: str, server_pid: int) -> dict[str, Any]:
-    """One point; also the server process's CPU per request (robust to a busy machine)."""
-    cpu0 = cpu_seconds(server_pid)
+def run_load(
+    url: str, kind: str, conc: int, n: int, key: str, server_pid: int, upstream_pid: int
+) -> dict[str, Any]:
+    """One point; also the CPU per request of the server process (robust to a busy machine),
+    of the fake provider and of the load generator: where the machine's two cores go."""
+    cpu0, up0 = cpu_seconds(server_pid), cpu_seconds(upstream_pid)
     out = subprocess.run(
         [PY, __file__, "load", url, kind, str(conc), str(n), key],
         capture_output=True,
@@ -208,6 +214,14 @@ def run_load(url: str, kind: str, conc: int, n: int, key: str, server_pid: int) 
     )
     result: dict[str, Any] = json.loads(out.stdout)
     result["server_cpu_us"] = (cpu_seconds(server_pid) - cpu0) / result["total"] * 1e6
+    result["upstream_cpu_us"] = (cpu_seconds(upstream_pid) - up0) / result["total"] * 1e6
+    # all the CPU a call costs, and how busy that kept the cores: near 100% means the
+    # throughput is set by the sum, whichever process spends it
+    cpu = result["client_cpu_us"] + result["upstream_cpu_us"]
+    if server_pid != upstream_pid:
+        cpu += result["server_cpu_us"]
+    result["call_cpu_us"] = cpu
+    result["cores_busy_pct"] = cpu * result["rps"] / 1e4 / (os.cpu_count() or 1)
     return result
 
 
@@ -251,7 +265,7 @@ def main() -> None:
                         if run % 2:  # alternate so that no target always runs first
                             order.reverse()
                         for name, (url, pid) in order:
-                            r = run_load(url, kind, conc, args.n, key, pid)
+                            r = run_load(url, kind, conc, args.n, key, pid, procs[0].pid)
                             raw.setdefault(f"{kind}|c{conc}|{name}", []).append(r)
                 print(f"run {run + 1}/{args.runs} done", file=sys.stderr, flush=True)
             rss = {"proxy": vm_hwm_mb(procs[1].pid), "proxy_no_budget": vm_hwm_mb(procs[2].pid)}
@@ -326,6 +340,14 @@ def report(
                 raw, k32 + "proxy", k32 + "proxy_no_budget", lambda p, q: p["rps"] / q["rps"]
             ),
         }
+        for name in ("direct", "passthrough", "proxy"):
+            for part in ("client", "upstream", "call"):
+                row[f"{name}_{part}_cpu_us_c32"] = med(raw, k32 + name, f"{part}_cpu_us")
+            row[f"{name}_cores_busy_pct_c32"] = med(raw, k32 + name, "cores_busy_pct")
+        # with the cores busy, the ratio the CPU a call costs allows: direct's over the proxy's
+        row["cpu_ratio_c32"] = _paired(
+            raw, k32 + "direct", k32 + "proxy", lambda d, p: d["call_cpu_us"] / p["call_cpu_us"]
+        )
         row["ok"] = (
             row["added_p50_ms_c1"] <= TARGETS["added_p50_ms_stream" if stream else "added_p50_ms"]
             and row["throughput_ratio_c32"]
@@ -349,6 +371,17 @@ def report(
             f"{r['proxy_cpu_us_per_req_c32']:>8.0f}"
             f"{r['budget_cpu_overhead_pct']:>+7.1f}  {'yes' if r['ok'] else 'NO'}"
         )
+    print("CPU per call at c=32, us: client + provider (+ the middle) = all; cores busy")
+    for r in rows:
+        parts = []
+        for name in ("direct", "passthrough", "proxy"):
+            mid = "" if name == "direct" else f" + {r[f'{name}_cpu_us_per_req_c32']:.0f}"
+            parts.append(
+                f"{name} {r[f'{name}_client_cpu_us_c32']:.0f} + "
+                f"{r[f'{name}_upstream_cpu_us_c32']:.0f}{mid} = "
+                f"{r[f'{name}_call_cpu_us_c32']:.0f} ({r[f'{name}_cores_busy_pct_c32']:.0f}%)"
+            )
+        print(f"  {r['kind']}: " + "; ".join(parts) + f"; direct/proxy {r['cpu_ratio_c32']:.2f}")
     print(
         f"budget bookkeeping per call: {checks['budget']:.2f} us with budgets, "
         f"{checks['none']:.2f} us without (+{checks['budget'] - checks['none']:.2f} us, "
