@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +67,7 @@ class ProxyGateway:
         turn_budget: int | None,
         solution_text: str | None,
         on_budget_spent: Callable[[str], object],
-        secrets: list[str] = (),  # type: ignore[assignment]
+        secrets: Sequence[str] = (),
     ) -> str:
         from proxy.registry import Attempt
 

@@ -7,7 +7,7 @@ the CLI hands a job an object with this shape (benchflow_site.gateway.ProxyGatew
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -37,7 +37,7 @@ class ModelGateway(Protocol):
         turn_budget: int | None,
         solution_text: str | None,
         on_budget_spent: Callable[[str], object],
-        secrets: list[str] = ...,
+        secrets: Sequence[str] = ...,
     ) -> str:
         """A key of the attempt's own; its calls are counted, priced, logged and budgeted. The
         `secrets` values (what the trial's agent was given) are redacted from its log."""
