@@ -428,6 +428,41 @@ def add_proxy_usage(ar: dict[str, Any], usage: Any) -> None:
     ar["busy_seconds"] = round((ar.get("busy_seconds") or 0.0) + usage.busy_seconds, 3)
 
 
+# What the proxy saw go wrong with the provider, most telling first: the trial's error and category.
+_PROVIDER_ERRORS = (
+    (
+        "provider_rate_limit",
+        "provider rate limited: HTTP 429 from the model provider ({})",
+        "provider_rate_limit",
+    ),
+    (
+        "provider_auth",
+        "the model provider refused the credential (HTTP 401/403): {}",
+        "provider_auth",
+    ),
+    ("api_error", "provider api error [server/transient] {}", "api_error"),
+    (
+        "infra_failure",
+        "connection lost to the model provider (upstream unreachable): {}",
+        "infra_failure",
+    ),
+)
+
+
+def provider_error(errors: Any, status_text: str) -> tuple[str, str] | None:
+    """The (error, error_category) for the error classes the proxy counted, or None."""
+    for name, text, category in _PROVIDER_ERRORS:
+        if name in errors:
+            return text.format(status_text)[:500], category
+    if "provider_rejected" in errors:
+        # another 4xx: a 400 is most often a context too long; 404/422 an unknown model or a bad
+        # request. Permanent either way: a retry would be rejected the same way.
+        if status_text.startswith("HTTP 400"):
+            return f"provider rejected request: {status_text}"[:500], "provider_rejected"
+        return f"provider api error [rejected/permanent] {status_text}"[:500], "api_error"
+    return None
+
+
 def _record_usage(
     result: dict[str, Any],
     usage: Any,
@@ -439,34 +474,9 @@ def _record_usage(
         return
     add_proxy_usage(result["agent_result"], usage)
     if usage.errors and not result.get("error"):
-        status_text = usage.last_error or ""
-        if "provider_rate_limit" in usage.errors:
-            result["error"] = (
-                f"provider rate limited: HTTP 429 from the model provider ({status_text})"[:500]
-            )
-            result["error_category"] = "provider_rate_limit"
-        elif "provider_auth" in usage.errors:
-            result["error"] = (
-                f"the model provider refused the credential (HTTP 401/403): {status_text}"[:500]
-            )
-            result["error_category"] = "provider_auth"
-        elif "api_error" in usage.errors:
-            result["error"] = f"provider api error [server/transient] {status_text}"[:500]
-            result["error_category"] = "api_error"
-        elif "infra_failure" in usage.errors:
-            result["error"] = (
-                f"connection lost to the model provider (upstream unreachable): {status_text}"[:500]
-            )
-            result["error_category"] = "infra_failure"
-        elif "provider_rejected" in usage.errors:
-            # another 4xx: a 400 is most often a context too long; 404/422 an unknown model or a bad
-            # request. Permanent either way: a retry would be rejected the same way.
-            if status_text.startswith("HTTP 400"):
-                result["error"] = f"provider rejected request: {status_text}"[:500]
-                result["error_category"] = "provider_rejected"
-            else:
-                result["error"] = f"provider api error [rejected/permanent] {status_text}"[:500]
-                result["error_category"] = "api_error"
+        found = provider_error(usage.errors, usage.last_error or "")
+        if found is not None:
+            result["error"], result["error_category"] = found
     if budget.active:
         result["trial_budget"] = {
             "budget": {"tokens": budget.tokens, "turns": budget.turns},
