@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -428,31 +428,20 @@ def add_proxy_usage(ar: dict[str, Any], usage: Any) -> None:
     ar["busy_seconds"] = round((ar.get("busy_seconds") or 0.0) + usage.busy_seconds, 3)
 
 
-# What the proxy saw go wrong with the provider, most telling first: the trial's error and category.
-_PROVIDER_ERRORS = (
-    (
-        "provider_rate_limit",
-        "provider rate limited: HTTP 429 from the model provider ({})",
-        "provider_rate_limit",
-    ),
-    (
-        "provider_auth",
-        "the model provider refused the credential (HTTP 401/403): {}",
-        "provider_auth",
-    ),
-    ("api_error", "provider api error [server/transient] {}", "api_error"),
-    (
-        "infra_failure",
-        "connection lost to the model provider (upstream unreachable): {}",
-        "infra_failure",
-    ),
-)
+# What the proxy saw go wrong with the provider, most telling first: each error class the
+# proxy counted is the trial's error_category, with this line as its error.
+_PROVIDER_ERRORS = {
+    "provider_rate_limit": "provider rate limited: HTTP 429 from the model provider ({})",
+    "provider_auth": "the model provider refused the credential (HTTP 401/403): {}",
+    "api_error": "provider api error [server/transient] {}",
+    "infra_failure": "connection lost to the model provider (upstream unreachable): {}",
+}
 
 
-def provider_error(errors: Any, status_text: str) -> tuple[str, str] | None:
+def provider_error(errors: Collection[str], status_text: str) -> tuple[str, str] | None:
     """The (error, error_category) for the error classes the proxy counted, or None."""
-    for name, text, category in _PROVIDER_ERRORS:
-        if name in errors:
+    for category, text in _PROVIDER_ERRORS.items():
+        if category in errors:
             return text.format(status_text)[:500], category
     if "provider_rejected" in errors:
         # another 4xx: a 400 is most often a context too long; 404/422 an unknown model or a bad
