@@ -5,7 +5,8 @@ Prints a table and writes benchmarks/results/proxy.json. Traffic stays on 127.0.
 
 The processes: a fake provider (benchmarks/proxy_upstream.py), two proxies (ProxyServer,
 with and without budgets on their keys, logging every exchange as in a real run;
-BENCH_NO_LOG=1 turns the log off to see its cost), a bare pass-through
+BENCH_NO_LOG=1 turns the log off to see its cost; each point's log is counted and
+deleted after it, see take_lines), a bare pass-through
 (benchmarks/proxy_passthrough.py, the ceiling for any proxy built from the same server and
 client) and, per point, a load generator. The load generator is the proxy's own
 asyncio+httptools client, the same for every target; httpx was not used because its
@@ -225,6 +226,24 @@ def run_load(
     return result
 
 
+def take_lines(logs: str) -> int:
+    """Count the trajectory lines written so far and delete their files.
+
+    At 20,000 calls a second the proxy appends about 36 MB of log a second, a rate no run
+    reaches (an agent makes a few calls a second). Left on disk, that log is written back by
+    the kernel some 30 s later (vm.dirty_expire_centisecs), in whatever point runs then:
+    over 9 runs the proxy's rate fell from 21,000 to 12,000 calls a second while the same
+    runs with the log on a tmpfs held at 21,000. Deleted before writeback, its dirty pages
+    are dropped unwritten: the proxy's own work (serialising, redacting, write()) is still
+    measured, the disk's writeback of lines at that rate is not."""
+    lines = 0
+    for path in Path(logs).rglob("*.jsonl"):
+        with path.open("rb") as fh:
+            lines += sum(1 for _ in fh)
+        path.unlink()
+    return lines
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--runs", type=int, default=5)
@@ -257,6 +276,7 @@ def main() -> None:
                 "passthrough": (f"http://127.0.0.1:{p_pass}", procs[3].pid),
             }
             raw: dict[str, list[dict[str, Any]]] = {}
+            lines = 0
             for run in range(args.runs):
                 for kind in kinds:
                     key = KEYS[KINDS[kind][1]]
@@ -267,9 +287,11 @@ def main() -> None:
                         for name, (url, pid) in order:
                             r = run_load(url, kind, conc, args.n, key, pid, procs[0].pid)
                             raw.setdefault(f"{kind}|c{conc}|{name}", []).append(r)
+                            lines += take_lines(logs)
                 print(f"run {run + 1}/{args.runs} done", file=sys.stderr, flush=True)
             rss = {"proxy": vm_hwm_mb(procs[1].pid), "proxy_no_budget": vm_hwm_mb(procs[2].pid)}
-            lines = sum(1 for p in Path(logs).rglob("*.jsonl") for _ in p.open("rb"))
+            time.sleep(0.2)  # the proxies' last batches (written 50 ms after their first line)
+            lines += take_lines(logs)
         finally:
             for p in procs:
                 p.terminate()
