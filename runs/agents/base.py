@@ -30,10 +30,12 @@ class Agent:
     name = "agent"
     needs_model = False
     log_name = "agent.txt"
-    session_logs: str | None = (
-        None  # the folder of its own session log in the sandbox, if it keeps one
-    )
     session_store = "folder"  # how it keeps it: runs/session_logs.keep_session_logs
+
+    @property
+    def session_logs(self) -> str | None:
+        """The folder of its own session log in the sandbox, if it keeps one."""
+        return None
 
     def subagents_from(self, files: list[Path]) -> dict[str, int] | None:
         """What its subagents used, from its session log files (trial_budget.subagents); None when

@@ -147,7 +147,7 @@ class ClaudeAgent(ModelAgent):
         return [*super().writable_dirs(), self.config_dir]
 
     @property
-    def session_logs(self) -> str:  # type: ignore[override]
+    def session_logs(self) -> str:
         return f"{self.config_dir}/projects"  # <cwd>/<session>.jsonl, its subagents' in <session>/subagents/
 
     def subagents_from(self, files: list[Path]) -> dict[str, int] | None:
@@ -351,7 +351,7 @@ class OpenCodeAgent(ModelAgent):
     session_store = "opencode-db"
 
     @property
-    def session_logs(self) -> str:  # type: ignore[override]
+    def session_logs(self) -> str:
         return f"{self.home}/.local/share/opencode"  # $XDG_DATA_HOME/opencode: its SQLite store
 
     def subagents_from(self, files: list[Path]) -> dict[str, int] | None:
@@ -423,7 +423,7 @@ apps = false
         return {"BENCHFLOW_PROXY_KEY": key, "CODEX_HOME": self.home}
 
     @property
-    def session_logs(self) -> str:  # type: ignore[override]
+    def session_logs(self) -> str:
         return f"{self.home}/sessions"  # $CODEX_HOME/sessions: one rollout file per thread
 
     def subagents_from(self, files: list[Path]) -> dict[str, int] | None:
