@@ -287,10 +287,12 @@ def main() -> None:
                         for name, (url, pid) in order:
                             r = run_load(url, kind, conc, args.n, key, pid, procs[0].pid)
                             raw.setdefault(f"{kind}|c{conc}|{name}", []).append(r)
-                            lines += take_lines(logs)
+                            if name.startswith("proxy"):
+                                # its last batch is written 50 ms after that batch's first line
+                                time.sleep(0.1)
+                                lines += take_lines(logs)
                 print(f"run {run + 1}/{args.runs} done", file=sys.stderr, flush=True)
             rss = {"proxy": vm_hwm_mb(procs[1].pid), "proxy_no_budget": vm_hwm_mb(procs[2].pid)}
-            time.sleep(0.2)  # the proxies' last batches (written 50 ms after their first line)
             lines += take_lines(logs)
         finally:
             for p in procs:
