@@ -14,8 +14,32 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 # --- system packages: only touch apt when something is missing -------------------------------
+# Docker engine 26 (Debian 13's docker.io, which installs on Debian 12): the 20.10 engine that
+# Debian 12 ships has no Dockerfile heredocs (RUN <<EOF), which real task sets use. Only these
+# three packages come from trixie; the pin keeps every other package on bookworm.
+engine_major() { dockerd --version 2>/dev/null | sed -n 's/^Docker version \([0-9]*\).*/\1/p'; }
+if [ "$(engine_major)" = "" ] || [ "$(engine_major)" -lt 23 ]; then
+    if [ ! -f /etc/apt/sources.list.d/benchflow-trixie.sources ]; then
+        say "adding Debian trixie (pinned at priority 100) for docker.io 26"
+        mirror=$(sed -n 's/^URIs: *\(http[^ ]*\/debian\)$/\1/p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -n 1)
+        cat >/etc/apt/sources.list.d/benchflow-trixie.sources <<SRC
+Types: deb
+URIs: ${mirror:-http://deb.debian.org/debian}
+Suites: trixie
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+        printf 'Package: *\nPin: release n=trixie\nPin-Priority: 100\n' >/etc/apt/preferences.d/benchflow-trixie
+    fi
+    say "installing docker.io 26 from trixie (log: /var/log/benchflow-setup-apt.log)"
+    pkill -x dockerd 2>/dev/null && sleep 3 || true
+    if ! { apt-get update -q && apt-get install -y -q --no-install-recommends -t trixie docker.io docker-cli docker-buildx; } >>/var/log/benchflow-setup-apt.log 2>&1; then
+        tail -n 20 /var/log/benchflow-setup-apt.log >&2
+        echo "installing docker.io from trixie failed; see /var/log/benchflow-setup-apt.log" >&2
+        exit 1
+    fi
+fi
 packages=()
-command -v dockerd >/dev/null 2>&1 || packages+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || packages+=(debootstrap)
 command -v npm >/dev/null 2>&1 || packages+=(npm)  # fetches the agent CLIs (claude, opencode, codex)
 python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || packages+=(python3-venv)
