@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from benchflow_site import __version__
-from runs.idle import DEFAULT_IDLE_TIMEOUT_S, parse_idle_timeout
+from runs.trials.idle import DEFAULT_IDLE_TIMEOUT_S, parse_idle_timeout
 
 USAGE_ERROR = 2
 
@@ -322,14 +322,14 @@ def _spec_from(args: argparse.Namespace) -> Any:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from benchflow_site.gateway import ProxyGateway
-    from runs.preflight import prepare_run
+    from runs.jobs.preflight import prepare_run
 
     return prepare_run(_spec_from(args), setup_django=_setup_django, gateway=ProxyGateway())
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
     from benchflow_site.gateway import ProxyGateway
-    from runs.preflight import resume_job
+    from runs.jobs.preflight import resume_job
 
     return resume_job(
         args.job,
@@ -367,8 +367,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 def cmd_tasks(args: argparse.Namespace) -> int:
     from runs.sandboxes.engine import engine_running
-    from runs.task_check import check_tasks
-    from runs.tasks import TaskError
+    from runs.tasks.check import check_tasks
+    from runs.tasks.load import TaskError
 
     if args.tasks_command != "check":
         raise UsageError("bench tasks needs a verb: bench tasks check TASKS")
@@ -399,7 +399,7 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 
 
 def cmd_results(args: argparse.Namespace) -> int:
-    from runs import results
+    from runs.results import load as results
 
     if not (args.job / "evaluation.json").is_file() and not any(args.job.glob("*/result.json")):
         raise UsageError(
@@ -485,7 +485,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench: {exc}", file=sys.stderr)
         return USAGE_ERROR
     except Exception as exc:
-        from runs.preflight import RunRefused
+        from runs.jobs.preflight import RunRefused
 
         if not isinstance(exc, RunRefused):
             return _crash(exc)

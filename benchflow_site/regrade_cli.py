@@ -1,4 +1,4 @@
-"""`bench regrade JOB`: parse, call runs.regrade.regrade_job, print. Hooked into `bench` by cli.py."""
+"""`bench regrade JOB`: parse, call runs.regrade.regrade.regrade_job, print. Hooked into `bench` by cli.py."""
 
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from runs.regrade import RegradeError, regrade_job
+    from runs.regrade.regrade import RegradeError, regrade_job
 
     def quiet(_line: str) -> None:
         pass

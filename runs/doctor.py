@@ -149,7 +149,7 @@ def agent_images_check(client: DockerClient, fix: bool) -> Check:
     removes them: those of CLI versions or layouts no longer pinned (CliSpec.layer_name), and those
     over a task image that has since been rebuilt (its old image has no tag left). The rest are
     rebuilt on demand anyway."""
-    from runs.agents.cli_install import SPECS
+    from runs.agents.install import SPECS
     from runs.sandboxes.layers import LABEL_AGENT, LABEL_BASE
 
     pinned = {spec.layer_name for spec in SPECS.values()}

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from runs import secrets
-from runs.idle import DEFAULT_IDLE_TIMEOUT_S
+from runs.trials.idle import DEFAULT_IDLE_TIMEOUT_S
 
 # Settings that must match for a plain rerun to resume a job (else a new job starts).
 RESUME_KEYS = ("agent", "model", "tasks_dir")

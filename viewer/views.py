@@ -9,7 +9,7 @@ from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from runs.results import load_job
+from runs.results.load import load_job
 
 TEXT_LIMIT = 200_000  # characters of a log shown on a page
 

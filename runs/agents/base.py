@@ -7,7 +7,7 @@ from pathlib import Path
 
 from runs.sandboxes.files import FileEntry
 from runs.sandboxes.layers import AgentLayer
-from runs.tasks import Task
+from runs.tasks.load import Task
 
 AGENT_HOME = "/benchflow/agent"
 

@@ -1,6 +1,6 @@
 """Agents that need a model: Claude Code, OpenCode and Codex, each talking only to our model proxy.
 
-Each CLI is installed once per version on the host (runs/agents/cli_install.py) and put into the
+Each CLI is installed once per version on the host (runs/agents/install.py) and put into the
 sandbox as an image layer over the task's image, built once per task image and version
 (runs/sandboxes/layers.py): nothing is installed or copied per trial. BENCHFLOW_AGENT_MOUNT=1
 mounts the folder read-only instead, which saves the layer's disk space (one copy of the binary
@@ -16,11 +16,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from runs.agents.base import Agent, AgentCommand, AgentError
-from runs.agents.cli_install import SPECS, CliSpec, ensure_installed, mount_instead
+from runs.agents.install import SPECS, CliSpec, ensure_installed, mount_instead
+from runs.agents.session_logs import claude_subagents, codex_subagents, opencode_subagents
 from runs.sandboxes.files import FileEntry
 from runs.sandboxes.layers import AgentLayer
-from runs.session_logs import claude_subagents, codex_subagents, opencode_subagents
-from runs.tasks import Task
+from runs.tasks.load import Task
 
 AGENTS_ROOT = "/opt/benchflow/agents"
 HOME_ROOT = "/opt/benchflow/home"  # not under /tmp: Codex refuses to make its helper commands (apply_patch) there

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from runs.agents.base import AGENT_HOME, Agent, AgentCommand
 from runs.sandboxes.files import FileEntry
-from runs.task_config import Step
-from runs.tasks import Task
+from runs.tasks.config import Step
+from runs.tasks.load import Task
 
 SOLUTION_DIR = "/solution"
 STEP_SOLUTIONS_DIR = (

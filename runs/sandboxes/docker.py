@@ -18,7 +18,7 @@ from docker.errors import APIError, NotFound
 from runs.sandboxes.files import FileEntry, make_tar
 from runs.sandboxes.images import TaskImages
 from runs.secrets import StreamRedactor
-from runs.tasks import Task
+from runs.tasks.load import Task
 
 LABEL_OWNED = "benchflow.owned"
 LABEL_HOST = "benchflow.host"

@@ -13,7 +13,7 @@ import docker
 from docker.errors import APIError, ImageNotFound
 
 from runs.sandboxes.layers import AgentLayer, LayerCache
-from runs.tasks import Task
+from runs.tasks.load import Task
 
 IMAGE_REPO = "benchflow-env"
 

@@ -2,8 +2,8 @@
 
 import json
 
-from runs.agent_run import OutputWatcher
 from runs.agents.cli_agents import ClaudeAgent, CodexAgent, OpenCodeAgent
+from runs.trials.agent_run import OutputWatcher
 
 
 def lines(*events) -> bytes:

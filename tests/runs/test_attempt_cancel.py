@@ -13,9 +13,9 @@ import pytest
 
 from runs import errors
 from runs.agents.base import Agent
-from runs.attempt import AttemptPlan, AttemptRunner, Prepared
 from runs.spec import RunSpec
-from runs.tasks import load_task
+from runs.tasks.load import load_task
+from runs.trials.attempt import AttemptPlan, AttemptRunner, Prepared
 from tests.conftest import write_task
 
 REASON = "budget reached: 2,021 tokens spent of a 1,000 cap"

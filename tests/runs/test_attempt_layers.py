@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from runs.agents.base import Agent
-from runs.attempt import AttemptPlan, AttemptRunner
 from runs.errors import lookup
 from runs.sandboxes.layers import AgentLayer, LayerError
 from runs.spec import RunSpec
-from runs.tasks import load_task
+from runs.tasks.load import load_task
+from runs.trials.attempt import AttemptPlan, AttemptRunner
 from tests.conftest import write_task
 
 

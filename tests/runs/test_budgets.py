@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from runs.budgets import USD_UNKNOWN_WARNING, JobBudget
-from runs.jobs import best_results, plan_job
-from runs.tasks import load_task
+from runs.jobs.budgets import USD_UNKNOWN_WARNING, JobBudget
+from runs.jobs.run import best_results, plan_job
+from runs.tasks.load import load_task
 from tests.conftest import write_task
 
 

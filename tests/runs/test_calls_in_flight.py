@@ -18,11 +18,11 @@ import pytest
 
 from benchflow_site.gateway import ProxyGateway
 from proxy.server import ProxyServer
-from runs.agent_run import run_agent, trial_budget_for
 from runs.agents.controls import ScriptAgent
 from runs.gateway import calls_settled
 from runs.sandboxes.docker import ExecResult
-from runs.tasks import load_task
+from runs.tasks.load import load_task
+from runs.trials.agent_run import run_agent, trial_budget_for
 from tests.conftest import write_task
 from tests.proxy.fake_upstream import MESSAGES_USAGE, FakeUpstream
 
@@ -118,7 +118,7 @@ async def test_a_call_still_streaming_when_the_agent_is_stopped_is_in_the_record
     # given an agent whose second call the turn budget refuses while its first is still streaming
     task = load_task(write_task(tmp_path / "tasks", "t", test_sh="true\n"))
     sandbox = LoopbackSandbox()
-    monkeypatch.setattr("runs.agent_run.listen_in_netns", sandbox.listen)
+    monkeypatch.setattr("runs.trials.agent_run.listen_in_netns", sandbox.listen)
     agent = ScriptAgent(tmp_path / "agent.sh")
     agent.model = MODEL
     attempt_dir = tmp_path / "job" / "t__attempt1"

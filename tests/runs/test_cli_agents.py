@@ -15,7 +15,7 @@ from runs.agents.cli_agents import (
     cli_model_name,
     login_credentials,
 )
-from runs.preflight import model_problems
+from runs.jobs.preflight import model_problems
 from runs.spec import RunSpec
 
 
@@ -372,7 +372,7 @@ def test_opencode_ripgrep_comes_from_codex_package_with_npm_pack_when_codex_is_n
     (prefix / spec.binary).parent.mkdir(parents=True)
     (prefix / spec.binary).write_text("binary")
     # when
-    from runs.agents.cli_install import ensure_installed
+    from runs.agents.install import ensure_installed
 
     folder = ensure_installed(spec, log=lambda _m: None)
     # then only the rg was taken from the package, for the pinned Codex version

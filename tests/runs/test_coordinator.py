@@ -9,9 +9,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from runs.attempt import Prepared
-from runs.budgets import JobBudget
-from runs.coordinator import Coordinator, TrialPlan, effective_warm_pool, job_line
+from runs.jobs.budgets import JobBudget
+from runs.jobs.coordinator import Coordinator, TrialPlan, effective_warm_pool, job_line
+from runs.trials.attempt import Prepared
 
 
 @dataclass

@@ -7,7 +7,7 @@ from typing import Any
 
 import docker.errors
 
-from runs.agents.cli_install import SPECS
+from runs.agents.install import SPECS
 from runs.doctor import agent_images_check
 
 PINNED = next(s.layer_name for s in SPECS.values())

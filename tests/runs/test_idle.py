@@ -2,7 +2,7 @@
 
 import pytest
 
-from runs.idle import IdleWatch, idle_error, parse_idle_timeout, record_idle_stop
+from runs.trials.idle import IdleWatch, idle_error, parse_idle_timeout, record_idle_stop
 
 
 class Clock:

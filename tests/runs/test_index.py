@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from runs.console import Reporter
 from runs.index import Index, outcome_of
+from runs.jobs.console import Reporter
 from runs.models import Attempt, AttemptState, Job, JobState, Trial
 from runs.spec import RunSpec
 
@@ -90,7 +90,7 @@ def test_outcome_of(res, outcome):
 @pytest.mark.django_db(transaction=True)
 def test_a_real_job_leaves_an_index_matching_its_folder(docker_client, tmp_path, monkeypatch):
     # when a real job runs in this process (Docker sandboxes, the oracle)
-    from runs.preflight import prepare_run
+    from runs.jobs.preflight import prepare_run
 
     monkeypatch.chdir(tmp_path)
     spec = RunSpec(
@@ -126,7 +126,7 @@ def test_an_attempt_a_job_cap_cancels_is_cancelled_in_the_index(
     docker_client, tmp_path, monkeypatch
 ):
     # given an agent that sleeps and a sandbox-seconds cap it runs past
-    from runs.preflight import prepare_run
+    from runs.jobs.preflight import prepare_run
     from tests.conftest import write_task
 
     monkeypatch.chdir(tmp_path)

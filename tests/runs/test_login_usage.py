@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from runs.agent_run import run_agent, trial_budget_for
 from runs.agents.cli_agents import ClaudeAgent
-from runs.login_usage import session_log_usage
+from runs.agents.login_usage import session_log_usage
 from runs.sandboxes.docker import ExecResult
-from runs.tasks import load_task
+from runs.tasks.load import load_task
+from runs.trials.agent_run import run_agent, trial_budget_for
 from tests.conftest import write_task
 
 USAGE = {

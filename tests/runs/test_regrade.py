@@ -13,9 +13,9 @@ import pytest
 
 from benchflow_site import regrade_cli
 from runs.jobfolder import write_json
-from runs.regrade import MULTI_STEP, NO_OUTPUTS, RegradeError, append_regrade, regrade_job
-from runs.regrade_report import RegradeReport, TrialRow, change_of
-from runs.workspace import build_manifest
+from runs.regrade.regrade import MULTI_STEP, NO_OUTPUTS, RegradeError, append_regrade, regrade_job
+from runs.regrade.report import RegradeReport, TrialRow, change_of
+from runs.trials.workspace import build_manifest
 from tests.conftest import REPO, job_dirs, results_of, run_bench, write_task
 
 # ---------------------------------------------------------------- pure parts

@@ -10,10 +10,10 @@ import os
 
 import pytest
 
-from runs import results
-from runs.attempt_results import best_attempt, outcome_of, read_attempts
-from runs.results import load_job
-from runs.stats import mean_stderr, pass_at_k, pass_at_k_estimate, reward_stats
+from runs.results import load as results
+from runs.results.attempts import best_attempt, outcome_of, read_attempts
+from runs.results.load import load_job
+from runs.results.stats import mean_stderr, pass_at_k, pass_at_k_estimate, reward_stats
 
 
 def write_attempt(

@@ -2,7 +2,7 @@
 
 import pytest
 
-from runs.rewards import parse_rewards
+from runs.trials.rewards import parse_rewards
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ import sqlite3
 from pathlib import Path
 
 from runs.agents.cli_agents import CodexAgent, OpenCodeAgent
-from runs.session_logs import (
+from runs.agents.session_logs import (
     claude_subagents,
     codex_subagents,
     opencode_messages,

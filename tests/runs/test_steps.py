@@ -1,4 +1,4 @@
-"""Multi-step trials (runs/steps.py): reward strategies, min_reward, budgets, and the step loop run
+"""Multi-step trials (runs/trials/steps.py): reward strategies, min_reward, budgets, and the step loop run
 against a scripted agent and verifier (real Docker runs are in tests/e2e/test_multistep_docker.py)."""
 
 from __future__ import annotations
@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from runs.agent_run import AgentRun, TrialBudget
 from runs.agents.base import Agent, AgentCommand
 from runs.agents.controls import OracleAgent
-from runs.attempt import AttemptPlan, Prepared
 from runs.sandboxes.files import populate
 from runs.spec import RunSpec
-from runs.steps import (
+from runs.tasks.load import Task, load_task
+from runs.trials.agent_run import AgentRun, TrialBudget
+from runs.trials.attempt import AttemptPlan, Prepared
+from runs.trials.steps import (
     _trial_budget_record,
     agent_for_step,
     budget_exhausted,
@@ -25,8 +26,7 @@ from runs.steps import (
     step_view,
     trial_reward,
 )
-from runs.tasks import Task, load_task
-from runs.verifier import VerifierOutcome
+from runs.trials.verifier import VerifierOutcome
 
 # --- pure parts ------------------------------------------------------------------------------
 
@@ -355,8 +355,8 @@ class Script:
 
 
 async def run_script(tmp_path, monkeypatch, task: Task, script: Script, agent: Agent | None = None):
-    monkeypatch.setattr("runs.steps.run_agent", script.run_agent)
-    monkeypatch.setattr("runs.steps.run_verifier", script.run_verifier)
+    monkeypatch.setattr("runs.trials.steps.run_agent", script.run_agent)
+    monkeypatch.setattr("runs.trials.steps.run_verifier", script.run_verifier)
     job_dir = tmp_path / "job"
     attempt_dir = job_dir / "stepped__abcd1234"
     for sub in ("agent", "verifier", "artifacts"):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from runs import summary as s
-from runs import summary_render as sr
+from runs.results import summary as s
+from runs.results import summary_render as sr
 
 WYCKOFF = {
     "task_name": "crystallographic-wyckoff-position-analysis",

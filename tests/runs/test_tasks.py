@@ -1,4 +1,4 @@
-"""Task loading and validation (runs/tasks.py): layouts, defaults, problems, selection, digests."""
+"""Task loading and validation (runs/tasks/load.py): layouts, defaults, problems, selection, digests."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from runs.task_config import AgentConfig, SandboxConfig, TaskProblem, VerifierConfig
-from runs.tasks import (
+from runs.tasks.config import AgentConfig, SandboxConfig, TaskProblem, VerifierConfig
+from runs.tasks.load import (
     TaskError,
     environment_digest,
     find_task_dirs,
@@ -185,7 +185,7 @@ def test_agent_and_verifier_settings_are_read(tmp_path):
 
 
 def test_prompt_prefix_is_kept_apart_from_the_instruction(tmp_path):
-    # the runner prepends it (runs/attempt.py), so the instruction stays as written
+    # the runner prepends it (runs/trials/attempt.py), so the instruction stays as written
     task = load_task(split_task(tmp_path, '[agent]\nprompt_prefix = "Be brief."\n'))
 
     assert task.agent.prompt_prefix == "Be brief."

@@ -1,6 +1,6 @@
 """Utilization lines: two minutes in, then every five, with warnings for idle slots and idle models."""
 
-from runs.utilization import Sample, Utilization, utilization_lines
+from runs.jobs.utilization import Sample, Utilization, utilization_lines
 
 
 def test_line_matches_the_seed_page():

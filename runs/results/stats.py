@@ -9,7 +9,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from runs.results import Job, Trial, mean_of
+from runs.results.load import Job, Trial, mean_of
 
 
 def _by_task(job: Job) -> dict[str, list[Trial]]:

@@ -1,6 +1,6 @@
 """summary.json, from the trials' best-attempt results (pure).
 
-Field names follow BenchFlow's summary.json; the console lines are rendered in `runs/summary_render.py`.
+Field names follow BenchFlow's summary.json; the console lines are rendered in `runs/results/summary_render.py`.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from runs import errors
-from runs.attempt_results import outcome_of, reward_of
-from runs.stats import mean_stderr, pass_at_k_tasks
+from runs.results.attempts import outcome_of, reward_of
+from runs.results.stats import mean_stderr, pass_at_k_tasks
 
 PHASES = ("environment_setup", "agent_setup", "agent_execution", "verifier", "total")
 USAGE_KEYS = (

@@ -8,11 +8,11 @@ from pathlib import Path
 
 from runs.agents import resolve_agent
 from runs.agents.base import AgentError
-from runs.console import Reporter
 from runs.gateway import ModelGateway
 from runs.jobfolder import JobLocked, read_json
+from runs.jobs.console import Reporter
 from runs.spec import RunSpec
-from runs.tasks import TaskError, load_tasks
+from runs.tasks.load import TaskError, load_tasks
 
 
 class RunRefused(Exception):
@@ -87,8 +87,8 @@ BASE_URL_VARS = ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "LLM_BASE_URL", "OPENA
 
 def model_problems(spec: RunSpec, agent, tasks, gateway: ModelGateway | None = None) -> list[str]:
     """The model, its provider and price, and whether the agent's calls can be held to a budget."""
-    from runs.agent_run import uses_proxy
     from runs.agents.cli_agents import ClaudeAgent, login_credentials
+    from runs.trials.agent_run import uses_proxy
 
     problems: list[str] = []
     budgeted = spec.token_budget is not None or spec.turn_budget is not None
@@ -152,7 +152,7 @@ def prepare_run(
         except AgentError as exc:
             raise RunRefused(f"-a {spec.agent}: {exc}", exit_code=1) from None
     setup_django()
-    from runs.jobs import JobRun  # the ORM models need Django set up first
+    from runs.jobs.run import JobRun  # the ORM models need Django set up first
 
     try:
         return JobRun(spec, tasks, agent, reporter, client, gateway).execute()

@@ -1,7 +1,7 @@
 """Reading a job folder into trials and the job's counts (no Django, no database): `load_job`.
 
-Its attempts, and which is a trial's best, are read in `runs/attempt_results.py`; rendering lives
-in `runs/results_render.py`.
+Its attempts, and which is a trial's best, are read in `runs/results/attempts.py`; rendering lives
+in `runs/results/render.py`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from runs import errors
-from runs.attempt_results import (
+from runs.results.attempts import (
     Attempt,
     Outcome,
     newest_scored_else_newest,
@@ -204,18 +204,18 @@ class Job:
         return _ratio(d["passed"], d["attempted"])
 
     def to_records(self) -> list[dict[str, Any]]:
-        from runs.results_render import record
+        from runs.results.render import record
 
         return [record(t, self.mode) for t in self.trials]
 
     def to_csv(self) -> str:
-        from runs.results_render import records_csv
+        from runs.results.render import records_csv
 
         return records_csv(self.to_records())
 
     def to_json_dict(self, include_controls: bool = False) -> dict[str, Any]:
         """The `benchflow.job` document (strict JSON: NaN and infinities become null)."""
-        from runs.results_render import job_document
+        from runs.results.render import job_document
 
         return job_document(self, include_controls)
 
@@ -276,6 +276,6 @@ def with_mode(job: Job, attempts: AttemptsMode) -> Job:
 
 def render_results(job: Job, fmt: str = "table", attempts: AttemptsMode | None = None) -> str:
     """What `bench results JOB [--attempts all] [--json|--csv]` prints."""
-    from runs.results_render import render
+    from runs.results.render import render
 
     return render(with_mode(job, attempts or job.mode), fmt)

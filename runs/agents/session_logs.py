@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from runs.login_usage import SESSION_USAGE_KEYS
+from runs.agents.login_usage import SESSION_USAGE_KEYS
 from runs.sandboxes.docker import Sandbox
 from runs.secrets import redact_tree
 

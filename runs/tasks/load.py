@@ -1,7 +1,7 @@
 """Task loading and validation: Harbor's split layout and BenchFlow's native task.md layout.
 
 Everything a trial needs from a task folder is read here, once, into a frozen Task; the config
-file itself is read and checked in `runs/task_config.py`.
+file itself is read and checked in `runs/tasks/config.py`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runs.task_config import (
+from runs.tasks.config import (
     AGENT_KEYS,
     REWARD_STRATEGIES,
     SOLUTION_KEYS,

@@ -12,20 +12,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runs import attempt_results, summary_render
-from runs import summary as job_summary
-from runs.agent_run import uses_proxy
 from runs.agents.base import Agent
-from runs.attempt import AttemptRunner
-from runs.budgets import JobBudget, caps_card_line, per_trial_card_line
-from runs.console import Reporter
-from runs.coordinator import Coordinator, TrialPlan, job_line, remove_all
 from runs.gateway import ModelGateway
 from runs.index import Index, outcome_of
 from runs.jobfolder import JobLock, latest_auto_job, read_json, unique_job_dir, write_json
+from runs.jobs.budgets import JobBudget, caps_card_line, per_trial_card_line
+from runs.jobs.console import Reporter
+from runs.jobs.coordinator import Coordinator, TrialPlan, job_line, remove_all
+from runs.results import attempts as attempt_results
+from runs.results import summary as job_summary
+from runs.results import summary_render
 from runs.sandboxes.docker import Sandbox, SandboxFactory, reap_orphans
 from runs.spec import RESUME_KEYS, RunSpec
-from runs.tasks import Task, environment_digest
+from runs.tasks.load import Task, environment_digest
+from runs.trials.agent_run import uses_proxy
+from runs.trials.attempt import AttemptRunner
 
 SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143}
 

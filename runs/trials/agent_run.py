@@ -3,7 +3,7 @@
 The agent is stopped at its wall-clock limit or, within about a second, once the proxy refuses a
 call for the trial's budget; either way the verifier then grades what it left. A Claude login calls
 its provider directly: its usage comes from Claude Code's own session log, read once it stops
-(runs/login_usage.py).
+(runs/agents/login_usage.py).
 """
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ from typing import Any
 
 from runs.agents.base import Agent
 from runs.agents.controls import ScriptAgent
+from runs.agents.login_usage import read_session_usage, record_native_usage
+from runs.agents.session_logs import keep_session_logs
 from runs.gateway import CALLS_SETTLE_S, ModelGateway, calls_settled
-from runs.idle import CHECK_EVERY_S, IdleWatch, record_idle_stop
-from runs.login_usage import read_session_usage, record_native_usage
 from runs.sandboxes.docker import Sandbox
 from runs.sandboxes.netns import LoopbackRelay, listen_in_netns
 from runs.secrets import redact_obj, secret_values
-from runs.session_logs import keep_session_logs
-from runs.tasks import Task
+from runs.tasks.load import Task
+from runs.trials.idle import CHECK_EVERY_S, IdleWatch, record_idle_stop
 
 BUDGET_STOP_GRACE_S = 0.5  # lets the agent print its last lines before it is stopped
 
@@ -72,7 +72,7 @@ def uses_proxy(agent: Agent, model: str | None) -> bool:
 
 def budget_bypass(agent: Agent, model: str | None, agent_env: dict[str, str]) -> str | None:
     """Why the agent's model calls would go around the proxy (the same rule as bench run's check)."""
-    from runs.preflight import BASE_URL_VARS
+    from runs.jobs.preflight import BASE_URL_VARS
 
     if getattr(agent, "login", False):
         return "a Claude login calls Anthropic directly"
@@ -202,7 +202,7 @@ async def run_agent(
     """Run the agent's command; fills result's usage, tool calls, errors and trial_budget.
 
     An agent with a model is also stopped by the idle watchdog after `idle_timeout` seconds
-    without output or model calls (runs/idle.py); None turns it off."""
+    without output or model calls (runs/trials/idle.py); None turns it off."""
     outcome = AgentRun()
     if agent.needs_model and model:
         result["model"] = model  # a login's too, though its calls bypass the proxy

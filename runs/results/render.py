@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from runs.results import Job, Trial
+    from runs.results.load import Job, Trial
 
 TRIAL_COLUMNS = (
     "Task",
@@ -48,7 +48,7 @@ def _num(value: float | None, spec: str) -> str:
 
 def denominator_lines(job: Job) -> list[str]:
     """The counts that say what the pass rates divide by."""
-    from runs.stats import pass_at_k_table, reward_stats
+    from runs.results.stats import pass_at_k_table, reward_stats
 
     d = job.denominators()
     unit = "attempts" if job.mode == "all" else "trials"
@@ -107,7 +107,7 @@ def _row(trial: Trial, mode: str) -> list[str]:
     common = [_num(trial.reward, ".2f"), trial.outcome]
     tail = [trial.agent or "-", trial.model or "-", cost, tokens, _cause_cell(trial)]
     if mode == "all" and trial.chosen is not None:
-        from runs.attempt_results import best_attempt
+        from runs.results.attempts import best_attempt
 
         number = str(trial.attempts.index(trial.chosen) + 1)
         best = "*" if trial.chosen is best_attempt(trial.attempts) else ""
@@ -153,7 +153,7 @@ def record(trial: Trial, mode: str) -> dict[str, Any]:
         "finished_at": chosen.get("finished_at") if chosen else None,
     }
     if mode == "all" and chosen is not None:
-        from runs.attempt_results import best_attempt
+        from runs.results.attempts import best_attempt
 
         row["attempt"] = trial.attempts.index(chosen) + 1
         row["best"] = chosen is best_attempt(trial.attempts)
@@ -172,7 +172,7 @@ def strict_json(value: Any) -> Any:
 
 
 def job_document(job: Job, include_controls: bool = False) -> dict[str, Any]:
-    from runs.stats import pass_at_k_table, reward_stats
+    from runs.results.stats import pass_at_k_table, reward_stats
 
     d = job.denominators(include_controls)
     doc: dict[str, Any] = {

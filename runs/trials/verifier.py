@@ -7,10 +7,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from runs.rewards import parse_rewards
 from runs.sandboxes.docker import Sandbox
 from runs.sandboxes.files import populate, tree_files
-from runs.tasks import Task
+from runs.tasks.load import Task
+from runs.trials.rewards import parse_rewards
 
 TESTS_DIR = "/tests"
 RUN_TESTS = "rm -f /logs/verifier/reward.txt /logs/verifier/reward.json; exec bash /tests/test.sh"

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runs import errors
-from runs.attempt import AttemptPlan, AttemptRunner, Prepared
-from runs.budgets import JobBudget
+from runs.jobs.budgets import JobBudget
+from runs.jobs.utilization import Sample, Utilization
+from runs.results.summary_render import trial_line
 from runs.sandboxes.docker import Sandbox
-from runs.summary_render import trial_line
-from runs.utilization import Sample, Utilization
+from runs.trials.attempt import AttemptPlan, AttemptRunner, Prepared
 
 HEARTBEAT_S = 45.0
 
@@ -26,7 +26,7 @@ HEARTBEAT_S = 45.0
 class TrialPlan:
     """A trial still to run: a task and which repeat, plus how many attempts it already had."""
 
-    task: Any  # runs.tasks.Task
+    task: Any  # runs.tasks.load.Task
     trial_index: int
     trial_name: str
     env_digest: str

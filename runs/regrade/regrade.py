@@ -20,13 +20,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from runs.attempt_results import Attempt, best_attempt, outcome_of, read_attempts, reward_of
 from runs.jobfolder import JobLock, JobLocked, new_job_name, read_json, write_json
-from runs.regrade_report import RegradeReport, TrialRow, change_of
+from runs.regrade.report import RegradeReport, TrialRow, change_of
+from runs.results.attempts import Attempt, best_attempt, outcome_of, read_attempts, reward_of
 from runs.sandboxes.docker import Sandbox, SandboxFactory, connect
 from runs.sandboxes.files import FileEntry
 from runs.secrets import redact_tree, secret_values
-from runs.tasks import (
+from runs.tasks.load import (
     Task,
     TaskError,
     environment_digest,
@@ -35,8 +35,8 @@ from runs.tasks import (
     load_task,
     task_digest,
 )
-from runs.verifier import TESTS_DIR, VerifierOutcome, run_verifier
-from runs.workspace import EVIDENCE, MANIFEST, WORKSPACE, check_manifest
+from runs.trials.verifier import TESTS_DIR, VerifierOutcome, run_verifier
+from runs.trials.workspace import EVIDENCE, MANIFEST, WORKSPACE, check_manifest
 
 Say = Callable[[str], None]
 NO_OUTPUTS = "no saved outputs; rerun with bench run --save-outputs to make it regradable"

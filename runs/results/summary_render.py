@@ -10,8 +10,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from runs import errors
-from runs.attempt_results import reward_of
-from runs.summary import number, short, trial_name
+from runs.results.attempts import reward_of
+from runs.results.summary import number, short, trial_name
 
 MAX_CAUSE_TASKS = 5
 LINE_LIMIT = 100

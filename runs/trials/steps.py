@@ -15,17 +15,23 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, cast
 
-from runs.agent_run import AgentRun, TrialBudget, budget_stop_text, run_agent, trial_budget_for
 from runs.agents.base import Agent, AgentCommand
-from runs.rewards import TOLERANCE
 from runs.sandboxes.files import populate
-from runs.task_config import Step
-from runs.tasks import Task
-from runs.verifier import VerifierOutcome, run_verifier
-from runs.workspace import EVIDENCE, save_workspace
+from runs.tasks.config import Step
+from runs.tasks.load import Task
+from runs.trials.agent_run import (
+    AgentRun,
+    TrialBudget,
+    budget_stop_text,
+    run_agent,
+    trial_budget_for,
+)
+from runs.trials.rewards import TOLERANCE
+from runs.trials.verifier import VerifierOutcome, run_verifier
+from runs.trials.workspace import EVIDENCE, save_workspace
 
 if TYPE_CHECKING:
-    from runs.attempt import AttemptRunner, Prepared
+    from runs.trials.attempt import AttemptRunner, Prepared
 
 STEPS_DIR = "steps"  # <attempt>/steps/<name>/{agent,verifier}: each step's own logs and grading
 MinReward = float | Mapping[str, float] | None
@@ -277,7 +283,7 @@ async def _run_step(
 
     No verifier outcome when the agent was refused before it started.
     """
-    from runs.attempt import instruction_for  # runs.attempt imports this module
+    from runs.trials.attempt import instruction_for  # runs.trials.attempt imports this module
 
     plan, sandbox, attempt_dir = prepared.plan, prepared.sandbox, prepared.attempt_dir
     assert sandbox is not None

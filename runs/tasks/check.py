@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from runs.sandboxes.dockerfile_refs import explain_missing_image, missing_base_images
-from runs.tasks import Task, TaskError, find_task_dirs, load_task
+from runs.tasks.load import Task, TaskError, find_task_dirs, load_task
 
 
 @dataclass

@@ -15,20 +15,20 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from runs.agent_run import add_proxy_usage, run_agent, trial_budget_for, trial_secrets
 from runs.agents.base import Agent
-from runs.attempt_results import NOT_STARTED_MARK
 from runs.gateway import CANCELLED_CALLS_SETTLE_S, take_usage
 from runs.jobfolder import new_attempt_dir, write_json
+from runs.results.attempts import NOT_STARTED_MARK
 from runs.sandboxes.docker import Sandbox, SandboxError, SandboxFactory
 from runs.sandboxes.images import ImageBuildError
 from runs.sandboxes.layers import LayerError
 from runs.secrets import redact_obj, redact_tree
 from runs.spec import RunSpec
-from runs.steps import run_steps
-from runs.tasks import Task
-from runs.verifier import TESTS_DIR, run_verifier
-from runs.workspace import save_workspace
+from runs.tasks.load import Task
+from runs.trials.agent_run import add_proxy_usage, run_agent, trial_budget_for, trial_secrets
+from runs.trials.steps import run_steps
+from runs.trials.verifier import TESTS_DIR, run_verifier
+from runs.trials.workspace import save_workspace
 
 Events = Callable[..., None]
 
