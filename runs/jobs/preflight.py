@@ -136,6 +136,20 @@ def model_problems(spec: RunSpec, agent, tasks, gateway: ModelGateway | None = N
     return problems
 
 
+def task_warning_lines(tasks: list) -> list[str]:
+    """One line per distinct warning of the selected tasks, naming the tasks it concerns
+    (Terminal-Bench gives every task the same storage_mb, say)."""
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for task in tasks:
+        for w in task.warnings:
+            grouped.setdefault((w.field, w.message), []).append(task.name)
+    lines = []
+    for (key, message), names in grouped.items():
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        lines.append(f"warning: {key + ': ' if key else ''}{message} ({shown})")
+    return lines
+
+
 def prepare_run(
     spec: RunSpec,
     *,
@@ -146,6 +160,8 @@ def prepare_run(
     tasks, agent = check_run(spec, gateway)
     client = _docker_client()
     reporter = reporter or Reporter(quiet=spec.quiet)
+    for line in task_warning_lines(tasks):
+        reporter.warn(line)
     if hasattr(agent, "install"):
         try:
             agent.install(log=reporter.line)

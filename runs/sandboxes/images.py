@@ -22,6 +22,38 @@ class ImageBuildError(Exception):
     """The task's image could not be built (a task or setup problem)."""
 
 
+def prebuilt_or_build(task: Task, client: docker.DockerClient) -> tuple[str | None, str]:
+    """(the prebuilt image to run, or None to build environment/Dockerfile; why, when both exist).
+
+    Harbor and BenchFlow run a task's docker_image as is and skip its Dockerfile (unless told to
+    force a build); they pull the image. Nothing can be pulled here, so an image absent locally
+    means the Dockerfile is built, as Harbor's --force-build does. An image that is the
+    Dockerfile's own FROM is a base, not a build of the task: the Dockerfile is built on it.
+    """
+    from runs.sandboxes.dockerfile_refs import base_image_refs
+
+    image = task.sandbox.docker_image
+    if not image or task.environment_dir is None:
+        return image, ""
+    dockerfile = (task.environment_dir / "Dockerfile").read_text(errors="replace")
+    if image in base_image_refs(dockerfile):
+        return None, (
+            f"docker_image {image} is the Dockerfile's own FROM image, not a build of the task: "
+            "environment/Dockerfile is built on it"
+        )
+    try:
+        client.api.inspect_image(image)
+    except (ImageNotFound, APIError):
+        return None, (
+            f"docker_image {image} is not present locally and no registry is reachable: "
+            "environment/Dockerfile is built instead (as harbor --force-build would)"
+        )
+    return image, (
+        f"docker_image {image} is present locally and runs as is; environment/Dockerfile is "
+        "not built (as Harbor does without --force-build)"
+    )
+
+
 @dataclass
 class TaskImages:
     """The images of one job's sandboxes; safe to call from several threads at once."""
@@ -40,9 +72,10 @@ class TaskImages:
 
     def image_for(self, task: Task, environment_digest: str, build_log: Path | None = None) -> str:
         """The task's image, built once per build context and base image (a second run builds nothing)."""
-        if task.sandbox.docker_image:
-            self._require_image(task.sandbox.docker_image)
-            return task.sandbox.docker_image
+        prebuilt, _why = prebuilt_or_build(task, self.client)
+        if prebuilt:
+            self._require_image(prebuilt)
+            return prebuilt
         with self._locks_guard:
             if environment_digest in self._resolved:
                 return self._resolved[environment_digest]

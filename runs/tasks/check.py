@@ -18,6 +18,7 @@ from runs.tasks.load import Task, TaskError, find_task_dirs, load_task
 class TaskReport:
     path: Path
     problems: list[str] = field(default_factory=list)  # each "file: field: what; fix: how"
+    warnings: list[str] = field(default_factory=list)  # accepted, but what runs will differ
     notes: list[str] = field(default_factory=list)  # worth knowing, not a failure
 
     @property
@@ -36,8 +37,9 @@ def check_tasks(root: Path, client: Any | None) -> list[TaskReport]:
         except TaskError as exc:
             report.problems = [str(p) for p in exc.problems]
         else:
+            report.warnings = [str(w) for w in task.warnings]
             if client is not None:
-                report.problems += _image_problems(task, client)
+                report.problems += _image_problems(task, client, report.notes)
             stepped = bool(task.steps) and all(step.solution_dir for step in task.steps)
             if task.solution_dir is None and not stepped:
                 report.notes.append("no solution/ (oracle/): `-a oracle` cannot check the task")
@@ -45,11 +47,15 @@ def check_tasks(root: Path, client: Any | None) -> list[TaskReport]:
     return reports
 
 
-def _image_problems(task: Task, client: Any) -> list[str]:
+def _image_problems(task: Task, client: Any, notes: list[str]) -> list[str]:
     from runs.sandboxes.baseimages import local_base_images
+    from runs.sandboxes.images import prebuilt_or_build
 
-    if task.sandbox.docker_image:
-        missing = missing_base_images(f"FROM {task.sandbox.docker_image}\n", client)
+    prebuilt, why = prebuilt_or_build(task, client)
+    if why:
+        notes.append(why)
+    if prebuilt:
+        missing = missing_base_images(f"FROM {prebuilt}\n", client)
         where = f"{task.config_file}: environment.docker_image"
     elif task.environment_dir is not None:
         dockerfile = task.environment_dir / "Dockerfile"

@@ -16,6 +16,16 @@ from typing import Any
 
 import yaml
 
+from runs.tasks.harbor_keys import (
+    NETWORK_MODES,
+    Healthcheck,
+    McpServer,
+    environment_warnings,
+    healthcheck,
+    mcp_servers,
+    phase_warnings,
+)
+
 
 @dataclass(frozen=True)
 class TaskProblem:
@@ -32,6 +42,22 @@ class TaskProblem:
 
 
 @dataclass(frozen=True)
+class TaskWarning:
+    """A key the task sets that this runner accepts but cannot honour in full: what will differ."""
+
+    file: Path
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return (
+            f"{self.file}: {self.field}: {self.message}"
+            if self.field
+            else f"{self.file}: {self.message}"
+        )
+
+
+@dataclass(frozen=True)
 class SandboxConfig:
     docker_image: str | None = None  # prebuilt image instead of environment/Dockerfile
     build_timeout_sec: float = 600.0
@@ -40,6 +66,8 @@ class SandboxConfig:
     network_mode: str = "public"  # public | no-network
     workdir: str | None = None  # None: the image's WORKDIR
     env: dict[str, str] = field(default_factory=dict)
+    mcp_servers: tuple[McpServer, ...] = ()  # passed to the agents that take MCP servers
+    healthcheck: Healthcheck | None = None  # must pass before the agent starts
 
 
 @dataclass(frozen=True)
@@ -70,20 +98,25 @@ class Step:
     min_reward: float | dict[str, float] | None = None
 
 
+# Every key of Harbor 0.26's TaskConfig and of BenchFlow's; those not honoured get a warning
+# (runs/tasks/harbor_keys.py).
 TOP_KEYS = set(
     "version schema_version task metadata agent verifier sandbox environment solution oracle "
-    "source artifacts steps multi_step_reward_strategy".split()
+    "source artifacts steps multi_step_reward_strategy reward".split()
 )
-AGENT_KEYS = {"timeout_sec", "user", "token_budget", "turn_budget", "prompt_prefix"}
-VERIFIER_KEYS = {"timeout_sec", "user", "env", "reward_range"}
-# Harbor keys we accept without acting on them (storage, GPUs, ...) so real Harbor tasks load.
+_NETWORK = {"network_mode", "allowed_hosts"}
+AGENT_KEYS = {"timeout_sec", "user", "token_budget", "turn_budget", "prompt_prefix", *_NETWORK}
+VERIFIER_KEYS = {"timeout_sec", "user", "env", "reward_range", *_NETWORK} | set(
+    "environment_mode environment collect type sandbox_mode sandbox service judge memory "
+    "hardening pytest_plugins".split()
+)
 _SANDBOX = set(
     "docker_image image build_timeout_sec cpus memory_mb memory network_mode allow_internet "
-    "workdir env os storage_mb storage gpus gpu_types skills_dir healthcheck".split()
+    "allowed_hosts blocked_urls blocked_hosts workdir env os storage_mb storage gpus gpu_types "
+    "tpu skills_dir healthcheck mcp_servers setup_commands bugswarm_image_tag".split()
 )
 SOLUTION_KEYS = {"env", "timeout_sec"}
 _STEP = {"name", "agent", "verifier", "min_reward", "healthcheck", "artifacts"}
-_NETWORK_MODES = ("public", "no-network")
 REWARD_STRATEGIES = ("mean", "final")
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _STEP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -104,9 +137,13 @@ class Checker:
     def __init__(self, file: Path) -> None:
         self.file = file
         self.problems: list[TaskProblem] = []
+        self.warnings: list[TaskWarning] = []
 
     def add(self, key: str, message: str, fix: str, file: Path | None = None) -> None:
         self.problems.append(TaskProblem(file or self.file, key, message, fix))
+
+    def warn(self, key: str, message: str, file: Path | None = None) -> None:
+        self.warnings.append(TaskWarning(file or self.file, key, message))
 
     def unknown(self, table: dict[str, Any], allowed: set[str], prefix: str) -> None:
         for key in (k for k in table if k not in allowed):
@@ -208,6 +245,7 @@ def _resolve(m: re.Match[str]) -> str:
 
 
 def agent_config(c: Checker, raw: dict[str, Any], where: str, base: AgentConfig) -> AgentConfig:
+    phase_warnings(c, raw, where)
     return AgentConfig(
         timeout_sec=c.number(raw, "timeout_sec", where, base.timeout_sec),
         user=c.text(raw, "user", where, base.user),
@@ -220,6 +258,7 @@ def agent_config(c: Checker, raw: dict[str, Any], where: str, base: AgentConfig)
 def verifier_config(
     c: Checker, raw: dict[str, Any], where: str, base: VerifierConfig
 ) -> VerifierConfig:
+    phase_warnings(c, raw, where)
     reward_range, rr = base.reward_range, raw.get("reward_range")
     if rr is not None:
         pair = isinstance(rr, list) and len(rr) == 2 and all(map(_is_number, rr))
@@ -243,7 +282,10 @@ def sandbox_config(c: Checker, data: dict[str, Any]) -> SandboxConfig:
     where = "sandbox" if "sandbox" in data else "environment"
     raw = c.table(data, where, _SANDBOX)
     image = c.text(raw, "docker_image" if "docker_image" in raw else "image", where, None)
-    mode, allow = c.choice(raw, "network_mode", where, _NETWORK_MODES), raw.get("allow_internet")
+    mode, allow = c.choice(raw, "network_mode", where, NETWORK_MODES), raw.get("allow_internet")
+    environment_warnings(c, raw, where)
+    if mode in ("allowlist", "denylist"):
+        mode = "public"  # no egress filter here; the warning says so
     if allow is not None and not isinstance(allow, bool) or allow is False and mode == "public":
         msg = f"must be true/false and agree with network_mode (it is deprecated), got {allow!r}"
         c.add(f"{where}.allow_internet", msg, 'remove it and write network_mode = "no-network"')
@@ -272,6 +314,8 @@ def sandbox_config(c: Checker, data: dict[str, Any]) -> SandboxConfig:
         network_mode=mode or "public",
         workdir=workdir,
         env=c.env(raw, "env", where, agent_sees=True),
+        mcp_servers=mcp_servers(c, raw, where),
+        healthcheck=healthcheck(c, raw, where),
     )
 
 

@@ -26,6 +26,7 @@ from runs.tasks.config import (
     SandboxConfig,
     Step,
     TaskProblem,
+    TaskWarning,
     VerifierConfig,
     agent_config,
     first_dir,
@@ -52,7 +53,7 @@ class Task:
     layout: str  # "split" (task.toml) or "native" (task.md)
     config_file: Path  # task.toml or task.md
     instruction: str  # instruction.md or the task.md body; the runner prepends prompt_prefix
-    environment_dir: Path | None  # environment/ (build context), None with docker_image
+    environment_dir: Path | None  # environment/ (build context) when it holds a Dockerfile
     tests_dir: Path  # tests/ (split) or verifier/ (native)
     solution_dir: Path | None  # solution/ (split) or oracle/ (native); None when absent
     sandbox: SandboxConfig
@@ -63,6 +64,7 @@ class Task:
     metadata: dict[str, Any] = field(default_factory=dict)  # free-form [metadata]
     solution_env: dict[str, str] = field(default_factory=dict)  # [solution]/[oracle] env
     solution_timeout_sec: float | None = None
+    warnings: tuple[TaskWarning, ...] = ()  # keys accepted but not honoured in full: what differs
 
 
 _NOT_HASHED = {"__pycache__", ".git", ".DS_Store", ".pytest_cache"}
@@ -110,6 +112,16 @@ def load_task(path: Path) -> Task:
     if data is None:  # unreadable config: report it and skip the checks that depend on it
         raise TaskError(c.problems + _symlink_problems(root))
     c.unknown(data, TOP_KEYS, "")
+    if data.get("reward"):
+        c.warn(
+            "reward",
+            "BenchFlow's legacy reward expression is not applied: the verifier's reward file is the reward",
+        )
+    if data.get("artifacts"):
+        c.warn(
+            "artifacts",
+            "declared artifacts are not collected by path here; what the task writes under /logs/artifacts is kept",
+        )
     metadata = c.table(data, "metadata", None)
     c.table(data, "task", None)
     version = data.get("schema_version", data.get("version"))
@@ -143,7 +155,8 @@ def load_task(path: Path) -> Task:
         fix = f"write the prompt into {'the body after the frontmatter' if native else 'instruction.md'}"
         c.add("", "the instruction is missing or empty", fix, instruction_file)
     env_dir = root / "environment"
-    if sandbox.docker_image is None and not (env_dir / "Dockerfile").is_file():
+    has_dockerfile = (env_dir / "Dockerfile").is_file()
+    if sandbox.docker_image is None and not has_dockerfile:
         msg = "missing: no environment/Dockerfile and no docker_image"
         fix = "create environment/Dockerfile (FROM python:3.12-slim, WORKDIR /app) or set docker_image"
         c.add("", msg, fix, env_dir / "Dockerfile")
@@ -160,7 +173,7 @@ def load_task(path: Path) -> Task:
         layout="native" if native else "split",
         config_file=config_file,
         instruction=instruction,
-        environment_dir=None if sandbox.docker_image else env_dir,
+        environment_dir=env_dir if has_dockerfile else None,
         tests_dir=tests_dir,
         solution_dir=solution_dir if (solution_dir / "solve.sh").is_file() else None,
         sandbox=sandbox,
@@ -171,6 +184,7 @@ def load_task(path: Path) -> Task:
         metadata=dict(metadata),
         solution_env=solution_env,
         solution_timeout_sec=solution_timeout_sec,
+        warnings=tuple(c.warnings),
     )
 
 
@@ -237,10 +251,15 @@ def task_digest(task: Task) -> str:
 
 
 def environment_digest(task: Task) -> str:
-    """sha256 over the environment/ build context only, or over the prebuilt image's name.
+    """sha256 over the environment/ build context (and a docker_image beside it), or over the
+    prebuilt image's name.
 
     Tasks with identical build contexts share a digest, so they can share one image.
     """
+    image = task.sandbox.docker_image
     if task.environment_dir is None:
-        return f"sha256:{hashlib.sha256(f'image:{task.sandbox.docker_image}'.encode()).hexdigest()}"
-    return folder_digest(task.environment_dir)
+        return f"sha256:{hashlib.sha256(f'image:{image}'.encode()).hexdigest()}"
+    digest = folder_digest(task.environment_dir)
+    if image:  # the image used may be the prebuilt one or the build: both name it
+        return f"sha256:{hashlib.sha256(f'{digest} image:{image}'.encode()).hexdigest()}"
+    return digest

@@ -1,0 +1,185 @@
+"""Harbor 0.26 / BenchFlow task keys (runs/tasks/harbor_keys.py): accepted, honoured or warned
+about, MCP servers parsed, typos still refused; and docker_image beside a Dockerfile."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from docker.errors import ImageNotFound
+
+from runs.sandboxes.images import prebuilt_or_build
+from runs.tasks.load import load_task
+from tests.runs.test_tasks import problems_of, split_task
+
+# A Terminal-Bench 2.1 task.toml as published (every key of it), with its empty MCP list.
+TB21 = """version = "1.0"
+
+[metadata]
+author_name = "Terminal Bench"
+difficulty = "medium"
+tags = ["coding"]
+expert_time_estimate_min = 30.0
+
+[verifier]
+timeout_sec = 900.0
+
+[agent]
+timeout_sec = 900.0
+
+[environment]
+build_timeout_sec = 600.0
+docker_image = "alexgshaw/password-recovery:20251031"
+cpus = 1
+memory_mb = 2048
+storage_mb = 10240
+gpus = 0
+allow_internet = true
+mcp_servers = []
+
+[verifier.env]
+
+[environment.env]
+
+[solution.env]
+"""
+
+
+def warnings_of(folder: Path) -> dict[str, str]:
+    return {w.field: w.message for w in load_task(folder).warnings}
+
+
+def test_a_terminal_bench_2_1_task_toml_loads_with_its_empty_mcp_list(tmp_path: Path) -> None:
+    task = load_task(split_task(tmp_path, TB21))
+    assert task.sandbox.mcp_servers == ()
+    assert task.sandbox.docker_image == "alexgshaw/password-recovery:20251031"
+    assert task.environment_dir == task.path / "environment"  # the Dockerfile is kept
+    assert [w.field for w in task.warnings] == ["environment.storage_mb"]
+    assert "not enforced" in task.warnings[0].message
+
+
+def test_mcp_servers_are_read_from_environment_tables(tmp_path: Path) -> None:
+    toml = """
+[[environment.mcp_servers]]
+name = "tools"
+transport = "stdio"
+command = "python3"
+args = ["/opt/server.py"]
+
+[[environment.mcp_servers]]
+name = "remote"
+transport = "http"
+url = "http://mcp-server:8000/mcp"
+"""
+    servers = load_task(split_task(tmp_path, toml)).sandbox.mcp_servers
+    assert [(s.name, s.transport) for s in servers] == [
+        ("tools", "stdio"),
+        ("remote", "streamable-http"),
+    ]
+    assert servers[0].command == "python3" and servers[0].args == ("/opt/server.py",)
+    assert servers[1].url == "http://mcp-server:8000/mcp"
+
+
+@pytest.mark.parametrize(
+    "server, field, words",
+    [
+        ('name = "a"\ntransport = "sse"', "url", "needs a url"),
+        ('name = "a"\ntransport = "stdio"', "command", "needs a command"),
+        ('name = "a"\ntransport = "grpc"\nurl = "x"', "transport", "unknown transport"),
+        ('transport = "sse"\nurl = "http://x"', "name", "unique name"),
+        ('name = "a"\nurl = "http://x"\ncomand = "y"', "comand", "did you mean 'command'"),
+    ],
+)
+def test_a_broken_mcp_server_is_a_problem_naming_its_field(
+    tmp_path: Path, server: str, field: str, words: str
+) -> None:
+    problems = problems_of(split_task(tmp_path, f"[[environment.mcp_servers]]\n{server}\n"))
+    assert [p.field for p in problems] == [f"environment.mcp_servers[0].{field}"]
+    assert words in problems[0].message
+
+
+def test_a_typo_of_a_known_key_still_gets_did_you_mean(tmp_path: Path) -> None:
+    problems = problems_of(split_task(tmp_path, "[environment]\nmcp_server = []\n"))
+    assert [p.field for p in problems] == ["environment.mcp_server"]
+    assert "did you mean 'mcp_servers'" in problems[0].message
+
+
+def test_an_allowlist_runs_with_the_network_on_and_says_so(tmp_path: Path) -> None:
+    toml = '[environment]\nnetwork_mode = "allowlist"\nallowed_hosts = ["pypi.org"]\n'
+    task = load_task(split_task(tmp_path, toml))
+    assert task.sandbox.network_mode == "public"
+    assert "the sandbox gets the full network" in warnings_of(task.path)["environment.network_mode"]
+
+
+@pytest.mark.parametrize(
+    "toml, field",
+    [
+        ("[environment]\ngpus = 2\n", "environment.gpus"),
+        ('[environment]\ntpu = { type = "v6e", topology = "2x4" }\n', "environment.tpu"),
+        ('[environment]\nskills_dir = "/skills"\n', "environment.skills_dir"),
+        ('[verifier]\nenvironment_mode = "separate"\n', "verifier.environment_mode"),
+        ('[[verifier.collect]]\ncommand = "pg_dump > /tmp/db.sql"\n', "verifier.collect"),
+        ('[agent]\nnetwork_mode = "no-network"\n', "agent.network_mode"),
+        ('artifacts = ["/app/out.txt"]\n', "artifacts"),
+    ],
+)
+def test_keys_not_honoured_load_with_a_warning_saying_what_differs(
+    tmp_path: Path, toml: str, field: str
+) -> None:
+    assert field in warnings_of(split_task(tmp_path, toml))
+
+
+def test_an_llm_judge_verifier_cannot_run_here(tmp_path: Path) -> None:
+    problems = problems_of(split_task(tmp_path, '[verifier]\ntype = "llm-judge"\n'))
+    assert [p.field for p in problems] == ["verifier.type"]
+
+
+def test_a_healthcheck_is_read_with_harbor_defaults(tmp_path: Path) -> None:
+    toml = '[environment.healthcheck]\ncommand = "test -f /tmp/ready"\nretries = 5\n'
+    check = load_task(split_task(tmp_path, toml)).sandbox.healthcheck
+    assert check is not None and (check.command, check.retries, check.interval_sec) == (
+        "test -f /tmp/ready",
+        5,
+        5.0,
+    )
+
+
+class _Images:
+    """A docker client whose image store holds `present`."""
+
+    def __init__(self, *present: str) -> None:
+        self.api = SimpleNamespace(inspect_image=self._inspect)
+        self.present = present
+
+    def _inspect(self, name: str) -> dict:
+        if name not in self.present:
+            raise ImageNotFound(name)
+        return {"Id": name}
+
+
+@pytest.mark.parametrize(
+    "toml_image, present, expected, why",
+    [
+        ("tb/task:1", ("tb/task:1",), "tb/task:1", "runs as is"),
+        ("tb/task:1", (), None, "built instead"),
+        ("debian:bookworm-slim", ("debian:bookworm-slim",), None, "own FROM image"),
+    ],
+)
+def test_docker_image_beside_a_dockerfile(
+    tmp_path: Path, toml_image: str, present: tuple[str, ...], expected: str | None, why: str
+) -> None:
+    # given a task with both (its Dockerfile is FROM debian:bookworm-slim)
+    task = load_task(split_task(tmp_path, f'[environment]\nimage = "{toml_image}"\n'))
+    # when the image is chosen
+    image, reason = prebuilt_or_build(task, _Images(*present))  # type: ignore[arg-type]
+    # then
+    assert image == expected and why in reason
+
+
+def test_docker_image_alone_is_the_image(tmp_path: Path) -> None:
+    folder = split_task(tmp_path, '[environment]\ndocker_image = "tb/task:1"\n')
+    (folder / "environment" / "Dockerfile").unlink()
+    task = load_task(folder)
+    assert task.environment_dir is None
+    assert prebuilt_or_build(task, _Images()) == ("tb/task:1", "")  # type: ignore[arg-type]
