@@ -257,9 +257,10 @@ def build_parser() -> argparse.ArgumentParser:
     explain = sub.add_parser("explain", help="explain an error class (bench explain trial_budget)")
     explain.add_argument("error_class", metavar="CLASS", nargs="?")
 
-    from benchflow_site import regrade_cli
+    from benchflow_site import index_cli, regrade_cli
 
     regrade_cli.add_parser(sub)
+    index_cli.add_parser(sub)
 
     view = sub.add_parser("view", help="browse a job folder (or a jobs folder) in the browser")
     view.add_argument("path", type=Path, nargs="?", default=Path("jobs"))
@@ -467,9 +468,10 @@ def _crash(exc: Exception) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    from benchflow_site import regrade_cli
+    from benchflow_site import index_cli, regrade_cli
 
     handlers = {
+        "index": index_cli.run,
         "run": cmd_run,
         "doctor": cmd_doctor,
         "explain": cmd_explain,

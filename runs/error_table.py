@@ -497,6 +497,19 @@ ERROR_CLASSES: tuple[ErrorClass, ...] = (
         "agent and the verifier. Resume runs it again.",
     ),
     ErrorClass(
+        "corrupt_result",
+        "trial",
+        retried=True,
+        graded=False,
+        fault="infrastructure",
+        markers=(),
+        cause="result.json is corrupt or half-written (not a JSON object)",
+        next=_RESUME,
+        explain="The attempt folder has a result.json that is not a JSON object: it was cut off "
+        "while written (a full disk, a copy that stopped) or edited by hand. The attempt counts as "
+        "unscored; resume runs the trial again.",
+    ),
+    ErrorClass(
         "interrupted",
         "trial",
         retried=True,

@@ -1,4 +1,8 @@
-"""The database index of jobs, trials and attempts: the live state; the job folder is the record."""
+"""The database index of jobs, trials, attempts, budgets and events: the live state.
+
+The job folder is the record; every row here can be rebuilt from it (`bench index PATH`). Rows
+hold what the dashboard's pages sort, filter and sum, so no page reads a folder to list a job.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +20,35 @@ class AttemptState(models.TextChoices):
     PREPARING = "preparing"
     RUNNING = "running"
     FINISHED = "finished"
+    CANCELLED = "cancelled"  # by a job cap or a signal: no result.json
+    INTERRUPTED = "interrupted"  # the run stopped while it ran (no result.json, no cancel record)
+
+
+class ResultState(models.TextChoices):
+    """What the attempt folder's result.json was when it was read."""
+
+    OK = "ok"
+    MISSING = "missing"
+    CORRUPT = "corrupt"  # not JSON, or not an object: shown as such on its trial
+
+
+class TrialState(models.TextChoices):
+    WAITING = "waiting"  # planned, no attempt started yet
+    RUNNING = "running"
+    DONE = "done"  # its best attempt finished (scored or not)
+    NOT_RUN = "not_run"  # a job cap kept it from running, or the job ended before it
+
+
+class Outcome(models.TextChoices):
+    """A trial's outcome, from its best attempt (the rule of `bench results`)."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    ERRORED = "errored"
+    VERIFIER_ERRORED = "verifier_errored"
+    INTERRUPTED = "interrupted"
     CANCELLED = "cancelled"
+    NONE = ""  # waiting or running, no outcome yet
 
 
 class Job(models.Model):
@@ -28,13 +60,27 @@ class Job(models.Model):
     state = models.CharField(max_length=20, choices=JobState.choices, default=JobState.RUNNING)
     settings = models.JSONField(default=dict)
     summary = models.JSONField(null=True, blank=True)
-    n_trials = models.IntegerField(default=0)
+    n_trials = models.IntegerField(default=0)  # planned: tasks x repeats
+    # Counts over trials (best attempt), refreshed with each change: the jobs list reads them.
+    n_done = models.IntegerField(default=0)
+    n_running = models.IntegerField(default=0)
     passed = models.IntegerField(default=0)
     failed = models.IntegerField(default=0)
-    errored = models.IntegerField(default=0)
+    errored = models.IntegerField(default=0)  # errored + verifier_errored
+    unscored = models.IntegerField(default=0)  # no reward: errored, verifier_errored, interrupted
+    mean_reward = models.FloatField(null=True, blank=True)
+    cost_usd = models.FloatField(null=True, blank=True)  # over every attempt, retries included
+    total_tokens = models.BigIntegerField(null=True, blank=True)
+    n_attempts = models.IntegerField(default=0)
+    started_at = models.DateTimeField(null=True, blank=True)
+    duration_s = models.FloatField(null=True, blank=True)
+    last_seq = models.BigIntegerField(default=0)  # the job's last Event.seq
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["-started_at"], name="job_started")]
 
     def __str__(self) -> str:
         return self.name
@@ -45,12 +91,30 @@ class Trial(models.Model):
     name = models.CharField(max_length=300)  # trial_name: the task, or task#N for a repeat
     task_name = models.CharField(max_length=300)
     trial_index = models.IntegerField(default=0)
-    outcome = models.CharField(max_length=30, blank=True, default="")  # passed|failed|errored|...
+    position = models.IntegerField(default=0)  # order in the plan
+    state = models.CharField(max_length=20, choices=TrialState.choices, default=TrialState.WAITING)
+    outcome = models.CharField(max_length=30, blank=True, default="", choices=Outcome.choices)
     reward = models.FloatField(null=True, blank=True)
+    error_category = models.CharField(max_length=60, blank=True, default="")  # the error class
     n_attempts = models.IntegerField(default=0)
+    best = models.ForeignKey(
+        "Attempt", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # The best attempt's figures, copied so the trials table sorts on plain columns.
+    cost_usd = models.FloatField(null=True, blank=True)
+    total_tokens = models.BigIntegerField(null=True, blank=True)
+    n_turns = models.IntegerField(null=True, blank=True)
+    n_tool_calls = models.IntegerField(null=True, blank=True)
+    duration_s = models.FloatField(null=True, blank=True)
+    phase = models.CharField(max_length=40, blank=True, default="")  # of the running attempt
+    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["job", "name"], name="unique_trial_per_job")]
+        indexes = [
+            models.Index(fields=["job", "position"], name="trial_job_position"),
+            models.Index(fields=["job", "outcome"], name="trial_job_outcome"),
+        ]
 
     def __str__(self) -> str:
         return self.name
@@ -58,19 +122,38 @@ class Trial(models.Model):
 
 class Attempt(models.Model):
     trial = models.ForeignKey(Trial, on_delete=models.CASCADE, related_name="attempts")
-    rollout_name = models.CharField(max_length=300)
+    rollout_name = models.CharField(max_length=300)  # the attempt folder's name
     number = models.IntegerField(default=1)
     state = models.CharField(
         max_length=20, choices=AttemptState.choices, default=AttemptState.PREPARING
     )
+    result_state = models.CharField(
+        max_length=10, choices=ResultState.choices, default=ResultState.MISSING
+    )
+    outcome = models.CharField(max_length=30, blank=True, default="", choices=Outcome.choices)
     reward = models.FloatField(null=True, blank=True)
+    rewards = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True, default="")
     error_category = models.CharField(max_length=60, blank=True, default="")
+    verifier_error = models.TextField(blank=True, default="")
     verifier_error_category = models.CharField(max_length=60, blank=True, default="")
-    n_tool_calls = models.IntegerField(default=0)
+    n_input_tokens = models.BigIntegerField(null=True, blank=True)  # cached included
+    n_cache_read_tokens = models.BigIntegerField(null=True, blank=True)
+    n_cache_creation_tokens = models.BigIntegerField(null=True, blank=True)
+    n_output_tokens = models.BigIntegerField(null=True, blank=True)
     total_tokens = models.BigIntegerField(null=True, blank=True)
     cost_usd = models.FloatField(null=True, blank=True)
-    started_at = models.DateTimeField(auto_now_add=True)
+    usage_source = models.CharField(max_length=40, blank=True, default="")
+    price_source = models.CharField(max_length=60, blank=True, default="")
+    n_turns = models.IntegerField(null=True, blank=True)  # model calls the proxy forwarded
+    n_tool_calls = models.IntegerField(default=0)
+    trial_budget = models.JSONField(null=True, blank=True)  # result.json's block, as written
+    timing = models.JSONField(null=True, blank=True)  # phase -> seconds
+    phase = models.CharField(max_length=40, blank=True, default="")
+    last_tool_call = models.TextField(blank=True, default="")
+    cancelled_by = models.TextField(blank=True, default="")  # a job cap's `budget reached: ...`
+    sort_at = models.FloatField(default=0.0)  # finished_at, else started_at, else folder mtime
+    started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     duration_s = models.FloatField(null=True, blank=True)
 
@@ -83,3 +166,54 @@ class Attempt(models.Model):
 
     def __str__(self) -> str:
         return self.rollout_name
+
+
+class BudgetScope(models.TextChoices):
+    JOB = "job"  # a job cap (--max-cost-usd, --max-tokens, --max-sandbox-seconds, --max-rollouts)
+    TRIAL = "trial"  # a per-trial budget (--token-budget, --turn-budget, or the task's)
+
+
+class Budget(models.Model):
+    """One cap or per-trial budget: its limit and what was spent against it."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="budgets")
+    trial = models.ForeignKey(
+        Trial, null=True, blank=True, on_delete=models.CASCADE, related_name="budgets"
+    )
+    scope = models.CharField(max_length=10, choices=BudgetScope.choices)
+    measure = models.CharField(max_length=30)  # cost_usd, tokens, sandbox_seconds, rollouts, turns
+    limit = models.FloatField()
+    spent = models.FloatField(default=0.0)
+    source = models.CharField(max_length=10, blank=True, default="")  # run | task (per trial)
+    stopped = models.BooleanField(default=False)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["job", "measure"],
+                condition=models.Q(trial__isnull=True),
+                name="unique_job_budget_measure",
+            ),
+            models.UniqueConstraint(
+                fields=["trial", "measure"],
+                condition=models.Q(trial__isnull=False),
+                name="unique_trial_budget_measure",
+            ),
+        ]
+
+
+class Event(models.Model):
+    """One thing that happened in a job, written in the transaction of the rows it changed.
+
+    `seq` counts per job (the page's cursor: `?after=<seq>`); `id` orders all jobs' events, which
+    the server's watch of this table follows when there is no Redis."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
+    seq = models.BigIntegerField()
+    kind = models.CharField(max_length=40)
+    trial_name = models.CharField(max_length=300, blank=True, default="")
+    payload = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["job", "seq"], name="unique_event_seq")]

@@ -220,6 +220,7 @@ class JobRun:
         self.index = Index()
         self.signals: list[str] = []
         self.coordinator: Coordinator | None = None
+        self._progress_at: dict[str, float] = {}
 
     def execute(self) -> int:
         choice = choose_job(self.spec)
@@ -359,9 +360,21 @@ class JobRun:
         ):  # by a job cap or a signal: not left "running" in the index
             self.index.attempt_cancelled(plan.trial_name, data["attempt_dir"].name)
         elif kind == "tool_call" and self.coordinator is not None:
-            self.coordinator.note_tool_call(data["attempt_dir"].name, data["title"])
+            rollout = data["attempt_dir"].name
+            self.coordinator.note_tool_call(rollout, data["title"])
+            run = self.coordinator.running.get(rollout)
+            now = time.monotonic()
+            if run is not None and now - self._progress_at.get(rollout, 0.0) >= 1.0:
+                # the dashboard's progress line: at most one row write a second per attempt
+                self._progress_at[rollout] = now
+                self.index.phase_changed(plan.trial_name, rollout, run.phase, run.tool_calls)
         elif kind == "phase" and self.coordinator is not None:
-            self.coordinator.note_phase(data["attempt_dir"].name, data["phase"])
+            rollout = data["attempt_dir"].name
+            self.coordinator.note_phase(rollout, data["phase"])
+            run = self.coordinator.running.get(rollout)
+            self.index.phase_changed(
+                plan.trial_name, rollout, data["phase"], run.tool_calls if run else 0
+            )
 
     def _live_rows(self) -> list[tuple[str, str, float, int, str]]:
         if self.coordinator is None:

@@ -21,6 +21,7 @@ Outcome = Literal["passed", "failed", "errored", "verifier_errored", "interrupte
 # In an attempt folder whose sandbox was prepared ahead (warm pool) and that has not started yet:
 # no attempt, no rollout (removed when it starts; the folder is removed if it never does).
 NOT_STARTED_MARK = ".not-started"
+CORRUPT_TEXT = "result.json is corrupt or half-written (not a JSON object)"
 
 
 def reward_of(result: Mapping[str, Any] | None) -> float | None:
@@ -80,6 +81,7 @@ class Attempt:
     mtime: float | None = None
     reward: float | None = None  # reward_of(result), computed once
     timing: dict[str, Any] | None = None
+    corrupt: bool = False  # result.json is there but is not a JSON object (half-written, edited)
 
     @property
     def cancelled_by(self) -> str | None:
@@ -96,6 +98,8 @@ class Attempt:
 
     @property
     def error(self) -> str | None:
+        if self.corrupt:
+            return f"{CORRUPT_TEXT} ({self.folder}/result.json)"
         if self.cancelled_by is not None:
             return f"cancelled by the job budget: {self.cancelled_by}"
         return self.get("error")
@@ -158,6 +162,7 @@ def _split_folder(name: str) -> str:
 def _attempt(entry: os.DirEntry[str]) -> Attempt | None:
     data = read_json(os.path.join(entry.path, "result.json"))
     result = data if isinstance(data, dict) else None
+    corrupt = result is None and os.path.exists(os.path.join(entry.path, "result.json"))
     if result is not None and result.get("purpose") == "reviewer":
         return None
     if result is None and os.path.exists(os.path.join(entry.path, NOT_STARTED_MARK)):
@@ -188,6 +193,7 @@ def _attempt(entry: os.DirEntry[str]) -> Attempt | None:
         mtime=mtime,
         reward=reward_of(result),
         timing=timing,
+        corrupt=corrupt,
     )
 
 

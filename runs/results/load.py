@@ -78,6 +78,8 @@ class Trial:
         return len(self.attempts) > 1
 
     def cause(self, job_dir: str | None = None) -> errors.Cause | None:
+        if self.chosen is not None and self.chosen.corrupt:
+            return errors.cause_of({"error": self.error, "error_category": "corrupt_result"})
         if self.outcome == "cancelled":  # no result.json: its cause is the job cap's
             return errors.cause_of(
                 {"error": self.error, "error_category": self.error_category}, job=job_dir
@@ -115,6 +117,8 @@ def _trial(chosen: Attempt, attempts: list[Attempt], settings: Mapping[str, Any]
         if result
         else "budget_cancelled"
         if cancelled
+        else "corrupt_result"
+        if chosen.corrupt
         else "interrupted",
         verifier_error=chosen.get("verifier_error"),
         verifier_error_category=errors.verifier_category(result) if result else None,

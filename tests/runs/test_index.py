@@ -148,3 +148,32 @@ def test_an_attempt_a_job_cap_cancels_is_cancelled_in_the_index(
     # then its row is cancelled, not left running
     [attempt] = Attempt.objects.all()
     assert attempt.state == AttemptState.CANCELLED and attempt.finished_at is not None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_each_change_writes_an_event_and_trials_go_from_waiting_to_done(tmp_path):
+    # given a job of two planned trials
+    index = Index()
+    index.open_job(tmp_path / "2026-01-01__00-00-00", {"agent": "oracle", "plan": ["a", "b"]})
+    index.attempt_created("a", "a", 0, "a__00000001", 1)
+    index.submit(lambda: None).result()
+    # then b waits while a runs
+    assert dict(Trial.objects.values_list("name", "state")) == {"a": "running", "b": "waiting"}
+    # when a finishes and the job ends
+    index.phase_changed("a", "a__00000001", "verifying", 5)
+    index.attempt_finished(result("a", "a__00000001", 1.0), None)
+    index.finish_job({"passed": 1}, JobState.FINISHED)
+    index.close()
+    # then
+    assert dict(Trial.objects.values_list("name", "state")) == {"a": "done", "b": "not_run"}
+    from runs.models import Event
+
+    kinds = list(Event.objects.order_by("seq").values_list("seq", "kind", "trial_name"))
+    assert kinds == [
+        (1, "job_started", ""),
+        (2, "attempt_started", "a"),
+        (3, "phase_changed", "a"),
+        (4, "attempt_finished", "a"),
+        (5, "job_finished", ""),
+    ]
+    assert Event.objects.get(kind="attempt_finished").payload["rewards"] == {"reward": 1.0}

@@ -1,0 +1,47 @@
+"""`bench index PATH`: build or refresh the database index of job folders from their files."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+DESCRIPTION = """\
+Read job folders (the record) into the database index the dashboard reads: jobs, trials,
+attempts with their usage, budgets and timing. Safe to run again: rows are refreshed, never
+doubled, and attempts whose folders are gone are dropped. bench view does this by itself for a
+folder the index does not know yet."""
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "index",
+        help="build or refresh the database index from job folders",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "path", type=Path, metavar="PATH", help="a job folder, or a jobs folder holding several"
+    )
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from benchflow_site.cli import UsageError, _setup_django
+
+    path: Path = args.path
+    if not path.is_dir():
+        raise UsageError(f"{path} is not a folder; pass a job folder or a jobs folder")
+    _setup_django()
+    from runs.index_folder import index_path
+
+    reports = index_path(path, say=print)
+    if not reports:
+        print(
+            f"bench: no job folder in {path} (a job folder has evaluation.json or "
+            "<task>__<id>/result.json)",
+            file=sys.stderr,
+        )
+        return 2
+    return 0
