@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     if not path.is_dir():
         raise UsageError(f"{path} is not a folder; pass a job folder or a jobs folder")
     _setup_django()
-    from runs.index_folder import index_path
+    from runs.index.folder import index_path
 
     reports = index_path(path, say=print)
     if not reports:

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from runs.index_folder import index_path
+from runs.index.folder import index_path
 from runs.models import Attempt, Budget, Event, Job, Trial
-from runs.results import load_job
+from runs.results.load import load_job
 from tests.jobfolders import result_doc, write_attempt, write_job, write_summary
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))

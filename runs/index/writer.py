@@ -2,7 +2,7 @@
 transaction, off the event loop in one writer thread.
 
 The row-writing functions (`ensure_job`, `save_attempt`, `refresh_trial`, `refresh_job`,
-`record_event`) are shared with `bench index` (runs/index_folder.py), which rebuilds the same rows
+`record_event`) are shared with `bench index` (runs/index/folder.py), which rebuilds the same rows
 from a job folder's files.
 """
 
@@ -17,9 +17,10 @@ from django.db import transaction
 from django.db.models import Count, F, Q, Sum
 from django.utils import timezone
 
-from runs import index_rows, live
-from runs.attempt_results import outcome_of as _outcome_of
+from runs.index import live
+from runs.index import rows as index_rows
 from runs.models import Attempt, AttemptState, Budget, BudgetScope, Event, Job, JobState, Trial
+from runs.results.attempts import outcome_of as _outcome_of
 
 ATTEMPT_COLUMNS = (
     "id",

@@ -1,6 +1,6 @@
 """What the index stores for an attempt, a trial and a budget, from the job folder's documents (pure).
 
-The live writer (runs/index.py, on each event) and `bench index` (runs/index_folder.py, from the
+The live writer (runs/index/writer.py, on each event) and `bench index` (runs/index/folder.py, from the
 files) both call these, so a row means the same whichever way it was written.
 """
 
@@ -11,8 +11,9 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from runs import attempt_results, errors
-from runs.attempt_results import reward_of
+from runs import errors
+from runs.results import attempts as attempt_results
+from runs.results.attempts import reward_of
 
 TEXT_MAX = 5000  # characters of an error kept in a row; the whole text stays in result.json
 

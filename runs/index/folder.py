@@ -2,7 +2,7 @@
 
 Idempotent (a second run changes nothing and doubles nothing) and streaming: attempt folders are
 read and written in batches, so a 10,000-attempt job is never in memory at once; only each
-trial's id is kept between batches. The rows mean what the live writer's mean (runs/index_rows.py).
+trial's id is kept between batches. The rows mean what the live writer's mean (runs/index/rows.py).
 """
 
 from __future__ import annotations
@@ -17,9 +17,8 @@ from typing import Any
 
 from django.db import connection, transaction
 
-from runs import index_rows
-from runs.attempt_results import NOT_STARTED_MARK, read_json
-from runs.index import (
+from runs.index import rows as index_rows
+from runs.index.writer import (
     ATTEMPT_COLUMNS,
     ensure_job,
     finish_job_rows,
@@ -29,6 +28,7 @@ from runs.index import (
 )
 from runs.jobfolder import LOCK_FILE
 from runs.models import Attempt, Job, JobState, Trial
+from runs.results.attempts import NOT_STARTED_MARK, read_json
 
 BATCH = 500  # attempt folders read and written at a time (about 2 MB of result.json)
 ATTEMPT_FIELDS = [
