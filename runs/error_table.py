@@ -338,6 +338,22 @@ ERROR_CLASSES: tuple[ErrorClass, ...] = (
         "way.",
     ),
     ErrorClass(
+        "sandbox_config",
+        "agent",
+        retried=False,
+        graded=False,
+        fault="task",
+        markers=_m(59, "sandbox config refused"),
+        cause="Docker refused the sandbox's settings",
+        next="`bench tasks check {task}`; result.json's error has Docker's message naming the "
+        "setting",
+        explain="Docker answered the sandbox's creation with HTTP 400: a setting of the task (its "
+        "user, workdir, environment, a resource figure) that Docker will refuse every time. Not "
+        "retried: another attempt would be refused the same way. CPUs and memory beyond this "
+        "machine's are not such a case: the sandbox gets what there is, and result.json's "
+        "sandbox_resources records both figures.",
+    ),
+    ErrorClass(
         "sandbox_setup",
         "agent",
         retried=True,
@@ -362,7 +378,9 @@ ERROR_CLASSES: tuple[ErrorClass, ...] = (
         retried=False,
         graded=True,
         fault="agent",
-        markers=_m(70, "prompt exceeded wall-clock budget") + _m(90, "timed out"),
+        # only the agent's own time limit: "connection timed out" and the like are no reason to
+        # raise a timeout
+        markers=_m(70, "prompt exceeded wall-clock budget", "agent timed out after"),
         cause="the agent ran out of time",
         next="raise the task's agent timeout ([agent] timeout_sec in task.toml, agent.timeout_sec "
         "in task.md)",
@@ -424,6 +442,23 @@ ERROR_CLASSES: tuple[ErrorClass, ...] = (
         next="pin or bake the verifier's dependencies into the image; `bench tasks check {task}`",
         explain="test.sh installs packages at grading time and the install failed, so any reward "
         "it wrote is ignored. Bake the dependencies into the task image.",
+    ),
+    ErrorClass(
+        "verifier_unreachable",
+        "verifier",
+        retried=False,
+        graded=False,
+        fault="setup",
+        markers=_m(115, "verifier could not reach a host"),
+        cause="the tests could not reach a host",
+        next="the error quotes the line naming the host; bake what the tests fetch into the task "
+        "image, or run where that host is reachable (only Debian's mirror and PyPI "
+        "answer here)",
+        explain="The tests printed that a host name did not resolve or no route led to it (curl's "
+        "'Could not resolve host', pip's 'Temporary failure in name resolution', ...), and did "
+        "not pass. Whatever reward they wrote is withheld: it says nothing about the agent's "
+        "work. Not retried: the host is as unreachable on the next attempt. A task whose "
+        "network_mode is no-network says so in the error.",
     ),
     ErrorClass(
         "verifier_bad_reward",

@@ -162,6 +162,12 @@ def prepare_run(
     reporter = reporter or Reporter(quiet=spec.quiet)
     for line in task_warning_lines(tasks):
         reporter.warn(line)
+    from runs.sandboxes.resources import grant, host_resources
+
+    host = host_resources(client)
+    for task in tasks:
+        if short := grant(task.sandbox.cpus, task.sandbox.memory_mb, host).warning(task.name):
+            reporter.warn(short)
     if hasattr(agent, "install"):
         try:
             agent.install(log=reporter.line)

@@ -64,7 +64,9 @@ def denominator_lines(job: Job) -> list[str]:
         f"Clean:     {d['clean_passed']}/{d['clean_scored']} scored runs that completed passed",
     ]
     if d["controls_excluded"]:
-        lines.append(f"Controls:  {d['controls_excluded']} control runs (oracle, nop) left out")
+        if not d["attempted"]:  # a job of controls only: what they did is the whole answer
+            del lines[2:5]
+        lines.append(control_line(job, only=not d["attempted"]))
     if job.not_run:
         names = ", ".join(f"{n.trial_name} ({n.why})" for n in job.not_run)
         lines.append(
@@ -90,6 +92,22 @@ def denominator_lines(job: Job) -> list[str]:
             f"(errors as 0, n={e['n']})"
         )
     return lines
+
+
+def control_line(job: Job, only: bool = False) -> str:
+    """What the control runs (oracle, nop) did, by outcome: they check the tasks, not an agent."""
+    runs = [t for t in job.trials if t.control is not None and t.outcome != "cancelled"]
+    kinds = ", ".join(sorted({t.control or "" for t in runs}))
+    counts: dict[str, int] = {}
+    for t in runs:
+        counts[t.outcome] = counts.get(t.outcome, 0) + 1
+    order = ("passed", "failed", "errored", "verifier_errored", "interrupted")
+    words = {"verifier_errored": "verifier errors"}
+    done = ", ".join(f"{counts[o]} {words.get(o, o)}" for o in order if counts.get(o))
+    scored = counts.get("passed", 0) + counts.get("failed", 0)
+    rate = f"; {_pct(counts.get('passed', 0), scored)} of scored passed" if scored else ""
+    tail = " (no agent was measured)" if only else ", left out of the rates above"
+    return f"Controls:  {len(runs)} control runs ({kinds}): {done}{rate}{tail}"
 
 
 def _cause_cell(trial: Trial) -> str:

@@ -1,7 +1,9 @@
 """Offline stand-ins for the base images benchmarks use (no registry here): build and check them.
 
 Debian bookworm is debootstrapped from the host's mirror, imported, and tagged under the FROM
-names tasks use most (debian:bookworm[-slim], python:3.11-slim, python:3.12-slim).
+names tasks use most that it can honestly carry: debian:bookworm[-slim], debian:12[-slim], and
+python:3.11[-slim][-bookworm] (bookworm's Python is 3.11). A stand-in carries the version its tag
+names: none is made for python:3.12 or 3.13, Ubuntu or Alpine, and a build that needs one says why.
 """
 
 from __future__ import annotations
@@ -30,8 +32,14 @@ from runs.sandboxes.engine import SETUP_HINT, Log
 BASE_VERSION = 1
 ROOTFS_TAG = "benchflow/rootfs:bookworm"
 BASE_TAG = "benchflow/base:bookworm"
-DEBIAN_TAGS = ("debian:bookworm", "debian:bookworm-slim")
-PYTHON_TAGS = ("python:3.12-slim", "python:3.11-slim")
+DEBIAN_TAGS = ("debian:bookworm", "debian:bookworm-slim", "debian:12", "debian:12-slim")
+PYTHON_TAGS = (
+    "python:3.11-slim",
+    "python:3.11-slim-bookworm",
+    "python:3.11",
+    "python:3.11-bookworm",
+)
+BOOKWORM_PYTHON = "3.11"
 STAND_INS = (BASE_TAG, *DEBIAN_TAGS, *PYTHON_TAGS)
 LABEL, VERSION_LABEL, CA_LABEL = "benchflow.base", "benchflow.base.version", "benchflow.base.ca"
 FROM_LABEL = "benchflow.base.from"
@@ -227,7 +235,7 @@ RUN apt-get update \\
  && rm -f /usr/lib/python3*/EXTERNALLY-MANAGED \\
  && pip --version
 ENV PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1
-LABEL {FROM_LABEL}="{{base_id}}" benchflow.base.python="3.11" benchflow.base.note="Debian bookworm python3 (3.11), standing in for python:3.11-slim and python:3.12-slim"
+LABEL {FROM_LABEL}="{{base_id}}" benchflow.base.python="3.11" benchflow.base.note="Debian bookworm python3 (3.11), standing in for python:3.11 images"
 CMD ["python3"]
 """
 
@@ -264,8 +272,21 @@ def _build_locked(client: DockerClient, *, force: bool, log: Log) -> list[str]:
     python = client.images.get(first)
     for tag in others:
         built += _retag(client, python, tag, log)
+    for tag in UNTRUTHFUL_TAGS:
+        _drop_untruthful(client, tag, log)
     log(f"base images: {'built ' + ', '.join(built) if built else 'all current, nothing built'}")
     return built
+
+
+# Tags an older version of this module made that name another version than they hold.
+UNTRUTHFUL_TAGS = ("python:3.12-slim",)
+
+
+def _drop_untruthful(client: DockerClient, tag: str, log: Log) -> None:
+    labels = _labels(client, tag)
+    if labels is not None and (why := untruthful(tag, labels)):
+        client.images.remove(tag, noprune=True)  # the tag only; the image stays under its others
+        log(f"removed the tag {tag}: {why}")
 
 
 def _retag(client: DockerClient, image: Any, tag: str, log: Log) -> list[str]:
@@ -302,3 +323,34 @@ def base_image_status(client: DockerClient) -> dict[str, str]:
 def local_base_images(client: DockerClient) -> list[str]:
     """The stand-in tags present locally (a real image under the same name counts)."""
     return [tag for tag, state in base_image_status(client).items() if state != "missing"]
+
+
+_PYTHON_TAG = re.compile(r"(?:.*/)?python:(\d+\.\d+)")
+
+
+def untruthful(tag: str, labels: dict[str, str] | None) -> str | None:
+    """Why a local image under `tag` is a stand-in that does not carry the version its tag names
+    (an older `bench doctor` tagged Debian's Python 3.11 as python:3.12-slim), else None."""
+    if not labels or LABEL not in labels:
+        return None  # a real image, loaded by someone: it is what it says
+    named = _PYTHON_TAG.match(tag)
+    held = labels.get("benchflow.base.python")
+    if named and held and named.group(1) != held:
+        return f"the local {tag} is a stand-in holding Python {held}, not {named.group(1)}, so it is not used"
+    return None
+
+
+def no_stand_in_reason(name: str) -> str:
+    """Why no offline stand-in exists for the image `name`."""
+    python = _PYTHON_TAG.match(name)
+    if python and python.group(1) != BOOKWORM_PYTHON:
+        return (
+            f"No stand-in is made for {name}: Debian bookworm, the base built offline here, has "
+            f"Python {BOOKWORM_PYTHON} only, and a stand-in must carry the version its tag names."
+        )
+    if "ubuntu" in name or "alpine" in name:
+        return (
+            f"No stand-in is made for {name}: only Debian's mirror serves base images here, and "
+            "a Debian image tagged as another system would not be what the tag says."
+        )
+    return ""

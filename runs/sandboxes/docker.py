@@ -17,6 +17,7 @@ from docker.errors import APIError, NotFound
 
 from runs.sandboxes.files import FileEntry, make_tar
 from runs.sandboxes.images import TaskImages
+from runs.sandboxes.resources import Grant, HostResources, grant, host_resources
 from runs.secrets import StreamRedactor
 from runs.tasks.load import Task
 
@@ -41,6 +42,10 @@ STOP_ALL_SCRIPT = (
 
 class SandboxError(Exception):
     """The sandbox could not be created or started (an infrastructure problem)."""
+
+
+class SandboxConfigError(SandboxError):
+    """Docker refused the sandbox's settings (HTTP 400): another attempt would be refused the same."""
 
 
 def _pid_start(pid: int) -> str:
@@ -284,9 +289,16 @@ class SandboxFactory:
     client: docker.DockerClient
     job_name: str
     images: TaskImages = field(init=False)
+    _host: HostResources | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.images = TaskImages(self.client)
+
+    def grant(self, task: Task) -> Grant:
+        """The CPUs and memory the task's sandbox gets: its request, within this machine's."""
+        if self._host is None:
+            self._host = host_resources(self.client)
+        return grant(task.sandbox.cpus, task.sandbox.memory_mb, self._host)
 
     def create(
         self,
@@ -315,10 +327,11 @@ class SandboxFactory:
                 os.chmod(host, 0o777)  # the task's agent user need not be root
                 binds[str(host)] = {"bind": f"/logs/{sub}", "mode": "rw"}
         network = "none" if task.sandbox.network_mode == "no-network" else "bridge"
+        given = self.grant(task)
         host_config = self.client.api.create_host_config(
             init=True,
-            nano_cpus=int(task.sandbox.cpus * 1e9),
-            mem_limit=f"{task.sandbox.memory_mb}m",
+            nano_cpus=int(given.cpus * 1e9),
+            mem_limit=f"{given.memory_mb}m",
             network_mode=network,
             binds=binds or None,
         )
@@ -343,6 +356,10 @@ class SandboxFactory:
                 detach=True,
             )
         except APIError as exc:
+            if exc.status_code == 400:  # a setting Docker refuses: the same every time
+                raise SandboxConfigError(
+                    f"sandbox config refused by Docker: {exc.explanation or exc}"
+                ) from exc
             raise SandboxError(f"sandbox creation failed: {exc.explanation or exc}") from exc
         return Sandbox(self.client, created["Id"], task)
 

@@ -54,13 +54,33 @@ def _split(text: str) -> list[str]:
         return text.split()
 
 
+_FROM_FLAG = re.compile(r"--from=(\S+)")
+_MOUNT_FROM = re.compile(r"--mount=\S*?\bfrom=([^,\s]+)")
+
+
 def base_image_refs(dockerfile_text: str) -> list[str]:
     """The external images a Dockerfile's FROM lines name (no stage aliases, no scratch)."""
+    return image_refs(dockerfile_text, copies=False)
+
+
+def image_refs(dockerfile_text: str, *, copies: bool = True) -> list[str]:
+    """Every external image a Dockerfile needs: its FROM images and, with `copies`, those
+    `COPY --from=<image>` and `RUN --mount=...,from=<image>` read (stage names and numbers are
+    the Dockerfile's own stages, not images)."""
     args: dict[str, str | None] = {}
     aliases: set[str] = set()
     refs: list[str] = []
     seen_from = False
+    stages = 0
     for word, rest in _instructions(dockerfile_text):
+        if copies and seen_from and word in ("COPY", "ADD", "RUN"):
+            pattern = _MOUNT_FROM if word == "RUN" else _FROM_FLAG
+            for m in pattern.finditer(rest):
+                image = _substitute(m.group(1).strip("\"'"), args)
+                own = image.lower() in aliases or (image.isdigit() and int(image) < stages)
+                if image and not own and image not in refs:
+                    refs.append(image)
+            continue
         if word == "ARG" and not seen_from:
             for item in _split(rest):
                 name, eq, default = item.partition("=")
@@ -76,29 +96,46 @@ def base_image_refs(dockerfile_text: str) -> list[str]:
                 refs.append(image)
             if len(tokens) >= 3 and tokens[1].lower() == "as":
                 aliases.add(tokens[2].lower())
+            stages += 1
     return refs
 
 
 def missing_base_images(dockerfile_text: str, client: DockerClient) -> list[str]:
-    """FROM images of this Dockerfile that are not present locally (and cannot be pulled here)."""
+    """Images this Dockerfile needs (FROM, COPY --from) that are not present locally (and cannot
+    be pulled here)."""
     missing = []
-    for ref in base_image_refs(dockerfile_text):
+    for ref in image_refs(dockerfile_text):
         if "$" in ref:  # an ARG without a default: nothing local can match it
             missing.append(ref)
             continue
         try:
-            client.images.get(ref)
+            image = client.images.get(ref)
         except docker.errors.APIError:  # ImageNotFound, or a malformed reference
+            missing.append(ref)
+            continue
+        from runs.sandboxes.baseimages import untruthful
+
+        if untruthful(ref, image.labels):
             missing.append(ref)
     return missing
 
 
 def explain_missing_image(name: str, available: list[str]) -> str:
+    return explain_missing_images([name], available)
+
+
+def explain_missing_images(names: list[str], available: list[str]) -> str:
+    """One message naming every image a build needs and cannot have, why, and the fix."""
+    from runs.sandboxes.baseimages import no_stand_in_reason
+
     have = ", ".join(available) or "none yet (run `bench doctor --fix` to build them)"
+    shown = ", ".join(names)
+    one = len(names) == 1
+    reasons = " ".join(r for r in map(no_stand_in_reason, names) if r)
     return (
-        f"The base image {name} is not present locally, and no image registry is reachable on "
-        f"this machine, so it cannot be pulled. Ubuntu (and other non-Debian) bases cannot be "
-        f"built offline here either: only Debian mirrors are reachable. Locally available "
-        f"stand-ins: {have}. Fix: change the Dockerfile's FROM to one of them, or build or load "
-        f"{name} on this machine yourself (`docker load -i image.tar`) and run again."
+        f"The image{'' if one else 's'} {shown} {'is' if one else 'are'} not present locally, and "
+        f"no image registry is reachable on this machine, so {'it' if one else 'they'} cannot be "
+        f"pulled.{' ' + reasons if reasons else ''} Locally available stand-ins: {have}. Fix: "
+        f"change the Dockerfile's FROM (or COPY --from) to one of them, or build or load "
+        f"{shown} on this machine yourself (`docker load -i image.tar`) and run again."
     )

@@ -113,28 +113,24 @@ class TaskImages:
         return config.get("WorkingDir") or "/"
 
     def _require_image(self, name: str) -> None:
-        try:
-            self.client.api.inspect_image(name)
-        except ImageNotFound:
-            from runs.sandboxes.baseimages import local_base_images
-            from runs.sandboxes.dockerfile_refs import explain_missing_image
+        from runs.sandboxes.baseimages import local_base_images
+        from runs.sandboxes.dockerfile_refs import explain_missing_images, missing_base_images
 
-            raise ImageBuildError(
-                explain_missing_image(name, local_base_images(self.client))
-            ) from None
+        if missing_base_images(f"FROM {name}\n", self.client):
+            raise ImageBuildError(explain_missing_images([name], local_base_images(self.client)))
 
     def _build(self, task: Task, tag: str, build_log: Path | None) -> None:
         assert task.environment_dir is not None
         dockerfile = task.environment_dir / "Dockerfile"
         from runs.sandboxes.baseimages import local_base_images
-        from runs.sandboxes.dockerfile_refs import explain_missing_image, missing_base_images
+        from runs.sandboxes.dockerfile_refs import explain_missing_images, missing_base_images
 
         missing = missing_base_images(dockerfile.read_text(errors="replace"), self.client)
         if missing:
             available = local_base_images(self.client)
             raise ImageBuildError(
                 f"image build failed for task {task.name}: "
-                + " ".join(explain_missing_image(m, available) for m in missing)
+                + explain_missing_images(missing, available)
             )
         lines: list[str] = []
         deadline = time.monotonic() + task.sandbox.build_timeout_sec

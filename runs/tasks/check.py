@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runs.sandboxes.dockerfile_refs import explain_missing_image, missing_base_images
+from runs.sandboxes.dockerfile_refs import explain_missing_images, missing_base_images
 from runs.tasks.load import Task, TaskError, find_task_dirs, load_task
 
 
@@ -66,4 +66,4 @@ def _image_problems(task: Task, client: Any, notes: list[str]) -> list[str]:
     if not missing:
         return []
     available = local_base_images(client)
-    return [f"{where}: {explain_missing_image(name, available)}" for name in missing]
+    return [f"{where}: {explain_missing_images(missing, available)}"]

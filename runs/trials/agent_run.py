@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from runs.agents.base import Agent
-from runs.agents.controls import ScriptAgent
+from runs.agents.controls import OracleAgent, ScriptAgent
 from runs.agents.login_usage import read_session_usage, record_native_usage
 from runs.agents.session_logs import keep_session_logs
 from runs.gateway import CALLS_SETTLE_S, ModelGateway, calls_settled
@@ -176,7 +176,9 @@ class AgentRun:
     timed_out: bool = False
     idle_stopped: bool = False  # by the idle watchdog
     budget_stopped: bool = False
-    refused: bool = False  # not started (agent_budget): its reward is to be withheld, not graded
+    refused: bool = (
+        False  # not started (agent_budget, a CLI that cannot run): reward withheld, not graded
+    )
 
     @property
     def stopped(self) -> bool:
@@ -386,11 +388,20 @@ async def run_agent(
         kills = await loop.run_in_executor(None, sandbox.oom_kills)
         if kills:
             result["agent_oom_killed"] = True
-    if exec_result.exit_code in (126, 127) and not result.get("error"):
+    if (
+        exec_result.exit_code in (126, 127)
+        and not result.get("error")
+        and not isinstance(agent, OracleAgent)
+    ):
+        # the agent's program (a CLI we installed, a script we copied in) could not be run:
+        # nothing was done, so nothing is graded, and the attempt is retried as an install
+        # failure. The oracle's solve.sh exiting 127 is the task's own command not found: the
+        # verifier grades what it left, and the exit code is in result.json.
         result["error"] = (
             f"install failed: the agent's command could not run (exit {exec_result.exit_code})"
         )
         result["error_category"] = "install_failure"
+        outcome.refused = True
     return outcome
 
 

@@ -19,7 +19,7 @@ from runs.agents.base import Agent
 from runs.gateway import CANCELLED_CALLS_SETTLE_S, take_usage
 from runs.jobfolder import new_attempt_dir, write_json
 from runs.results.attempts import NOT_STARTED_MARK
-from runs.sandboxes.docker import Sandbox, SandboxError, SandboxFactory
+from runs.sandboxes.docker import Sandbox, SandboxConfigError, SandboxError, SandboxFactory
 from runs.sandboxes.images import ImageBuildError
 from runs.sandboxes.layers import LayerError
 from runs.secrets import redact_obj, redact_tree
@@ -64,6 +64,7 @@ class Prepared:
         None  # the timing.json written when a job cap cancelled it
     )
     ready_at: float | None = None  # when its sandbox was ready (monotonic)
+    resources: dict[str, Any] | None = None  # the CPUs and memory it got, and what it asked for
     began: bool = False
 
     def begin(self, now: float | None = None) -> None:
@@ -158,6 +159,8 @@ class AttemptRunner:
         )
         t = time.monotonic()
         try:
+            given = await self._call(self.factory.grant, plan.task)
+            prepared.resources = given.record()
             build_log = self.job_dir / "builds" / f"{plan.task.name}.log"
             image = await self._call(
                 self.factory.images.image_for, plan.task, plan.env_digest, build_log
@@ -202,6 +205,8 @@ class AttemptRunner:
             )
         except ImageBuildError as exc:
             prepared.error, prepared.error_category = str(exc), "image_build"
+        except SandboxConfigError as exc:
+            prepared.error, prepared.error_category = str(exc), "sandbox_config"
         except SandboxError as exc:
             prepared.error, prepared.error_category = str(exc), "sandbox_setup"
         except Exception as exc:  # noqa: BLE001 - docker can fail in many ways; all are infrastructure
@@ -354,6 +359,7 @@ class AttemptRunner:
             "started_at": prepared.started_at,
             "finished_at": None,
             "sandbox_id": prepared.sandbox.id if prepared.sandbox else None,
+            "sandbox_resources": prepared.resources,
         }
 
     async def _agent_and_verifier(self, prepared: Prepared, result: dict[str, Any]) -> None:

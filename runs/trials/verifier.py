@@ -104,6 +104,54 @@ async def run_verifier(
             if "no reward file" in outcome.error.lower()
             else "verifier_bad_reward"
         )
+    passed = outcome.rewards is not None and outcome.rewards.get("reward", 0.0) >= 1.0
+    if not passed and (line := unreachable_host_line(verifier_dir)):
+        # the tests could not reach a host (to fetch their dependencies, or what they check):
+        # any reward they wrote says nothing about the agent's work
+        where = (
+            " (the task's network_mode is no-network)"
+            if task.sandbox.network_mode == "no-network"
+            else ""
+        )
+        return VerifierOutcome(
+            None,
+            f"verifier could not reach a host{where}: {line}",
+            "verifier_unreachable",
+            result.exit_code,
+            result.duration_s,
+        )
     return VerifierOutcome(
         outcome.rewards, outcome.error, category, result.exit_code, result.duration_s
     )
+
+
+# What tools print when a host name does not resolve or no route leads to it (curl, wget, pip,
+# uv, apt, git, Python's socket, Node). A refused connection is left out: that is most often a
+# service of the task's own that is not up, the agent's business.
+UNREACHABLE = (
+    "could not resolve host",
+    "temporary failure in name resolution",
+    "name or service not known",
+    "failed to lookup address information",
+    "no address associated with hostname",
+    "network is unreachable",
+    "getaddrinfo enotfound",
+    "unable to resolve host",
+    "could not resolve proxy",
+)
+
+
+def unreachable_host_line(verifier_dir: Path, tail: int = 64 * 1024) -> str | None:
+    """The last line of the tests' output saying a host could not be reached, if any."""
+    found = None
+    for name in ("test-stdout.txt", "test-stderr.txt"):
+        try:
+            with open(verifier_dir / name, "rb") as fh:
+                fh.seek(max(fh.seek(0, 2) - tail, 0))
+                text = fh.read().decode(errors="replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if any(marker in line.lower() for marker in UNREACHABLE):
+                found = " ".join(line.split())[:300]
+    return found

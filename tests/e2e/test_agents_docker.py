@@ -582,7 +582,7 @@ def test_upstream_key_reaches_the_upstream_and_nothing_else(
     write_task(
         tmp_path / "tasks",
         "py",
-        dockerfile="FROM python:3.12-slim\nWORKDIR /app\n",
+        dockerfile="FROM python:3.11-slim\nWORKDIR /app\n",
         test_sh=REWARD_1,
     )
     agent = make_agent(tmp_path, "agent.sh", CALL_THE_PROXY)
@@ -646,7 +646,7 @@ def test_a_call_still_streaming_at_the_agent_timeout_is_counted(
     write_task(
         tmp_path / "tasks",
         "slow",
-        dockerfile="FROM python:3.12-slim\nWORKDIR /app\n",
+        dockerfile="FROM python:3.11-slim\nWORKDIR /app\n",
         toml="[agent]\ntimeout_sec = 3\n",
         test_sh=REWARD_1,
     )

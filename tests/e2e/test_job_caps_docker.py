@@ -18,7 +18,7 @@ from tests.conftest import job_dirs, make_agent, results_of, run_args, run_bench
 
 pytestmark = pytest.mark.docker
 
-PYTHON_IMAGE = "FROM python:3.12-slim\nWORKDIR /app\n"
+PYTHON_IMAGE = "FROM python:3.11-slim\nWORKDIR /app\n"
 PASSES = "echo 1 > /logs/verifier/reward.txt\n"
 NOT_FAILURES = "(not counted as failures; resume the job to run them)"
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from runs.agents.base import Agent
 from runs.errors import lookup
 from runs.sandboxes.layers import AgentLayer, LayerError
+from runs.sandboxes.resources import HostResources, grant
 from runs.spec import RunSpec
 from runs.tasks.load import load_task
 from runs.trials.attempt import AttemptPlan, AttemptRunner
@@ -34,6 +35,9 @@ class Factory:
     def __init__(self) -> None:
         self.images = FailingLayers()
         self.created = 0
+
+    def grant(self, task):
+        return grant(task.sandbox.cpus, task.sandbox.memory_mb, HostResources(2.0, 4096))
 
     def create(self, *args, **kwargs):
         self.created += 1

@@ -9,7 +9,7 @@ import docker.errors
 import pytest
 
 from runs.doctor import doctor_checks
-from runs.sandboxes import baseimages, engine
+from runs.sandboxes import baseimages, dockerfile_refs, engine
 from runs.sandboxes.baseimages import BASE_VERSION, STAND_INS, build_base_images
 from runs.sandboxes.dockerfile_refs import (
     base_image_refs,
@@ -25,7 +25,7 @@ class FakeImages:
     def get(self, name: str) -> object:
         if name not in self.present:
             raise docker.errors.ImageNotFound(f"No such image: {name}")
-        return object()
+        return type("Image", (), {"labels": {}})()
 
 
 class FakeClient:
@@ -34,7 +34,7 @@ class FakeClient:
 
 
 FROM_CASES = [
-    ("plain", "FROM python:3.12-slim\nRUN true\n", ["python:3.12-slim"]),
+    ("plain", "FROM python:3.11-slim\nRUN true\n", ["python:3.11-slim"]),
     ("lowercase keyword", "from debian:bookworm\n", ["debian:bookworm"]),
     (
         "platform flag and alias",
@@ -61,8 +61,8 @@ FROM_CASES = [
     ),
     (
         "line continuation and comments",
-        "# syntax=docker/dockerfile:1\n# a comment\nFROM \\\n  python:3.12-slim \\\n  AS app\n",
-        ["python:3.12-slim"],
+        "# syntax=docker/dockerfile:1\n# a comment\nFROM \\\n  python:3.11-slim \\\n  AS app\n",
+        ["python:3.11-slim"],
     ),
     ("escape directive", "# escape=`\nFROM `\n  debian:bookworm\n", ["debian:bookworm"]),
     ("duplicates reported once", "FROM alpine:3\nFROM alpine:3\n", ["alpine:3"]),
@@ -78,8 +78,8 @@ def test_base_image_refs_reads_from_lines(text: str, expected: list[str]) -> Non
 
 
 MISSING_CASES = [
-    ("present image", "FROM python:3.12-slim\n", ("python:3.12-slim",), []),
-    ("absent image", "FROM ubuntu:24.04\n", ("python:3.12-slim",), ["ubuntu:24.04"]),
+    ("present image", "FROM python:3.11-slim\n", ("python:3.11-slim",), []),
+    ("absent image", "FROM ubuntu:24.04\n", ("python:3.11-slim",), ["ubuntu:24.04"]),
     (
         "only absent stages reported",
         "FROM debian:bookworm AS a\nFROM ubuntu:24.04 AS b\nFROM a\n",
@@ -110,18 +110,18 @@ def test_missing_base_images_lists_absent_from_images(
 
 def test_explain_missing_image_names_the_image_the_cause_and_the_fix() -> None:
     # when
-    text = explain_missing_image("ubuntu:24.04", ["debian:bookworm", "python:3.12-slim"])
+    text = explain_missing_image("ubuntu:24.04", ["debian:bookworm", "python:3.11-slim"])
     # then
     assert "ubuntu:24.04" in text
     assert "no image registry is reachable" in text
-    assert "Ubuntu" in text and "only Debian mirrors are reachable" in text
-    assert "debian:bookworm, python:3.12-slim" in text
+    assert "No stand-in is made for ubuntu:24.04" in text and "only Debian's mirror" in text
+    assert "debian:bookworm, python:3.11-slim" in text
     assert "FROM" in text and "docker load" in text
     assert "\n" not in text
 
 
 def test_explain_missing_image_with_no_stand_ins_says_how_to_build_them() -> None:
-    assert "bench doctor --fix" in explain_missing_image("python:3.12-slim", [])
+    assert "bench doctor --fix" in explain_missing_image("python:3.11-slim", [])
 
 
 def test_apt_mirrors_fall_back_to_deb_debian_org() -> None:
@@ -159,9 +159,9 @@ def test_each_stand_in_exists_with_the_current_label(client: docker.DockerClient
 
 @pytest.mark.docker
 def test_python_stand_in_runs_python_and_pip(client: docker.DockerClient) -> None:
-    assert _run(client, "python:3.12-slim", ["python", "-c", "print(1)"]) == "1"
-    assert "python 3.11" in _run(client, "python:3.12-slim", ["pip", "--version"])
-    assert client.images.get("python:3.12-slim").labels["benchflow.base.python"] == "3.11"
+    assert _run(client, "python:3.11-slim", ["python", "-c", "print(1)"]) == "1"
+    assert "python 3.11" in _run(client, "python:3.11-slim", ["pip", "--version"])
+    assert client.images.get("python:3.11-slim").labels["benchflow.base.python"] == "3.11"
 
 
 @pytest.mark.docker
@@ -205,7 +205,7 @@ def test_second_build_builds_nothing(client: docker.DockerClient) -> None:
 
 @pytest.mark.docker
 def test_ubuntu_is_reported_missing_and_stand_ins_are_not(client: docker.DockerClient) -> None:
-    dockerfile = "FROM ubuntu:24.04 AS a\nFROM python:3.12-slim\nFROM debian:bookworm-slim\n"
+    dockerfile = "FROM ubuntu:24.04 AS a\nFROM python:3.11-slim\nFROM debian:bookworm-slim\n"
     assert missing_base_images(dockerfile, client) == ["ubuntu:24.04"]
 
 
@@ -214,3 +214,52 @@ def test_doctor_passes_engine_and_image_checks(client: docker.DockerClient) -> N
     checks = {c.name: c for c in doctor_checks(client, fix=False, log=lambda _l: None)}
     assert checks["docker engine"].status == "PASS"
     assert checks["base images"].status == "PASS"
+
+
+def test_a_python_version_bookworm_lacks_has_no_stand_in_and_the_message_says_why() -> None:
+    text = explain_missing_image("python:3.12-slim", ["python:3.11-slim"])
+    assert "No stand-in is made for python:3.12-slim" in text
+    assert "Python 3.11 only" in text and "carry the version its tag names" in text
+    assert baseimages.no_stand_in_reason("python:3.11-slim") == ""
+
+
+@pytest.mark.parametrize(
+    ("tag", "labels", "lies"),
+    [
+        ("python:3.12-slim", {"benchflow.base": "1", "benchflow.base.python": "3.11"}, True),
+        ("python:3.11-slim", {"benchflow.base": "1", "benchflow.base.python": "3.11"}, False),
+        ("python:3.12-slim", {}, False),  # a real image someone loaded: it is what it says
+        ("debian:bookworm", {"benchflow.base": "1"}, False),
+    ],
+)
+def test_a_stand_in_that_names_another_python_than_it_holds_is_not_used(
+    tag: str, labels: dict[str, str], lies: bool
+) -> None:
+    assert bool(baseimages.untruthful(tag, labels)) is lies
+
+
+def test_a_lying_stand_in_counts_as_missing() -> None:
+    class Image:
+        labels = {"benchflow.base": "1", "benchflow.base.python": "3.11"}
+
+    class Images:
+        def get(self, ref: str) -> Image:
+            return Image()
+
+    client = type("C", (), {"images": Images()})()
+    assert missing_base_images("FROM python:3.12-slim\n", client) == ["python:3.12-slim"]  # type: ignore[arg-type]
+    assert missing_base_images("FROM python:3.11-slim\n", client) == []  # type: ignore[arg-type]
+
+
+def test_copy_from_images_are_needed_too_but_stages_are_not() -> None:
+    text = (
+        "FROM python:3.11-slim AS build\nFROM debian:bookworm\nCOPY --from=build /a /b\n"
+        "COPY --from=0 /a /b\nCOPY --from=ghcr.io/astral-sh/uv:0.5 /uv /bin/\n"
+        "RUN --mount=type=bind,from=node:20,source=/x,target=/y true\n"
+    )
+    assert dockerfile_refs.image_refs(text) == [
+        "python:3.11-slim",
+        "debian:bookworm",
+        "ghcr.io/astral-sh/uv:0.5",
+        "node:20",
+    ]

@@ -392,3 +392,28 @@ def test_breaker_threshold_zero_never_opens():
 )
 def test_provider_fingerprint(message, fingerprint):
     assert errors.provider_fingerprint(message) == fingerprint
+
+
+@pytest.mark.parametrize(
+    ("message", "category"),
+    [
+        ("agent timed out after 30s (prompt exceeded wall-clock budget)", "timeout"),
+        ("curl: (28) Connection timed out after 5000 milliseconds", "other"),
+        ("sandbox config refused by Docker: invalid mount config", "sandbox_config"),
+    ],
+)
+def test_only_the_agents_own_time_limit_is_a_timeout(message: str, category: str) -> None:
+    assert errors.classify(message) == category
+
+
+def test_an_unreachable_host_in_the_tests_is_its_own_class() -> None:
+    message = "verifier could not reach a host: curl: (6) Could not resolve host: x.invalid"
+    assert errors.classify_verifier(message) == "verifier_unreachable"
+    text = errors.explain_text("verifier_unreachable")
+    assert "Retried:       no" in text and "Graded:        no" in text
+    assert "could not reach a host" in text
+
+
+def test_a_sandbox_setting_docker_refuses_is_not_retried() -> None:
+    result = {"error": "sandbox config refused by Docker: x", "error_category": "sandbox_config"}
+    assert not errors.should_retry(result)

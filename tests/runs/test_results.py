@@ -283,7 +283,10 @@ def test_render_results_prints_denominators_then_one_row_per_trial(tmp_path):
     head, table = text.split("\n\n", 1)
     assert "6 trials attempted, 3 scored (2 passed), 1 assessment errors, 2 unscored" in head
     assert "66.7% of scored (2/3), 33.3% of attempted (2/6)" in head
-    assert "1 control runs (oracle, nop) left out" in head
+    assert (
+        "Controls:  1 control runs (oracle): 1 passed; 100.0% of scored passed, left out of the rates above"
+        in head
+    )
     header, *rows = table.strip().splitlines()
     assert header.split() == [
         "Task",
@@ -428,3 +431,17 @@ def test_an_attempt_a_signal_cancelled_stays_interrupted(tmp_path):
     [attempt] = read_attempts(tmp_path)
     assert (attempt.outcome, attempt.budget_cancelled) == ("interrupted", False)
     assert outcome_of(None) == "interrupted"
+
+
+def test_results_of_a_job_of_control_runs_only_says_what_the_controls_did(tmp_path):
+    # given an oracle job: three passed, one failed, one errored
+    for i, (reward, error) in enumerate([(1.0, None)] * 3 + [(0.0, None), (None, "boom")]):
+        write_attempt(tmp_path, f"t{i}", f"0000000{i}", reward=reward, error=error, agent="oracle")
+    # when
+    head = results.render_results(load_job(tmp_path)).split("\n\n", 1)[0]
+    # then the control line is the answer, not "0 trials attempted ... n/a"
+    assert (
+        "Controls:  5 control runs (oracle): 3 passed, 1 failed, 1 errored; 75.0% of scored "
+        "passed (no agent was measured)"
+    ) in head
+    assert "0 trials attempted" not in head and "n/a" not in head

@@ -247,12 +247,12 @@ def test_deprecated_allow_internet(tmp_path, toml, network_mode):
 
 def test_docker_image_replaces_the_dockerfile(tmp_path):
     folder = split_task(
-        tmp_path, '[environment]\ndocker_image = "python:3.12-slim"\n', environment__Dockerfile=None
+        tmp_path, '[environment]\ndocker_image = "python:3.11-slim"\n', environment__Dockerfile=None
     )
 
     task = load_task(folder)
 
-    assert task.sandbox.docker_image == "python:3.12-slim"
+    assert task.sandbox.docker_image == "python:3.11-slim"
     assert task.environment_dir is None
 
 

@@ -1,0 +1,71 @@
+"""Task shapes of public task sets (tests/tasksets/), each run for real in Docker with the oracle."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, job_dirs, results_of, run_args, run_bench
+
+pytestmark = pytest.mark.docker
+
+SHAPES = REPO / "tests" / "tasksets"
+
+
+def oracle_on(shape: str, tmp_path: Path, bench_env: dict, *flags: str):
+    tasks = tmp_path / "tasks"
+    shutil.copytree(SHAPES / shape, tasks / shape)
+    proc = run_bench(run_args("oracle", *flags), env=bench_env, cwd=tmp_path)
+    [job] = job_dirs(tmp_path / "jobs")
+    return proc, job, results_of(job)
+
+
+def test_a_task_asking_for_more_cpus_than_the_machine_has_runs_with_what_there_is(
+    docker_client, bench_env, tmp_path
+):
+    host_cpus = float(docker_client.info()["NCPU"])
+    assert host_cpus < 4, "this test needs a machine with fewer than 4 CPUs"
+    # when the oracle runs a task asking for 4 CPUs
+    proc, job, [result] = oracle_on("cpu-request", tmp_path, bench_env)
+    # then it passed once (no retry), with a warning line and both figures in result.json
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert result["rewards"] == {"reward": 1.0} and result["error"] is None
+    assert result["sandbox_resources"] == {
+        "cpus": host_cpus,
+        "memory_mb": 1024,
+        "requested_cpus": 4.0,
+        "requested_memory_mb": 1024,
+        "reduced": True,
+    }
+    assert (
+        f"warning: task cpu-request asks for 4 CPUs (this machine has {host_cpus:g}): it runs "
+        "with what there is" in proc.stderr
+    )
+    assert len(list(job.glob("cpu-request__*"))) == 1
+
+
+def test_a_solve_sh_exiting_127_is_graded_not_an_install_failure(
+    docker_client, bench_env, tmp_path
+):
+    # when the oracle's solve.sh does its work and then runs a command that does not exist
+    proc, _job, [result] = oracle_on("solve-127", tmp_path, bench_env)
+    # then the verifier graded what it left; no install failure, no retry
+    assert result["agent_exit_code"] == 127
+    assert result["error"] is None and result["error_category"] is None
+    assert result["rewards"] == {"reward": 1.0}
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_a_verifier_that_cannot_reach_its_host_says_so(docker_client, bench_env, tmp_path):
+    # when the tests fetch their checker from a host that does not resolve
+    proc, job, [result] = oracle_on("verifier-unreachable", tmp_path, bench_env)
+    # then the trial has no reward, and the error names the host problem, not the task's
+    assert result["rewards"] is None
+    assert result["verifier_error_category"] == "verifier_unreachable"
+    assert result["verifier_error"].startswith("verifier could not reach a host: ")
+    assert "name or service not known" in result["verifier_error"].lower()
+    listing = run_bench(["results", str(job)], env=bench_env, cwd=tmp_path).stdout
+    assert "the tests could not reach a host (setup problem)" in listing
+    assert len(list(job.glob("verifier-unreachable__*"))) == 1  # not retried

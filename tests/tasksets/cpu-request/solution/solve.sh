@@ -1,0 +1,2 @@
+#!/bin/bash
+nproc > /app/cpus.txt

@@ -1,0 +1,3 @@
+#!/bin/bash
+touch /app/done.txt
+no-such-tool --make-it-so
