@@ -132,6 +132,44 @@ class TaskImages:
                 f"image build failed for task {task.name}: "
                 + explain_missing_images(missing, available)
             )
+        from runs.sandboxes import buildkit
+
+        text = dockerfile.read_text(errors="replace")
+        if buildkit.available():
+            outcome = buildkit.build(
+                task.environment_dir,
+                text,
+                tag,
+                {"benchflow.task": task.name},
+                task.sandbox.build_timeout_sec,
+            )
+            log, error, line = outcome.log, outcome.error, outcome.line
+        else:
+            log, error, line = self._classic_build(task, tag, text)
+        if build_log is not None:
+            build_log.parent.mkdir(parents=True, exist_ok=True)
+            build_log.write_text(log + (f"\nERROR: {error}\n" if error else ""))
+        if error:
+            at = f", line {line}" if line else ""
+            tail = "\n".join(log.strip().splitlines()[-8:])
+            raise ImageBuildError(
+                f"image build failed for task {task.name} ({dockerfile}{at}): {error}"
+                + (f"\n{tail}" if tail else "")
+            )
+
+    def _classic_build(self, task: Task, tag: str, text: str) -> tuple[str, str | None, int | None]:
+        """The engine's classic builder (no BuildKit on this machine): a Dockerfile using a
+        feature only BuildKit has fails here, naming its line."""
+        from runs.sandboxes.buildkit import buildkit_only_line
+
+        if found := buildkit_only_line(text):
+            number, what = found
+            return (
+                "",
+                f"{what} needs BuildKit (the docker CLI with its buildx plugin), which this machine "
+                "lacks; fix: run scripts/setup.sh (installs docker-buildx), or rewrite the line",
+                number,
+            )
         lines: list[str] = []
         deadline = time.monotonic() + task.sandbox.build_timeout_sec
         error = None
@@ -154,12 +192,4 @@ class TaskImages:
                     break
         except (APIError, OSError) as exc:
             error = str(exc)
-        if build_log is not None:
-            build_log.parent.mkdir(parents=True, exist_ok=True)
-            build_log.write_text("".join(lines) + (f"\nERROR: {error}\n" if error else ""))
-        if error:
-            tail = "".join(lines[-8:]).strip()
-            raise ImageBuildError(
-                f"image build failed for task {task.name} ({task.environment_dir}/Dockerfile): {error}"
-                + (f"\n{tail}" if tail else "")
-            )
+        return "".join(lines), error, None

@@ -103,6 +103,8 @@ def load_task(path: Path) -> Task:
     root = Path(path).resolve()
     md = root / "task.md"
     config_file = md if md.is_file() else root / "task.toml"  # task.md wins when both exist
+    if not config_file.is_file() and (root / "task.yaml").is_file():
+        raise TaskError([_terminal_bench_1(root)])
     if not config_file.is_file():
         msg = "holds neither task.toml nor task.md"
         raise TaskError([TaskProblem(root, "", msg, _TASK_FOLDER_FIX)])
@@ -188,8 +190,28 @@ def load_task(path: Path) -> Task:
     )
 
 
+def _terminal_bench_1(root: Path) -> TaskProblem:
+    """Terminal-Bench 1's layout is not run as is: what to do about it, in one problem."""
+    msg = (
+        "a Terminal-Bench 1 task (task.yaml, run-tests.sh, solution.sh); this runner reads "
+        "Harbor's layout (task.toml, instruction.md, environment/, tests/test.sh writing "
+        "/logs/verifier/reward.txt, solution/solve.sh), which Terminal-Bench 2 uses"
+    )
+    fix = (
+        f"convert it with Harbor's converter: `pip install harbor` (Python 3.12+), then "
+        f"`harbor tasks migrate -i {root.parent} -o {root.parent}-harbor` and "
+        f"`bench run {root.parent}-harbor`; it writes task.yaml's instruction to instruction.md, "
+        "its max_agent_timeout_sec and max_test_timeout_sec to [agent] and [verifier] "
+        "timeout_sec, solution.sh to solution/solve.sh, run-tests.sh to tests/test.sh with the "
+        "reward written, and docker-compose.yaml's main service to environment/"
+    )
+    return TaskProblem(root / "task.yaml", "", msg, fix)
+
+
 def _is_task_dir(path: Path) -> bool:
-    return path.is_dir() and ((path / "task.toml").is_file() or (path / "task.md").is_file())
+    return path.is_dir() and any(
+        (path / name).is_file() for name in ("task.toml", "task.md", "task.yaml")
+    )
 
 
 def find_task_dirs(root: Path) -> list[Path]:

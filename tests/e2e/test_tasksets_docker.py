@@ -69,3 +69,24 @@ def test_a_verifier_that_cannot_reach_its_host_says_so(docker_client, bench_env,
     listing = run_bench(["results", str(job)], env=bench_env, cwd=tmp_path).stdout
     assert "the tests could not reach a host (setup problem)" in listing
     assert len(list(job.glob("verifier-unreachable__*"))) == 1  # not retried
+
+
+def test_heredocs_cache_mounts_and_copy_from_an_image_build_offline(
+    docker_client, bench_env, tmp_path
+):
+    # given a Dockerfile with a `# syntax=` line (whose frontend image no registry here serves),
+    # RUN and COPY heredocs, RUN --mount=type=cache and COPY --from=<image>
+    proc, _job, [result] = oracle_on("dockerfile-features", tmp_path, bench_env)
+    # then it built with BuildKit's own frontend and the oracle passed
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert result["rewards"] == {"reward": 1.0}, result
+
+
+def test_a_build_error_names_the_dockerfile_line(docker_client, bench_env, tmp_path):
+    proc, job, [result] = oracle_on("build-error", tmp_path, bench_env)
+    assert proc.returncode == 1
+    assert result["error_category"] == "image_build"
+    error = result["error"]
+    assert "build-error/environment/Dockerfile, line 3)" in error
+    assert "unknown instruction: RUNN" in error
+    assert (job / "builds" / "build-error.log").is_file()

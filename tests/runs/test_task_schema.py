@@ -183,3 +183,19 @@ def test_docker_image_alone_is_the_image(tmp_path: Path) -> None:
     task = load_task(folder)
     assert task.environment_dir is None
     assert prebuilt_or_build(task, _Images()) == ("tb/task:1", "")  # type: ignore[arg-type]
+
+
+def test_a_terminal_bench_1_task_is_refused_with_how_to_convert_it() -> None:
+    from tests.conftest import REPO
+
+    folder = REPO / "tests" / "tasksets" / "tb1-layout" / "hello-world"
+    [problem] = problems_of(folder)
+    assert problem.file == folder / "task.yaml"
+    assert problem.message.startswith("a Terminal-Bench 1 task (task.yaml, run-tests.sh")
+    assert f"harbor tasks migrate -i {folder.parent} -o {folder.parent}-harbor" in problem.fix
+    # a folder of them is a folder of tasks, each refused the same way, not "holds no tasks"
+    from runs.tasks.load import TaskError, load_tasks
+
+    with pytest.raises(TaskError) as raised:
+        load_tasks(folder.parent)
+    assert [p.file for p in raised.value.problems] == [folder / "task.yaml"]

@@ -1,0 +1,117 @@
+"""Task images built by BuildKit, through the docker CLI.
+
+Why the CLI and not the docker SDK: the SDK's `images.build` speaks the engine's classic builder,
+which has no Dockerfile heredocs (`RUN <<EOF`) and no `RUN --mount=type=cache`; real task sets
+use both. `docker build` with buildx is BuildKit, and its built-in Dockerfile frontend has them,
+offline. A `# syntax=` line would make BuildKit pull that frontend image from a registry, which
+cannot be reached here: it is turned into a plain comment (the line count stays, so the line
+numbers in an error are the task's own).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+_SYNTAX = re.compile(r"^\s*#\s*syntax\s*=", re.IGNORECASE)
+_DIRECTIVE = re.compile(r"^\s*#\s*\w+\s*=")
+_ERROR_AT = re.compile(r"^Dockerfile:(\d+)$")
+_HEREDOC = re.compile(r"^\s*(RUN|COPY|ADD)\b.*(?<!<)<<(?!<)-?\s*[\"']?[A-Za-z_]", re.IGNORECASE)
+_MOUNT = re.compile(r"^\s*RUN\b.*--mount=", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class BuildOutcome:
+    error: str | None  # None: built
+    line: int | None  # the Dockerfile line the error is at, when BuildKit says
+    log: str  # BuildKit's whole output
+
+
+def without_syntax_line(text: str) -> tuple[str, bool]:
+    """The Dockerfile with a `# syntax=` parser directive made a comment; whether there was one."""
+    lines = text.splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        if not _DIRECTIVE.match(line):
+            break  # parser directives come first, before any other line
+        if _SYNTAX.match(line):
+            lines[i] = "# (syntax directive dropped: the built-in frontend builds this offline)\n"
+            return "".join(lines), True
+    return text, False
+
+
+def buildkit_only_line(text: str) -> tuple[int, str] | None:
+    """The first line using a feature only BuildKit has (a heredoc, RUN --mount): (number, what)."""
+    for number, line in enumerate(text.splitlines(), 1):
+        if _HEREDOC.match(line):
+            return number, "a heredoc (<<EOF)"
+        if _MOUNT.match(line):
+            return number, "RUN --mount"
+    return None
+
+
+@cache
+def available() -> bool:
+    """Whether `docker build` here is BuildKit (the docker CLI with its buildx plugin)."""
+    if shutil.which("docker") is None:
+        return False
+    try:
+        proc = subprocess.run(
+            ["docker", "buildx", "version"], capture_output=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return proc.returncode == 0
+
+
+def build(
+    context: Path, dockerfile_text: str, tag: str, labels: dict[str, str], timeout: float
+) -> BuildOutcome:
+    """Build `context` with `dockerfile_text` as its Dockerfile, tagged `tag`."""
+    text, _dropped = without_syntax_line(dockerfile_text)
+    with tempfile.TemporaryDirectory(prefix="benchflow-build-") as folder:
+        dockerfile = Path(folder) / "Dockerfile"  # named so: BuildKit's errors say "Dockerfile:N"
+        dockerfile.write_text(text)
+        ignore = context / ".dockerignore"
+        if ignore.is_file():  # read beside the Dockerfile given with -f
+            shutil.copyfile(ignore, Path(folder) / "Dockerfile.dockerignore")
+        cmd = ["docker", "build", "--progress=plain", "-f", str(dockerfile), "-t", tag]
+        for key, value in labels.items():
+            cmd += ["--label", f"{key}={value}"]
+        env = {**os.environ, "DOCKER_BUILDKIT": "1", "BUILDX_NO_DEFAULT_ATTESTATIONS": "1"}
+        try:
+            proc = subprocess.run(
+                [*cmd, str(context)],
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=timeout,
+                env=env,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as exc:
+            out = exc.stderr if isinstance(exc.stderr, str) else ""
+            return BuildOutcome(
+                f"the build took longer than build_timeout_sec={timeout:g}", None, out
+            )
+    log = proc.stdout + proc.stderr
+    if proc.returncode == 0:
+        return BuildOutcome(None, None, log)
+    return BuildOutcome(_error_of(log, proc.returncode), _line_of(log), log)
+
+
+def _error_of(log: str, code: int) -> str:
+    errors = [line for line in log.splitlines() if line.startswith("ERROR:")]
+    if not errors:
+        return f"docker build exited {code}"
+    return errors[-1].removeprefix("ERROR:").strip().removeprefix("failed to solve:").strip()
+
+
+def _line_of(log: str) -> int | None:
+    found = [int(m.group(1)) for m in map(_ERROR_AT.match, log.splitlines()) if m]
+    return found[-1] if found else None
