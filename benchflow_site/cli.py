@@ -285,8 +285,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     px.add_argument("--log", type=Path, help="append every exchange to this JSONL file")
 
-    results = sub.add_parser("results", help="denominators and one row per trial of a job")
-    results.add_argument("job", type=Path)
+    results = sub.add_parser(
+        "results",
+        help="denominators and one row per trial of a job; --compare A B for two jobs",
+    )
+    results.add_argument("job", type=Path, nargs="?")
+    from benchflow_site import compare_cli
+
+    compare_cli.add_arguments(results)
     results.add_argument("--attempts", choices=["best", "all"], default="best")
     fmt = results.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true")
@@ -409,8 +415,13 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 
 
 def cmd_results(args: argparse.Namespace) -> int:
+    from benchflow_site import compare_cli
     from runs.results import load as results
 
+    if args.compare:
+        return compare_cli.run(args)
+    if args.job is None:
+        raise UsageError("bench results needs a job folder (or --compare JOB_A JOB_B)")
     if not (args.job / "evaluation.json").is_file() and not any(args.job.glob("*/result.json")):
         raise UsageError(
             f"{args.job} is not a job folder (no evaluation.json and no <task>__<id>/result.json in it)"

@@ -28,11 +28,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from benchflow_site.cli import UsageError, _setup_django
+    from benchflow_site.cli import _setup_django
 
     path: Path = args.path
     if not path.is_dir():
-        raise UsageError(f"{path} is not a folder; pass a job folder or a jobs folder")
+        print(f"bench: {path} is not a folder; pass a job folder or a jobs folder", file=sys.stderr)
+        return 2
     _setup_django()
     from runs.index.folder import index_path
 
