@@ -262,10 +262,9 @@ def build_parser() -> argparse.ArgumentParser:
     regrade_cli.add_parser(sub)
     index_cli.add_parser(sub)
 
-    view = sub.add_parser("view", help="browse a job folder (or a jobs folder) in the browser")
-    view.add_argument("path", type=Path, nargs="?", default=Path("jobs"))
-    view.add_argument("--port", type=int, default=8888)
-    view.add_argument("--host", default="127.0.0.1")
+    from benchflow_site import serve_cli
+
+    serve_cli.add_parsers(sub)
 
     px = sub.add_parser(
         "proxy",
@@ -434,22 +433,6 @@ def cmd_results(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_view(args: argparse.Namespace) -> int:
-    if not args.path.is_dir():
-        raise UsageError(f"{args.path} is not a folder; pass a job folder or a jobs folder")
-    os.environ["BENCHFLOW_VIEW_ROOT"] = str(args.path.resolve())
-    _setup_django()
-    from django.core.servers.basehttp import run
-    from django.core.wsgi import get_wsgi_application
-
-    print(f"Viewing {args.path} at http://{args.host}:{args.port}/ (Ctrl-C stops)", flush=True)
-    try:
-        run(args.host, args.port, get_wsgi_application(), threading=True)
-    except KeyboardInterrupt:
-        pass
-    return 0
-
-
 def cmd_proxy(args: argparse.Namespace) -> int:
     from proxy.server import run_standalone
 
@@ -479,7 +462,7 @@ def _crash(exc: Exception) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    from benchflow_site import index_cli, regrade_cli
+    from benchflow_site import index_cli, regrade_cli, serve_cli
 
     handlers = {
         "index": index_cli.run,
@@ -490,7 +473,8 @@ def main(argv: list[str] | None = None) -> int:
         "results": cmd_results,
         "regrade": regrade_cli.run,
         "proxy": cmd_proxy,
-        "view": cmd_view,
+        "view": serve_cli.run_view,
+        "serve": serve_cli.run_serve,
     }
     try:
         if args.command == "eval":

@@ -24,14 +24,42 @@ def _state_dir() -> Path:
 
 
 STATE_DIR = _state_dir()
-SECRET_KEY = os.environ.get("BENCHFLOW_SECRET_KEY", "benchflow-site-local-only")
+
+
+def _secret_key() -> str:
+    """BENCHFLOW_SECRET_KEY, else a key made once for this machine and kept in STATE_DIR."""
+    if os.environ.get("BENCHFLOW_SECRET_KEY"):
+        return os.environ["BENCHFLOW_SECRET_KEY"]
+    path = STATE_DIR / "secret-key"
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        import secrets
+
+        key = secrets.token_urlsafe(48)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:  # another process made it first
+            return path.read_text().strip()
+        with os.fdopen(fd, "w") as fh:
+            fh.write(key)
+        return key
+    except OSError:
+        return "benchflow-site-local-only"
+
+
+SECRET_KEY = _secret_key()
 DEBUG = os.environ.get("BENCHFLOW_DEBUG", "") == "1"
+# Host names the dashboard answers to beyond loopback (comma-separated), e.g. the name a team
+# reaches `bench serve` by; the websocket origin check uses the same list.
 ALLOWED_HOSTS = ["localhost", "127.0.0.1", "[::1]"] + [
-    h for h in os.environ.get("BENCHFLOW_ALLOWED_HOSTS", "").split(",") if h
+    h.strip() for h in os.environ.get("BENCHFLOW_ALLOWED_HOSTS", "").split(",") if h.strip()
 ]
 
 INSTALLED_APPS = [
+    "django.contrib.auth",
     "django.contrib.contenttypes",
+    "django.contrib.sessions",
     "django.contrib.staticfiles",
     "channels",
     "runs",
@@ -41,9 +69,19 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
+# `bench serve` (a team's dashboard) asks every visitor to log in; `bench view` (one person, on
+# loopback) does not.
+LOGIN_REQUIRED = os.environ.get("BENCHFLOW_LOGIN_REQUIRED", "") == "1"
+if LOGIN_REQUIRED:
+    MIDDLEWARE.append("django.contrib.auth.middleware.LoginRequiredMiddleware")
+LOGIN_URL = "viewer:login"
+LOGIN_REDIRECT_URL = "viewer:jobs"
 
 ROOT_URLCONF = "benchflow_site.urls"
 TEMPLATES = [
@@ -51,7 +89,12 @@ TEMPLATES = [
         "BACKEND": "django.template.backends.django.DjangoTemplates",
         "DIRS": [BASE_DIR / "templates"],
         "APP_DIRS": True,
-        "OPTIONS": {"context_processors": ["django.template.context_processors.request"]},
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+            ]
+        },
     }
 ]
 ASGI_APPLICATION = "benchflow_site.asgi.application"
@@ -109,7 +152,11 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
 
-BENCHFLOW_VIEW_ROOT = os.environ.get("BENCHFLOW_VIEW_ROOT", "jobs")  # what `bench view` shows
+# The job folders `bench view` shows (os.pathsep-separated; each a job or a jobs folder); empty:
+# every job in the index (`bench serve`).
+BENCHFLOW_VIEW_ROOT = os.environ.get("BENCHFLOW_VIEW_ROOT", "")
+# How often the server looks for new Event rows when there is no Redis to bring them (seconds).
+BENCHFLOW_WATCH_S = float(os.environ.get("BENCHFLOW_WATCH_S", "0.1"))
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]

@@ -1,11 +1,5 @@
-"""URL routes of the trial viewer."""
+"""URL routes: the dashboard (viewer app, namespaced `viewer:`)."""
 
-from django.urls import path
+from django.urls import include, path
 
-from viewer import views
-
-urlpatterns = [
-    path("", views.index, name="index"),
-    path("jobs/<str:name>/", views.job_page, name="job"),
-    path("jobs/<str:name>/<str:rollout>/", views.trial_page, name="trial"),
-]
+urlpatterns = [path("", include("viewer.urls"))]

@@ -1,83 +1,83 @@
-"""`bench view`: a job's trials and one trial's files, read from the job folder (the record)."""
+"""The jobs list and the job page, with the fragments they fetch over HTTP when a hint arrives."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
-from django.conf import settings
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
-from runs.results.load import load_job
-
-TEXT_LIMIT = 200_000  # characters of a log shown on a page
+from viewer import queries
 
 
-def _root() -> Path:
-    return Path(settings.BENCHFLOW_VIEW_ROOT).resolve()
+def _int(value: str | None, default: int = 0) -> int:
+    try:
+        return int(value or default)
+    except ValueError:
+        return default
 
 
-def _jobs() -> list[Path]:
-    root = _root()
-    if (root / "evaluation.json").is_file() or any(root.glob("*/result.json")):
-        return [root]
-    return sorted(
-        (p for p in root.iterdir() if p.is_dir() and (p / "evaluation.json").is_file()),
-        reverse=True,
-    )
+def jobs(request: HttpRequest) -> HttpResponse:
+    return render(request, "viewer/jobs.html", {"jobs": queries.job_list()[:200]})
 
 
-def _job(name: str) -> Path:
-    for job in _jobs():
-        if job.name == name:
-            return job
-    raise Http404(f"no job {name!r} under {_root()}")
+def jobs_table(request: HttpRequest) -> HttpResponse:
+    return render(request, "viewer/_jobs_table.html", {"jobs": queries.job_list()[:200]})
 
 
-def index(request: HttpRequest) -> HttpResponse:
-    jobs = [load_job(p) for p in _jobs()]
-    if len(jobs) == 1:
-        return job_page(request, jobs[0].name)
-    return render(request, "viewer/index.html", {"root": _root(), "jobs": jobs})
-
-
-def job_page(request: HttpRequest, name: str) -> HttpResponse:
-    job = load_job(_job(name), attempts="all" if request.GET.get("attempts") == "all" else "best")
-    return render(
-        request, "viewer/job.html", {"job": job, "d": job.denominators(include_controls=True)}
-    )
-
-
-def _read(path: Path) -> str | None:
-    if not path.is_file() or path.is_symlink():
-        return None
-    text = path.read_text(errors="replace")
-    return text if len(text) <= TEXT_LIMIT else text[:TEXT_LIMIT] + "\n[… cut here]"
-
-
-def trial_page(request: HttpRequest, name: str, rollout: str) -> HttpResponse:
-    job = _job(name)
-    folder = job / rollout
-    if folder.parent != job or not (folder / "config.json").is_file():
-        raise Http404(f"no attempt {rollout!r} in {name}")
-    result = json.loads(_read(folder / "result.json") or "null")
-    files = {
-        rel: _read(folder / rel)
-        for rel in sorted(
-            p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()
-        )
-        if rel.startswith(("agent/", "verifier/", "steps/"))
-        or rel in ("config.json", "timing.json")
+def _trials_context(request: HttpRequest, job: queries.Job) -> dict[str, object]:
+    sort = request.GET.get("sort", "trial")
+    show = request.GET.get("show", "")
+    q = request.GET.get("q", "")[:200]
+    page = queries.trials_page(job, sort, show, q, _int(request.GET.get("page"), 1))
+    return {
+        "job": job,
+        "page": page,
+        "sort": sort,
+        "show": show,
+        "q": q,
+        "sorts": queries.TRIAL_SORTS,
+        "filters": queries.OUTCOME_FILTERS,
     }
-    return render(
-        request,
-        "viewer/trial.html",
-        {
-            "job": job.name,
-            "rollout": rollout,
-            "result": result,
-            "result_text": json.dumps(result, indent=2),
-            "files": files,
-        },
+
+
+def _progress_context(job: queries.Job) -> dict[str, object]:
+    return {
+        "job": job,
+        "running": queries.running(job),
+        "budgets": queries.job_budgets(job),
+        "trial_budgets": queries.trial_budget_totals(job),
+        "waiting": max(0, job.n_trials - job.n_done - job.n_running),
+    }
+
+
+def job_page(request: HttpRequest, job: str) -> HttpResponse:
+    row = queries.get_job(job)
+    context = {**_trials_context(request, row), **_progress_context(row)}
+    return render(request, "viewer/job.html", context)
+
+
+def job_progress(request: HttpRequest, job: str) -> HttpResponse:
+    row = queries.get_job(job)
+    return render(request, "viewer/_progress.html", _progress_context(row))
+
+
+def job_trials(request: HttpRequest, job: str) -> HttpResponse:
+    row = queries.get_job(job)
+    return render(request, "viewer/_trials.html", _trials_context(request, row))
+
+
+def job_grid(request: HttpRequest, job: str) -> HttpResponse:
+    row = queries.get_job(job)
+    return render(request, "viewer/_grid.html", {"job": row, "squares": queries.outcomes_grid(row)})
+
+
+def job_chart(request: HttpRequest, job: str) -> JsonResponse:
+    return JsonResponse(queries.utilization_series(queries.get_job(job)))
+
+
+def job_events(request: HttpRequest, job: str) -> JsonResponse:
+    """What a page missed while its socket was down: the events after its last sequence number."""
+    row = queries.get_job(job)
+    after = _int(request.GET.get("after"))
+    return JsonResponse(
+        {"job": row.name, "last_seq": row.last_seq, "events": queries.events_after(row, after)}
     )

@@ -173,7 +173,7 @@ def trial_fields(rows: Sequence[Mapping[str, Any]], job_live: bool) -> dict[str,
     best = best_of(rows)
     fields: dict[str, Any] = {"n_attempts": len(rows), "phase": ""}
     if running:
-        fields["phase"] = running[-1].get("phase") or "running"
+        fields["phase"] = running[-1].get("phase") or ""
     if best is None:
         fields.update(
             state="running" if running else ("waiting" if job_live else "not_run"),

@@ -48,6 +48,18 @@ class Pair:
             and self.b.reward is not None
         )
 
+    @property
+    def delta_reward(self) -> float | None:
+        return self.delta("reward")
+
+    @property
+    def delta_cost(self) -> float | None:
+        return self.delta("cost_usd")
+
+    @property
+    def delta_tokens(self) -> float | None:
+        return self.delta("total_tokens")
+
     def delta(self, attr: str) -> float | None:
         x = getattr(self.a, attr, None) if self.a else None
         y = getattr(self.b, attr, None) if self.b else None

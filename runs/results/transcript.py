@@ -304,6 +304,14 @@ class TranscriptPage:
     pages: int
     total: int
 
+    @property
+    def first(self) -> int:
+        return self.calls[0].number if self.calls else 0
+
+    @property
+    def last(self) -> int:
+        return self.calls[-1].number if self.calls else 0
+
 
 def transcript_page(path: Path, page: int = 1, per_page: int = PAGE) -> TranscriptPage:
     """Page `page` (1-based) of the calls; each shows what it added to the conversation."""
@@ -323,3 +331,55 @@ def transcript_page(path: Path, page: int = 1, per_page: int = PAGE) -> Transcri
             call, previous = _call(number + 1, _read_line(fh, offsets[number]), previous)
             calls.append(call)
     return TranscriptPage(calls, page, pages, total)
+
+
+@dataclass
+class LogEntry:
+    number: int
+    label: str  # the line's type and role
+    at: str
+    messages: list[Message]
+    unreadable: str = ""
+
+
+def _log_entry(number: int, line: Any) -> LogEntry:
+    """A session log line (Claude Code, Codex, OpenCode) as a labelled message: the fields these
+    logs share (type, role, message/payload, content) are read, anything else is shown as JSON."""
+    if not isinstance(line, dict):
+        return LogEntry(number, "?", "", [], unreadable="this line is not a JSON object")
+    body = line.get("message") or line.get("payload") or line.get("item") or line
+    body = body if isinstance(body, dict) else {"content": body}
+    kind = str(line.get("type") or body.get("type") or "")
+    role = str(body.get("role") or "")
+    label = " / ".join(x for x in (kind, role) if x) or "entry"
+    at = str(line.get("timestamp") or line.get("time") or "")
+    if "content" in body or "text" in body:
+        messages = _blocks(role or kind, body.get("content", body.get("text")))
+    elif body.get("type") in ("function_call", "function_call_output"):
+        messages = _chat_message(body)
+    else:
+        messages = [Message(role or kind, json.dumps(body, ensure_ascii=False))]
+    return LogEntry(number, label, at, [_cut(m) for m in messages])
+
+
+@dataclass
+class LogPage:
+    entries: list[LogEntry]
+    page: int
+    pages: int
+    total: int
+
+
+def log_page(path: Path, page: int = 1, per_page: int = 50) -> LogPage:
+    """Page `page` of a JSONL session log, each line as a readable entry."""
+    offsets = line_offsets(path)
+    total = len(offsets)
+    pages = max(1, -(-total // per_page))
+    page = min(max(1, page), pages)
+    first = (page - 1) * per_page
+    with open(path, "rb") as fh:
+        entries = [
+            _log_entry(n + 1, _read_line(fh, offsets[n]))
+            for n in range(first, min(first + per_page, total))
+        ]
+    return LogPage(entries, page, pages, total)

@@ -1,0 +1,29 @@
+// The job page's utilization chart: uPlot (vendored) over /jobs/<job>/chart.json, redrawn when a
+// trial finishes. Only glue here: uPlot draws.
+(function () {
+  "use strict";
+  var el = document.getElementById("chart");
+  if (!el || !window.uPlot) return;
+  var plot = null;
+  function draw() {
+    fetch(el.dataset.src, { headers: { Accept: "application/json" } })
+      .then(function (r) { return r.json(); })
+      .then(function (d) {
+        if (!d.x.length) { el.textContent = "No attempt has started yet."; plot = null; return; }
+        var data = [d.x, d.running, d.finished];
+        if (plot) { plot.setData(data); return; }
+        el.textContent = "";
+        plot = new uPlot({
+          width: Math.max(320, el.clientWidth), height: 180,
+          scales: { x: { time: false } },
+          axes: [{ label: "seconds since start", stroke: "#8b96a1", grid: { stroke: "#262c33" } },
+                 { stroke: "#8b96a1", grid: { stroke: "#262c33" } }],
+          series: [{}, { label: "running", stroke: "#7cb7ff", paths: uPlot.paths.stepped({ align: 1 }) },
+                   { label: "finished", stroke: "#5fd38a" }],
+        }, data, el);
+      })
+      .catch(function () {});
+  }
+  draw();
+  document.body.addEventListener("bench:finished", draw);
+})();

@@ -1,0 +1,36 @@
+"""Two jobs side by side, paired by trial, with the paired bootstrap interval and McNemar's test
+(the same computation as `bench results --compare`, over the index's trial rows)."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from runs.models import Job, Trial
+from runs.results.compare import Side
+from runs.results.compare import compare as compare_jobs
+from viewer import queries
+
+
+def _sides(job: Job) -> dict[str, Side]:
+    rows = Trial.objects.filter(job=job, state="done").order_by("position", "id")
+    return {
+        name: Side(reward, cost, tokens, outcome)
+        for name, reward, cost, tokens, outcome in rows.values_list(
+            "name", "reward", "cost_usd", "total_tokens", "outcome"
+        )
+        if outcome != "cancelled"
+    }
+
+
+def compare(request: HttpRequest) -> HttpResponse:
+    names = queries.job_list().values_list("name", flat=True)[:500]
+    context: dict[str, object] = {
+        "names": names,
+        "a": request.GET.get("a", ""),
+        "b": request.GET.get("b", ""),
+    }
+    if context["a"] and context["b"]:
+        job_a, job_b = queries.get_job(str(context["a"])), queries.get_job(str(context["b"]))
+        context.update(job_a=job_a, job_b=job_b, c=compare_jobs(_sides(job_a), _sides(job_b)))
+    return render(request, "viewer/compare.html", context)

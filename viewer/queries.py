@@ -1,0 +1,223 @@
+"""Read-side selectors of the dashboard: what each page shows, from the index (never a job folder,
+except the files of one attempt a page asks for)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.paginator import Page, Paginator
+from django.db.models import F, Q, QuerySet
+from django.http import Http404
+
+from runs import errors
+from runs.models import Attempt, Budget, Event, Job, Trial
+
+TRIALS_PER_PAGE = 50
+
+# ?sort= keys of the trials table -> the column (a '-' before the key sorts descending)
+TRIAL_SORTS = {
+    "task": "task_name",
+    "trial": "position",
+    "outcome": "outcome",
+    "reward": "reward",
+    "cost": "cost_usd",
+    "tokens": "total_tokens",
+    "turns": "n_turns",
+    "tools": "n_tool_calls",
+    "duration": "duration_s",
+    "error": "error_category",
+    "attempts": "n_attempts",
+}
+OUTCOME_FILTERS = {
+    "passed": Q(outcome="passed"),
+    "failed": Q(outcome="failed"),
+    "errored": Q(outcome__in=("errored", "verifier_errored", "interrupted")),
+    "unscored": Q(state="done", reward__isnull=True),
+    "running": Q(state="running"),
+    "waiting": Q(state="waiting"),
+    "not_run": Q(state="not_run"),
+}
+
+
+def view_roots() -> list[str]:
+    """The folders `bench view` was given (resolved); empty means every job in the index."""
+    raw = settings.BENCHFLOW_VIEW_ROOT
+    return [str(Path(p).resolve()) for p in raw.split(os.pathsep) if p] if raw else []
+
+
+def jobs_in_view() -> QuerySet[Job]:
+    roots = view_roots()
+    jobs = Job.objects.all()
+    if roots:
+        scope = Q()
+        for root in roots:
+            scope |= Q(path=root) | Q(path__startswith=root.rstrip("/") + "/")
+        jobs = jobs.filter(scope)
+    return jobs
+
+
+def job_list() -> QuerySet[Job]:
+    return jobs_in_view().order_by("-started_at", "-id").defer("settings", "summary")
+
+
+def get_job(name: str) -> Job:
+    """The job of that name in view (the newest one if several folders share it)."""
+    job = jobs_in_view().filter(name=name).order_by("-id").first()
+    if job is None:
+        raise Http404(f"no job {name!r} here")
+    return job
+
+
+def trials(job: Job, sort: str = "trial", show: str = "", q: str = "") -> QuerySet[Trial]:
+    rows = Trial.objects.filter(job=job)
+    if show in OUTCOME_FILTERS:
+        rows = rows.filter(OUTCOME_FILTERS[show])
+    if q:
+        rows = rows.filter(Q(name__icontains=q) | Q(error_category__icontains=q))
+    key = sort.lstrip("-")
+    column = TRIAL_SORTS.get(key, "position")
+    descending = sort.startswith("-")
+    # empty values last whichever way: unscored trials do not lead a sort by reward
+    order = F(column).desc(nulls_last=True) if descending else F(column).asc(nulls_last=True)
+    return rows.order_by(order, "position", "id")
+
+
+def trials_page(job: Job, sort: str, show: str, q: str, page: int) -> Page:
+    rows = trials(job, sort, show, q).only(
+        "name",
+        "task_name",
+        "state",
+        "outcome",
+        "reward",
+        "error_category",
+        "n_attempts",
+        "cost_usd",
+        "total_tokens",
+        "n_turns",
+        "n_tool_calls",
+        "duration_s",
+        "phase",
+        "position",
+    )
+    return Paginator(rows, TRIALS_PER_PAGE).get_page(page)
+
+
+@dataclass(frozen=True)
+class Square:
+    """One square of the outcomes grid."""
+
+    name: str
+    outcome: str
+    state: str
+    reward: float | None
+    cause: str  # why errored or unscored, with whose problem
+
+    @property
+    def shade(self) -> int:
+        """0-100: how blue the square is (its reward)."""
+        return round(100 * self.reward) if self.reward is not None else 0
+
+
+def cause_text(category: str) -> str:
+    cls = errors.lookup(category) if category else None
+    if cls is None:
+        return category
+    return f"{cls.cause} ({cls.fault} problem)"
+
+
+def outcomes_grid(job: Job) -> list[Square]:
+    rows = Trial.objects.filter(job=job).order_by("position", "id")
+    return [
+        Square(name, outcome, state, reward, cause_text(category))
+        for name, outcome, state, reward, category in rows.values_list(
+            "name", "outcome", "state", "reward", "error_category"
+        )
+    ]
+
+
+def running(job: Job) -> list[Trial]:
+    return list(Trial.objects.filter(job=job, state="running").order_by("position")[:50])
+
+
+def job_budgets(job: Job) -> list[Budget]:
+    return list(Budget.objects.filter(job=job, trial=None).order_by("measure"))
+
+
+def trial_budget_totals(job: Job) -> dict[str, Any]:
+    """Per-trial budgets over the job: how many trials had one, how many stopped at it."""
+    rows = Budget.objects.filter(job=job, trial__isnull=False)
+    return {
+        "trials": rows.values("trial").distinct().count(),
+        "stopped": rows.filter(stopped=True).values("trial").distinct().count(),
+    }
+
+
+def get_trial(job: Job, name: str) -> Trial:
+    """A trial named in a URL: one of this job's trials, nothing else."""
+    trial = Trial.objects.filter(job=job, name=name).first()
+    if trial is None:
+        raise Http404(f"no trial {name!r} in job {job.name}")
+    return trial
+
+
+def attempts(trial: Trial) -> list[Attempt]:
+    return list(Attempt.objects.filter(trial=trial).order_by("sort_at", "rollout_name"))
+
+
+def get_attempt(trial: Trial, rollout: str) -> Attempt:
+    attempt = Attempt.objects.filter(trial=trial, rollout_name=rollout).first()
+    if attempt is None:
+        raise Http404(f"no attempt {rollout!r} in trial {trial.name}")
+    return attempt
+
+
+def attempt_folder(job: Job, attempt: Attempt) -> Path:
+    """The attempt's folder: the job's path and a name the index holds (never a URL's text)."""
+    return Path(job.path) / attempt.rollout_name
+
+
+def events_after(job: Job, seq: int, limit: int = 500) -> list[dict[str, Any]]:
+    rows = Event.objects.filter(job=job, seq__gt=seq).order_by("seq")[:limit]
+    return [
+        {"seq": e.seq, "kind": e.kind, "trial": e.trial_name, "at": e.created_at.isoformat()}
+        for e in rows.only("seq", "kind", "trial_name", "created_at")
+    ]
+
+
+def utilization_series(job: Job) -> dict[str, list[Any]]:
+    """Trials running and finished over time, from the attempts' start and end times (seconds since
+    the job started), for the chart; and the runner's own utilization reports, when it made any."""
+    rows = Attempt.objects.filter(trial__job=job).values_list("started_at", "finished_at")
+    changes: list[tuple[float, int, int]] = []
+    origin = job.started_at.timestamp() if job.started_at else None
+    for started, finished in rows:
+        if started is None:
+            continue
+        origin = min(origin, started.timestamp()) if origin is not None else started.timestamp()
+        changes.append((started.timestamp(), 1, 0))
+        if finished is not None:
+            changes.append((finished.timestamp(), -1, 1))
+    changes.sort()
+    xs: list[float] = []
+    running_ys: list[int] = []
+    done_ys: list[int] = []
+    now_running = done = 0
+    for at, delta, finished_one in changes:
+        now_running += delta
+        done += finished_one
+        xs.append(round(at - (origin or at), 1))
+        running_ys.append(now_running)
+        done_ys.append(done)
+    reports = [
+        e.payload
+        for e in Event.objects.filter(
+            job=job, kind__in=("utilization", "utilization_reported")
+        ).only("payload")[:2000]
+        if isinstance(e.payload, Mapping)
+    ]
+    return {"x": xs, "running": running_ys, "finished": done_ys, "reports": reports}

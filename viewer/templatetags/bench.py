@@ -1,0 +1,68 @@
+"""Formatting for the dashboard's templates: durations, tokens, money, bar widths, shades."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode
+
+from django import template
+
+register = template.Library()
+
+
+@register.filter
+def dur(seconds: Any) -> str:
+    if not isinstance(seconds, int | float):
+        return "–"
+    s = int(round(seconds))
+    if s >= 3600:
+        return f"{s // 3600}h {s % 3600 // 60}m"
+    if s >= 60:
+        return f"{s // 60}m {s % 60}s"
+    return f"{seconds:.1f}s" if seconds < 10 else f"{s}s"
+
+
+@register.filter
+def num(value: Any) -> str:
+    if not isinstance(value, int | float):
+        return "–"
+    if isinstance(value, float) and not value.is_integer():
+        return f"{value:,.1f}"
+    return f"{int(value):,}"
+
+
+@register.filter
+def money(value: Any) -> str:
+    if not isinstance(value, int | float):
+        return "–"
+    return f"${value:,.4f}" if value < 1 else f"${value:,.2f}"
+
+
+@register.filter
+def reward(value: Any) -> str:
+    return "–" if not isinstance(value, int | float) else f"{value:.2f}"
+
+
+@register.filter
+def width(spent: Any, limit: Any) -> str:
+    """A bar's width class w0..w10 for spent of limit."""
+    if not isinstance(spent, int | float) or not isinstance(limit, int | float) or limit <= 0:
+        return "w0"
+    return f"w{min(10, max(0, round(10 * spent / limit)))}"
+
+
+@register.filter
+def shade(value: Any) -> str:
+    return f"r{round(10 * value)}" if isinstance(value, int | float) else ""
+
+
+@register.simple_tag(takes_context=True)
+def query(context: Any, **changes: Any) -> str:
+    """The current query string with some parameters changed (sort, filter, page links)."""
+    params = {k: v for k, v in context["request"].GET.items()}
+    for key, value in changes.items():
+        if value in (None, ""):
+            params.pop(key, None)
+        else:
+            params[key] = value
+    return "?" + urlencode(params) if params else "?"

@@ -1,0 +1,44 @@
+"""The dashboard's routes (namespace `viewer`). Names from a URL are looked up in the index: a
+job by name, a trial among that job's trials, an attempt among that trial's attempts."""
+
+from django.contrib.auth import views as auth_views
+from django.urls import path
+
+from viewer import compare_views, trial_views, views
+
+app_name = "viewer"
+
+urlpatterns = [
+    path("", views.jobs, name="jobs"),
+    path("jobs/", views.jobs, name="jobs-list"),
+    path("jobs/table/", views.jobs_table, name="jobs-table"),
+    path("compare/", compare_views.compare, name="compare"),
+    path(
+        "login/",
+        auth_views.LoginView.as_view(template_name="viewer/login.html"),
+        name="login",
+    ),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("jobs/<str:job>/", views.job_page, name="job"),
+    path("jobs/<str:job>/progress/", views.job_progress, name="job-progress"),
+    path("jobs/<str:job>/trials/", views.job_trials, name="job-trials"),
+    path("jobs/<str:job>/grid/", views.job_grid, name="job-grid"),
+    path("jobs/<str:job>/chart.json", views.job_chart, name="job-chart"),
+    path("jobs/<str:job>/events.json", views.job_events, name="job-events"),
+    path("jobs/<str:job>/<str:trial>/", trial_views.trial_page, name="trial"),
+    path(
+        "jobs/<str:job>/<str:trial>/<str:rollout>/transcript/",
+        trial_views.transcript,
+        name="transcript",
+    ),
+    path(
+        "jobs/<str:job>/<str:trial>/<str:rollout>/log/",
+        trial_views.jsonl_log,
+        name="jsonl-log",
+    ),
+    path(
+        "jobs/<str:job>/<str:trial>/<str:rollout>/files/<path:rel>",
+        trial_views.raw_file,
+        name="file",
+    ),
+]

@@ -1,0 +1,69 @@
+"""The server's own watch of the Event table, for the embedded default (SQLite, no Redis): a run
+in another process writes Event rows; this finds the new ones (one indexed query every
+BENCHFLOW_WATCH_S, 0.1 s by default) and sends their hints to the job's group and the list's.
+
+With BENCHFLOW_REDIS_URL the writers publish the hints themselves through channels_redis, and the
+watch does not run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from channels.db import database_sync_to_async
+from django.conf import settings
+
+from runs.index.live import JOBS_GROUP, hint, job_group
+from runs.models import Event
+
+log = logging.getLogger(__name__)
+BATCH = 500
+
+
+class _State:
+    task: asyncio.Task[None] | None = None
+    loop: asyncio.AbstractEventLoop | None = None
+
+
+_state = _State()
+
+
+def ensure_started(layer: Any) -> None:
+    """Start the watch in this server's loop, once (a consumer calls this as it connects)."""
+    if getattr(settings, "REDIS_URL", ""):
+        return
+    loop = asyncio.get_running_loop()
+    if _state.task is None or _state.task.done() or _state.loop is not loop:
+        _state.loop = loop
+        _state.task = loop.create_task(_watch(layer), name="bench-event-watch")
+
+
+def _last_id() -> int:
+    last = Event.objects.order_by("-id").values_list("id", flat=True).first()
+    return last or 0
+
+
+def _after(last: int) -> list[tuple[int, int, int, str, str]]:
+    return list(
+        Event.objects.filter(id__gt=last)
+        .order_by("id")
+        .values_list("id", "job_id", "seq", "kind", "trial_name")[:BATCH]
+    )
+
+
+async def _watch(layer: Any) -> None:
+    last = await database_sync_to_async(_last_id)()
+    while True:
+        await asyncio.sleep(settings.BENCHFLOW_WATCH_S)
+        try:
+            rows = await database_sync_to_async(_after)(last)
+        except Exception as exc:  # noqa: BLE001 - a locked or moved database: try again next tick
+            log.warning("event watch: %s", exc)
+            continue
+        for event_id, job_id, seq, kind, trial in rows:
+            message = hint(job_id, seq, kind, trial)
+            await layer.group_send(job_group(job_id), message)
+            await layer.group_send(JOBS_GROUP, message)
+            last = event_id
