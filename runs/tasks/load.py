@@ -162,6 +162,18 @@ def load_task(path: Path) -> Task:
         msg = "missing: no environment/Dockerfile and no docker_image"
         fix = "create environment/Dockerfile (FROM python:3.12-slim, WORKDIR /app) or set docker_image"
         c.add("", msg, fix, env_dir / "Dockerfile")
+    for name in ("docker-compose.yaml",):  # Harbor's name; a .yml there is the task's content
+        if (env_dir / name).is_file():
+            # never ignored: its sidecars, networks (an internal one air-gaps the task), volumes
+            # and env would silently be missing, and an air-gapped task would run online
+            msg = (
+                "multi-container tasks are not run by this runner yet: the services, networks "
+                "(internal ones air-gap the task), volumes and env of this compose file would be "
+                "missing, so the task would not run as written"
+            )
+            fix = "run it with Harbor (`harbor run`), or leave it out with --exclude " + root.name
+            c.add("", msg, fix, env_dir / name)
+            break
     if not shared_test and not steps:
         fix = f"create {tests_dir.name}/test.sh writing a number to /logs/verifier/reward.txt"
         c.add("", "missing: the verifier entrypoint does not exist", fix, tests_dir / "test.sh")

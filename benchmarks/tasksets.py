@@ -1,0 +1,100 @@
+"""Figures for a public Harbor-format task set: the share `bench tasks check` accepts unchanged,
+and of the tasks whose images can be had here, the share the oracle passes (each other listed
+with its cause).
+
+    .venv/bin/python benchmarks/tasksets.py TASKS [--oracle] [--jobs-dir DIR] [-j N]
+
+TASKS is a folder of task folders brought here unchanged (the method is in benchmarks/README.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+# What marks a problem as the machine's (an image it cannot have), not the task config's.
+IMAGE_MARKS = ("not present locally", "no image registry is reachable")
+
+
+def check(root: Path) -> list[dict]:
+    from runs.sandboxes.docker import connect
+    from runs.tasks.check import check_tasks
+
+    rows = []
+    for report in check_tasks(root, connect()):
+        image = [p for p in report.problems if any(m in p for m in IMAGE_MARKS)]
+        config = [p for p in report.problems if p not in image]
+        rows.append(
+            {
+                "task": report.path.name,
+                "config_problems": config,
+                "image_problems": image,
+                "warnings": report.warnings,
+                "has_solution": not any("no solution/" in n for n in report.notes),
+            }
+        )
+    return rows
+
+
+def oracle(root: Path, names: list[str], jobs: Path, concurrency: int) -> list[dict]:
+    args = [sys.executable, "-m", "benchflow_site.cli", "run", str(root), "-a", "oracle"]
+    for name in names:
+        args += ["-i", name]
+    args += ["-j", str(concurrency), "--jobs-dir", str(jobs), "--fresh", "--quiet"]
+    subprocess.run(args, cwd=REPO, check=False)
+    job = max(p for p in jobs.iterdir() if p.is_dir())
+    out = []
+    for path in sorted(job.glob("*/result.json")):
+        result = json.loads(path.read_text())
+        reward = (result.get("rewards") or {}).get("reward")
+        cause = result.get("error") or result.get("verifier_error") or ""
+        out.append({"task": result["task_name"], "reward": reward, "cause": cause[:300]})
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("tasks", type=Path)
+    parser.add_argument("--oracle", action="store_true", help="run the oracle on the buildable")
+    parser.add_argument("--jobs-dir", type=Path, default=Path("/tmp/tasksets-jobs"))
+    parser.add_argument("-j", type=int, default=2)
+    args = parser.parse_args()
+    rows = check(args.tasks)
+    n = len(rows)
+    accepted = [r for r in rows if not r["config_problems"]]
+    buildable = [r for r in accepted if not r["image_problems"]]
+    print(f"tasks: {n}")
+    print(f"config accepted unchanged by bench tasks check: {len(accepted)}/{n}")
+    for r in rows:
+        for p in r["config_problems"]:
+            print(f"  refused {r['task']}: {p[:300]}")
+    missing = Counter(p.split(": FROM: ")[-1][:90] for r in accepted for p in r["image_problems"])
+    print(f"images can be had here: {len(buildable)}/{len(accepted)}")
+    for text, count in missing.most_common(5):
+        print(f"  {count} x {text}")
+    warned = Counter(w.split(": ", 2)[1] for r in rows for w in r["warnings"])
+    print(f"warnings: {dict(warned)}")
+    if args.oracle:
+        runnable = [r["task"] for r in buildable if r["has_solution"]]
+        if not runnable:
+            print("oracle: no task with a solution has its images here")
+            return 0
+        args.jobs_dir.mkdir(parents=True, exist_ok=True)
+        results = oracle(args.tasks, runnable, args.jobs_dir, args.j)
+        passed = [r for r in results if r["reward"] == 1.0]
+        print(f"oracle passed: {len(passed)}/{len(results)}")
+        for r in results:
+            if r["reward"] != 1.0:
+                print(f"  {r['task']}: reward {r['reward']}: {r['cause']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
