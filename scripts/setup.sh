@@ -42,6 +42,9 @@ fi
 packages=()
 command -v debootstrap >/dev/null 2>&1 || packages+=(debootstrap)
 command -v npm >/dev/null 2>&1 || packages+=(npm)  # fetches the agent CLIs (claude, opencode, codex)
+# the dashboard's browser tests: Debian's chromium, driven by the playwright Python package (its
+# own browser download is never used: no such host is reachable)
+command -v chromium >/dev/null 2>&1 || packages+=(chromium)
 python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || packages+=(python3-venv)
 apt_log=/var/log/benchflow-setup-apt.log
 if [ "${#packages[@]}" -gt 0 ]; then
