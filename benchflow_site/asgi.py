@@ -16,12 +16,13 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
+from viewer.fragments import StoredFragments  # noqa: E402
 from viewer.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         # the vendored files under static/, served by Django's finders (no collectstatic step)
-        "http": ASGIStaticFilesHandler(django_asgi_app),
+        "http": StoredFragments(ASGIStaticFilesHandler(django_asgi_app)),
         "websocket": AllowedHostsOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),

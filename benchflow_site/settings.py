@@ -67,19 +67,20 @@ INSTALLED_APPS = [
     "proxy",
 ]
 
+# Django's own middleware, declared sync-only (benchflow_site/middleware.py says why).
 MIDDLEWARE = [
-    "django.middleware.security.SecurityMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "benchflow_site.middleware.Security",
+    "benchflow_site.middleware.Sessions",
+    "benchflow_site.middleware.Common",
+    "benchflow_site.middleware.Csrf",
+    "benchflow_site.middleware.Authentication",
+    "benchflow_site.middleware.XFrameOptions",
 ]
 # `bench serve` (a team's dashboard) asks every visitor to log in; `bench view` (one person, on
 # loopback) does not.
 LOGIN_REQUIRED = os.environ.get("BENCHFLOW_LOGIN_REQUIRED", "") == "1"
 if LOGIN_REQUIRED:
-    MIDDLEWARE.append("django.contrib.auth.middleware.LoginRequiredMiddleware")
+    MIDDLEWARE.append("benchflow_site.middleware.LoginRequired")
 LOGIN_URL = "viewer:login"
 LOGIN_REDIRECT_URL = "viewer:jobs"
 
@@ -126,6 +127,8 @@ else:
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": os.environ.get("BENCHFLOW_DB", str(STATE_DIR / "benchflow.sqlite3")),
+            # kept open between requests: opening one (and its PRAGMAs) cost more than a page
+            "CONN_MAX_AGE": 60,
             "OPTIONS": {
                 "timeout": 30,
                 "transaction_mode": "IMMEDIATE",
@@ -155,8 +158,9 @@ CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
 # The job folders `bench view` shows (os.pathsep-separated; each a job or a jobs folder); empty:
 # every job in the index (`bench serve`).
 BENCHFLOW_VIEW_ROOT = os.environ.get("BENCHFLOW_VIEW_ROOT", "")
-# How often the server looks for new Event rows when there is no Redis to bring them (seconds).
-BENCHFLOW_WATCH_S = float(os.environ.get("BENCHFLOW_WATCH_S", "0.1"))
+# How often the server looks for new Event rows when there is no Redis to bring them (seconds;
+# one indexed query each time).
+BENCHFLOW_WATCH_S = float(os.environ.get("BENCHFLOW_WATCH_S", "0.05"))
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]

@@ -5,7 +5,21 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
+from runs.models import Event, Job
 from viewer import queries
+from viewer.fragments import once_per_seq
+
+
+def _job_seq(request: HttpRequest, kwargs: dict[str, object]) -> tuple[int, int]:
+    """A job's identity and state: its last event's sequence number."""
+    row = queries.jobs_in_view().filter(name=kwargs["job"]).order_by("-id")
+    return row.values_list("id", "last_seq").first() or (0, 0)
+
+
+def _all_seq(request: HttpRequest, kwargs: dict[str, object]) -> tuple[int, int]:
+    """Every job's state at once: the newest event, and how many jobs there are."""
+    last = Event.objects.order_by("-id").values_list("id", flat=True).first() or 0
+    return last, Job.objects.count()
 
 
 def _int(value: str | None, default: int = 0) -> int:
@@ -19,6 +33,7 @@ def jobs(request: HttpRequest) -> HttpResponse:
     return render(request, "viewer/jobs.html", {"jobs": queries.job_list()[:200]})
 
 
+@once_per_seq(_all_seq)
 def jobs_table(request: HttpRequest) -> HttpResponse:
     return render(request, "viewer/_jobs_table.html", {"jobs": queries.job_list()[:200]})
 
@@ -55,16 +70,19 @@ def job_page(request: HttpRequest, job: str) -> HttpResponse:
     return render(request, "viewer/job.html", context)
 
 
+@once_per_seq(_job_seq)
 def job_progress(request: HttpRequest, job: str) -> HttpResponse:
     row = queries.get_job(job)
     return render(request, "viewer/_progress.html", _progress_context(row))
 
 
+@once_per_seq(_job_seq)
 def job_trials(request: HttpRequest, job: str) -> HttpResponse:
     row = queries.get_job(job)
     return render(request, "viewer/_trials.html", _trials_context(request, row))
 
 
+@once_per_seq(_job_seq)
 def job_grid(request: HttpRequest, job: str) -> HttpResponse:
     row = queries.get_job(job)
     return render(request, "viewer/_grid.html", {"job": row, "squares": queries.outcomes_grid(row)})

@@ -1,6 +1,6 @@
 """The server's own watch of the Event table, for the embedded default (SQLite, no Redis): a run
 in another process writes Event rows; this finds the new ones (one indexed query every
-BENCHFLOW_WATCH_S, 0.1 s by default) and sends their hints to the job's group and the list's.
+BENCHFLOW_WATCH_S, 0.05 s by default) and sends their hints to the job's group and the list's.
 
 With BENCHFLOW_REDIS_URL the writers publish the hints themselves through channels_redis, and the
 watch does not run.

@@ -12,6 +12,7 @@
   var badge = document.getElementById("live");
   var delay = 500;
   var pending = {};
+  var lastSeq = 0; // of the last hint: the job's (job page) or the newest event's (jobs list)
 
   // Hints arrive in bursts: one refresh per kind of change every 50 ms, and never one lost
   // (a hint after a refresh was sent schedules the next).
@@ -56,6 +57,7 @@
     ws.onmessage = function (m) {
       var h = JSON.parse(m.data);
       if (eventsUrl && h.seq) seq = Math.max(seq, h.seq);
+      lastSeq = eventsUrl ? seq : 0;
       changed(h.kind, h.trial || "");
     };
     ws.onclose = function () {
@@ -64,5 +66,10 @@
       delay = Math.min(delay * 2, 10000);
     };
   }
+  // Tell the server which state a fragment request is for: fifty pages asking after one hint
+  // share one render (viewer/fragments.py).
+  body.addEventListener("htmx:configRequest", function (e) {
+    if (lastSeq) e.detail.headers["X-Bench-Seq"] = String(lastSeq);
+  });
   open(true);
 })();
