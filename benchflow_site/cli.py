@@ -6,199 +6,13 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
-from benchflow_site import __version__
-from runs.trials.idle import DEFAULT_IDLE_TIMEOUT_S, parse_idle_timeout
+from benchflow_site import __version__, compare_cli, index_cli, regrade_cli, serve_cli
+from benchflow_site.django_setup import setup_django
+from runs import spec as run_spec
+from runs.problems import UserError
 
 USAGE_ERROR = 2
-
-
-class UsageError(Exception):
-    """A user mistake found before anything was created: printed, exit 2."""
-
-
-def _setup_django() -> None:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchflow_site.settings")
-    import django
-
-    django.setup()
-    from django.db import connection
-    from django.db.migrations.executor import MigrationExecutor
-
-    executor = MigrationExecutor(connection)
-    if executor.migration_plan(executor.loader.graph.leaf_nodes()):
-        from django.core.management import call_command
-
-        call_command("migrate", verbosity=0, interactive=False)
-
-
-def _env_pair(text: str) -> tuple[str, str]:
-    if "=" not in text or text.startswith("="):
-        raise argparse.ArgumentTypeError(f"--agent-env takes KEY=VALUE, got {text!r}")
-    key, value = text.split("=", 1)
-    return key, value
-
-
-def _int_at_least(minimum: int):
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be {minimum} or more, got {value}")
-        return value
-
-    return parse
-
-
-positive_int = _int_at_least(1)
-_non_negative_int = _int_at_least(0)
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
-    return value
-
-
-def _idle_timeout(text: str) -> float | None:
-    try:
-        return parse_idle_timeout(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"expected seconds, 0 or none, got {text!r}") from exc
-
-
-def add_run_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "tasks", type=Path, help="a task folder, a folder of tasks, or a folder holding tasks/"
-    )
-    p.add_argument(
-        "-a",
-        "--agent",
-        default="claude",
-        help="oracle, nop, script:PATH, claude (or claude-code, claude-agent-acp), opencode, "
-        "codex (or codex-acp) (default: claude)",
-    )
-    p.add_argument(
-        "-m",
-        "--model",
-        help="PROVIDER/MODEL (mock/oracle, deepseek/deepseek-v4-flash, ...), or a Claude alias (sonnet, "
-        "opus, haiku, claude-*): Anthropic when ANTHROPIC_API_KEY is set, else -a claude uses this "
-        "machine's Claude login",
-    )
-    p.add_argument(
-        "-j",
-        "--concurrency",
-        type=positive_int,
-        default=4,
-        help="trials running at once (default 4)",
-    )
-    p.add_argument(
-        "--warm-pool",
-        type=_non_negative_int,
-        default=1,
-        metavar="N",
-        help="sandboxes prepared ahead of their turn (default 1; at most -j minus 1, so none at -j 1)",
-    )
-    p.add_argument(
-        "--trials",
-        type=positive_int,
-        default=1,
-        metavar="N",
-        help="repeats of each task; repeats run one after another, each -j at a time",
-    )
-    p.add_argument(
-        "-i",
-        "--include",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="only these tasks (names or globs; repeat)",
-    )
-    p.add_argument(
-        "--exclude",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="skip these tasks (names or globs; repeat)",
-    )
-    p.add_argument(
-        "--jobs-dir", type=Path, default=Path("jobs"), help="where job folders go (default: jobs)"
-    )
-    p.add_argument("--job", metavar="NAME", help="name the job; resume it if it exists")
-    p.add_argument("--fresh", action="store_true", help="always start a new job")
-    p.add_argument(
-        "--agent-env",
-        "--ae",
-        action="append",
-        type=_env_pair,
-        default=[],
-        metavar="KEY=VALUE",
-        help="environment for the agent (repeat); secret-looking values are never recorded",
-    )
-    p.add_argument(
-        "--retry-attempts",
-        type=_non_negative_int,
-        default=2,
-        metavar="N",
-        help="extra attempts for a trial that failed for a retryable reason (default 2; 0: off)",
-    )
-    p.add_argument(
-        "--agent-idle-timeout",
-        type=_idle_timeout,
-        default=DEFAULT_IDLE_TIMEOUT_S,
-        metavar="S",
-        help="stop an agent (claude, opencode, codex) that prints nothing and calls no model for S "
-        "seconds, 3x as long while a tool call or model call of its is pending; the trial is "
-        "graded on what it left and retried as idle_timeout (default 600; 0 or none: off)",
-    )
-    p.add_argument(
-        "--save-outputs",
-        "--freeze-workspace",
-        dest="save_outputs",
-        action="store_true",
-        help="keep each trial's final workspace (with a manifest) so bench regrade can rescore it",
-    )
-    p.add_argument("--quiet", action="store_true", help="no live display and no progress lines")
-    p.add_argument(
-        "--max-cost-usd",
-        type=_positive_float,
-        metavar="USD",
-        help="job cap: dollars (needs a priced model)",
-    )
-    p.add_argument(
-        "--max-tokens",
-        type=positive_int,
-        metavar="N",
-        help="job cap: total tokens of finished trials",
-    )
-    p.add_argument(
-        "--max-sandbox-seconds",
-        type=_positive_float,
-        metavar="S",
-        help="job cap: trial wall-clock seconds",
-    )
-    p.add_argument(
-        "--max-rollouts",
-        type=positive_int,
-        metavar="N",
-        help="job cap: rollouts started, retries included",
-    )
-    p.add_argument(
-        "--token-budget", type=positive_int, metavar="N", help="per-trial budget: tokens"
-    )
-    p.add_argument(
-        "--turn-budget",
-        type=positive_int,
-        metavar="N",
-        help="per-trial budget: turns (model calls)",
-    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -213,17 +27,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="run an agent on a folder of tasks",
         description="Run an agent on a folder of tasks.",
     )
-    add_run_arguments(run)
+    run_spec.add_run_arguments(run)
 
     ev = sub.add_parser("eval", help="BenchFlow 0.8 spellings: eval run | eval resume")
     ev_sub = ev.add_subparsers(dest="eval_command", metavar="VERB")
-    add_run_arguments(ev_sub.add_parser("run", help="same as bench run"))
+    run_spec.add_run_arguments(ev_sub.add_parser("run", help="same as bench run"))
     resume = ev_sub.add_parser("resume", help="finish a job with its recorded settings")
     resume.add_argument("job", type=Path)
     resume.add_argument(
-        "--agent-env", "--ae", action="append", type=_env_pair, default=[], metavar="KEY=VALUE"
+        "--agent-env",
+        "--ae",
+        action="append",
+        type=run_spec.argparse_type(run_spec.env_pair),
+        default=[],
+        metavar="KEY=VALUE",
     )
-    resume.add_argument("-j", "--concurrency", type=positive_int)
+    resume.add_argument("-j", "--concurrency", type=run_spec.argparse_type(run_spec.positive_int))
     resume.add_argument("--quiet", action="store_true")
 
     doctor = sub.add_parser(
@@ -257,12 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     explain = sub.add_parser("explain", help="explain an error class (bench explain trial_budget)")
     explain.add_argument("error_class", metavar="CLASS", nargs="?")
 
-    from benchflow_site import index_cli, regrade_cli
-
     regrade_cli.add_parser(sub)
     index_cli.add_parser(sub)
-
-    from benchflow_site import serve_cli
 
     serve_cli.add_parsers(sub)
 
@@ -289,8 +104,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="denominators and one row per trial of a job; --compare A B for two jobs",
     )
     results.add_argument("job", type=Path, nargs="?")
-    from benchflow_site import compare_cli
-
     compare_cli.add_arguments(results)
     results.add_argument("--attempts", choices=["best", "all"], default="best")
     fmt = results.add_mutually_exclusive_group()
@@ -299,40 +112,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _spec_from(args: argparse.Namespace) -> Any:
-    from runs.spec import RunSpec
-
-    return RunSpec(
-        tasks_dir=args.tasks,
-        agent=args.agent,
-        model=args.model,
-        concurrency=args.concurrency,
-        warm_pool=args.warm_pool,
-        trials=args.trials,
-        include=args.include,
-        exclude=args.exclude,
-        jobs_dir=args.jobs_dir,
-        job=args.job,
-        fresh=args.fresh,
-        agent_env=dict(args.agent_env),
-        retry_attempts=args.retry_attempts,
-        agent_idle_timeout=args.agent_idle_timeout,
-        save_outputs=args.save_outputs,
-        quiet=args.quiet,
-        max_cost_usd=args.max_cost_usd,
-        max_tokens=args.max_tokens,
-        max_sandbox_seconds=args.max_sandbox_seconds,
-        max_rollouts=args.max_rollouts,
-        token_budget=args.token_budget,
-        turn_budget=args.turn_budget,
-    )
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     from benchflow_site.gateway import ProxyGateway
     from runs.jobs.preflight import prepare_run
 
-    return prepare_run(_spec_from(args), setup_django=_setup_django, gateway=ProxyGateway())
+    return prepare_run(run_spec.from_args(args), setup_django=setup_django, gateway=ProxyGateway())
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
@@ -344,7 +128,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
         dict(args.agent_env),
         args.concurrency,
         args.quiet,
-        setup_django=_setup_django,
+        setup_django=setup_django,
         gateway=ProxyGateway(),
     )
 
@@ -364,7 +148,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         return 0
     if errors.explained(args.error_class) is None:
         hints = errors.suggest(args.error_class)
-        raise UsageError(
+        raise UserError(
             f"unknown error class {args.error_class!r}"
             + (f"; did you mean '{hints[0]}'?" if hints else "")
             + " Run bench explain with no class to list them."
@@ -375,11 +159,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 def cmd_tasks(args: argparse.Namespace) -> int:
     from runs.sandboxes.engine import engine_running
-    from runs.tasks.check import check_tasks
+    from runs.task_check import check_tasks
     from runs.tasks.load import TaskError
 
     if args.tasks_command != "check":
-        raise UsageError("bench tasks needs a verb: bench tasks check TASKS")
+        raise UserError("bench tasks needs a verb: bench tasks check TASKS")
     client = None
     if engine_running():
         from runs.sandboxes.docker import connect
@@ -394,7 +178,7 @@ def cmd_tasks(args: argparse.Namespace) -> int:
         try:
             reports += check_tasks(root, client)
         except TaskError as exc:
-            raise UsageError("; ".join(str(p) for p in exc.problems)) from None
+            raise UserError("; ".join(str(p) for p in exc.problems)) from None
     for report in reports:
         print(f"{'ok  ' if report.ok else 'FAIL'} {report.path.name}")
         for line in report.problems:
@@ -414,22 +198,20 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 
 
 def cmd_results(args: argparse.Namespace) -> int:
-    from benchflow_site import compare_cli
-    from runs.results import load as results
+    from runs.results.load import load_job
+    from runs.results.render import render_results
 
     if args.compare:
         return compare_cli.run(args)
     if args.job is None:
-        raise UsageError("bench results needs a job folder (or --compare JOB_A JOB_B)")
+        raise UserError("bench results needs a job folder (or --compare JOB_A JOB_B)")
     if not (args.job / "evaluation.json").is_file() and not any(args.job.glob("*/result.json")):
-        raise UsageError(
+        raise UserError(
             f"{args.job} is not a job folder (no evaluation.json and no <task>__<id>/result.json in it)"
         )
-    job = results.load_job(args.job, attempts=args.attempts)
+    job = load_job(args.job, attempts=args.attempts)
     fmt = "json" if args.json else "csv" if args.csv else "table"
-    sys.stdout.write(
-        results.render_results(job, fmt=fmt, attempts=args.attempts).rstrip("\n") + "\n"
-    )
+    sys.stdout.write(render_results(job, fmt=fmt, attempts=args.attempts).rstrip("\n") + "\n")
     return 0
 
 
@@ -462,8 +244,6 @@ def _crash(exc: Exception) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    from benchflow_site import index_cli, regrade_cli, serve_cli
-
     handlers = {
         "index": index_cli.run,
         "run": cmd_run,
@@ -487,16 +267,11 @@ def main(argv: list[str] | None = None) -> int:
             parser.print_help()
             return USAGE_ERROR
         return handlers[args.command](args)
-    except UsageError as exc:
-        print(f"bench: {exc}", file=sys.stderr)
-        return USAGE_ERROR
-    except Exception as exc:
-        from runs.jobs.preflight import RunRefused
-
-        if not isinstance(exc, RunRefused):
-            return _crash(exc)
+    except UserError as exc:
         print(f"bench: {exc}", file=sys.stderr)
         return exc.exit_code
+    except Exception as exc:
+        return _crash(exc)
     except KeyboardInterrupt:
         return 130
 

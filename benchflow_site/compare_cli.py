@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from runs.problems import UserError
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
@@ -32,21 +34,14 @@ def run(args: argparse.Namespace) -> int:
     a, b = args.compare
     for job in (a, b):
         if not (job / "evaluation.json").is_file() and not any(job.glob("*/result.json")):
-            return _usage(
+            raise UserError(
                 f"{job} is not a job folder (no evaluation.json and no <task>__<id>/result.json in it)"
             )
     if args.csv:
-        return _usage("--compare prints a table or, with --json, a document; not CSV")
+        raise UserError("--compare prints a table or, with --json, a document; not CSV")
     result = compare(sides_from_job(load_job(a)), sides_from_job(load_job(b)))
     if args.json:
         print(json.dumps(comparison_document(result, str(a), str(b)), indent=2))
     else:
         sys.stdout.write(render_comparison(result, str(a), str(b)) + "\n")
     return 0
-
-
-def _usage(message: str) -> int:
-    """A user mistake: one line, exit 2 (as cli.UsageError, which `python -m` would make a
-    second class of)."""
-    print(f"bench: {message}", file=sys.stderr)
-    return 2

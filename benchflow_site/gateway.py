@@ -96,6 +96,12 @@ class ProxyGateway:
         except KeyError:
             return 0
 
+    def usage(self, attempt_id: str) -> Any:
+        try:
+            return self.server.registry.usage(attempt_id)
+        except KeyError:
+            return None
+
     def activity(self, attempt_id: str) -> tuple[int, int]:
         try:
             u = self.server.registry.usage(attempt_id)

@@ -7,6 +7,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from benchflow_site.django_setup import setup_django
+from runs.problems import UserError
+
 DESCRIPTION = """\
 Read job folders (the record) into the database index the dashboard reads: jobs, trials,
 attempts with their usage, budgets and timing. Safe to run again: rows are refreshed, never
@@ -28,13 +31,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from benchflow_site.cli import _setup_django
-
     path: Path = args.path
     if not path.is_dir():
-        print(f"bench: {path} is not a folder; pass a job folder or a jobs folder", file=sys.stderr)
-        return 2
-    _setup_django()
+        raise UserError(f"{path} is not a folder; pass a job folder or a jobs folder")
+    setup_django()
     from runs.index.folder import index_path
 
     reports = index_path(path, say=print)

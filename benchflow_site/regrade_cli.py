@@ -1,4 +1,4 @@
-"""`bench regrade JOB`: parse, call runs.regrade.regrade.regrade_job, print. Hooked into `bench` by cli.py."""
+"""`bench regrade JOB`: parse, call runs.regrade.regrade.regrade_job, print its events."""
 
 from __future__ import annotations
 
@@ -7,6 +7,10 @@ import json
 import sys
 from pathlib import Path
 from typing import Any
+
+from runs import events as ev
+from runs.regrade.report import regrade_line
+from runs.spec import argparse_type, positive_int
 
 DESCRIPTION = """\
 Score a job's saved work again with each task's CURRENT verifier, without running the agent.
@@ -45,12 +49,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--reason", metavar="TEXT", help="why you regrade; recorded in each regrade.json"
     )
-    from benchflow_site.cli import positive_int
-
     p.add_argument(
         "-j",
         "--concurrency",
-        type=positive_int,
+        type=argparse_type(positive_int),
         default=4,
         metavar="N",
         help="sandboxes verifying at once (default 4)",
@@ -76,23 +78,29 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def run(args: argparse.Namespace) -> int:
-    from runs.regrade.regrade import RegradeError, regrade_job
-
-    def quiet(_line: str) -> None:
-        pass
-
-    try:
-        report = regrade_job(
-            args.job,
-            tasks_dir=args.tasks_dir,
-            reason=args.reason,
-            concurrency=args.concurrency,
-            say=quiet if args.json else print,
+def _printed(event: ev.Event) -> None:
+    """The console lines of a regrade: its start, then one per trial as it ends."""
+    if isinstance(event, ev.RegradeStarted):
+        print(
+            f"Regrading {event.trials} trial(s) of {event.job_name} with the current verifiers "
+            f"(regrade {event.regrade_id}, concurrency={event.concurrency})"
         )
-    except RegradeError as exc:
-        print(f"bench: {exc}", file=sys.stderr)
-        return 2
+    elif isinstance(event, ev.Regraded):
+        print(regrade_line(event))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Exit codes: 0 regraded, 1 a sandbox run failed, 2 nothing could be regraded (a UserError
+    for no job folder reaches `bench`'s own exit-2 path)."""
+    from runs.regrade.regrade import regrade_job
+
+    report = regrade_job(
+        args.job,
+        tasks_dir=args.tasks_dir,
+        reason=args.reason,
+        concurrency=args.concurrency,
+        emit=(lambda _event: None) if args.json else _printed,
+    )
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     elif report.exit_code == 2:
@@ -100,22 +108,3 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(report.closing)
     return report.exit_code
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m benchflow_site.regrade_cli JOB ...`, until `bench regrade` is wired."""
-    parser = argparse.ArgumentParser(
-        prog="bench regrade",
-        description=DESCRIPTION,
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    add_arguments(parser)
-    try:
-        return run(parser.parse_args(argv))
-    except KeyboardInterrupt:
-        return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -7,11 +7,13 @@ import argparse
 import errno
 import os
 import socket
-import sys
 import threading
 import webbrowser
 from pathlib import Path
 from typing import Any
+
+from benchflow_site.django_setup import setup_django
+from runs.problems import UserError
 
 VIEW_DESCRIPTION = """\
 Serve the dashboard for job folders on 127.0.0.1 (loopback only) and open it in the browser:
@@ -73,11 +75,6 @@ def add_parsers(subparsers: Any) -> None:
         metavar="PATH",
         help="job folders or a jobs folder to index before serving (repeat)",
     )
-
-
-def _usage(message: str) -> int:
-    print(f"bench: {message}", file=sys.stderr)
-    return 2
 
 
 def free_port(host: str, port: int) -> int | str:
@@ -143,17 +140,15 @@ def run_view(args: argparse.Namespace) -> int:
     paths: list[Path] = args.paths or [Path("jobs")]
     for path in paths:
         if not path.is_dir():
-            return _usage(
+            raise UserError(
                 f"{path} is not a folder; pass a job folder, several, or a jobs folder "
                 "(bench run writes them into ./jobs)"
             )
     port = free_port("127.0.0.1", args.port)
     if isinstance(port, str):
-        return _usage(port)
+        raise UserError(port)
     os.environ["BENCHFLOW_VIEW_ROOT"] = os.pathsep.join(str(p.resolve()) for p in paths)
-    from benchflow_site.cli import _setup_django
-
-    _setup_django()
+    setup_django()
     _index(paths)
     from runs.index.folder import job_folders
 
@@ -171,15 +166,13 @@ def run_view(args: argparse.Namespace) -> int:
 def run_serve(args: argparse.Namespace) -> int:
     for path in args.index:
         if not path.is_dir():
-            return _usage(f"{path} is not a folder; --index takes a job folder or a jobs folder")
+            raise UserError(f"{path} is not a folder; --index takes a job folder or a jobs folder")
     port = free_port(args.host, args.port)
     if isinstance(port, str):
-        return _usage(port)
+        raise UserError(port)
     os.environ["BENCHFLOW_LOGIN_REQUIRED"] = "1"
     os.environ.pop("BENCHFLOW_VIEW_ROOT", None)
-    from benchflow_site.cli import _setup_django
-
-    _setup_django()
+    setup_django()
     _index(args.index)
     from django.contrib.auth import get_user_model
 

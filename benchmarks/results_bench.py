@@ -150,7 +150,8 @@ def make_job(path: str | os.PathLike[str], n_attempts: int, *, seed: int = 7) ->
 def measure(job_dir: str) -> dict[str, Any]:
     """One run, in this process: load the job, render the table, report seconds and peak RSS."""
     sys.path.insert(0, str(REPO))
-    from runs.results.load import load_job, render_results
+    from runs.results.load import load_job
+    from runs.results.render import render_results
 
     start, cpu = time.perf_counter(), time.process_time()
     job = load_job(job_dir)
@@ -177,7 +178,7 @@ def measure_plan(job_dir: str) -> dict[str, Any]:
     django.setup()
     from types import SimpleNamespace
 
-    from runs.jobs.run import plan_job
+    from runs.jobs.plan import plan_job
 
     settings = json.loads((Path(job_dir) / "evaluation.json").read_text())
     tasks = [SimpleNamespace(name=name, environment_dir=None) for name in settings["plan"]]

@@ -24,8 +24,9 @@ IMAGE_MARKS = ("not present locally", "no image registry is reachable")
 
 
 def check(root: Path) -> list[dict]:
-    from runs.sandboxes.docker import connect
     from runs.tasks.check import check_tasks
+
+    from runs.sandboxes.docker import connect
 
     rows = []
     for report in check_tasks(root, connect()):

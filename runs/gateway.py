@@ -48,6 +48,10 @@ class ModelGateway(Protocol):
     def in_flight(self, attempt_id: str) -> int:
         """Model requests of the attempt in flight now (0 for an unknown attempt)."""
 
+    def usage(self, attempt_id: str) -> Any:
+        """What the proxy has counted for a registered attempt so far (tokens, turns, cost), or
+        None for an unknown attempt."""
+
     def activity(self, attempt_id: str) -> tuple[int, int]:
         """(model calls of the attempt started, finished or refused so far, calls in flight now),
         for the idle watchdog; (0, 0) for an unknown attempt."""

@@ -14,6 +14,9 @@ from typing import Any
 
 JOB_NAME_FORMAT = "%Y-%m-%d__%H-%M-%S"
 LOCK_FILE = ".evaluation.lock"
+# In an attempt folder whose sandbox was prepared ahead (warm pool) and that has not started yet:
+# no attempt, no rollout (removed when it starts; the folder is removed if it never does).
+NOT_STARTED_MARK = ".not-started"
 
 
 def _strict(obj: Any) -> Any:

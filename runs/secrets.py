@@ -49,6 +49,22 @@ def secret_keys(env: dict[str, str]) -> list[str]:
     return sorted(k for k, v in env.items() if is_secret(k, v))
 
 
+# The variables that hold a model provider's key on this machine (each provider's in
+# proxy/providers.py is one of these; a test holds the two together), and a Claude login's: kept
+# out of every sandbox.
+MODEL_KEY_VARS = frozenset(
+    {
+        "ANTHROPIC_API_KEY",
+        "OPENAI_API_KEY",
+        "DEEPSEEK_API_KEY",
+        "XIAOMI_API_KEY",
+        "OPENROUTER_API_KEY",
+        "BENCHFLOW_PROVIDER_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "CLAUDE_CODE_OAUTH_TOKEN",
+    }
+)
+
 MIN_SECRET_LEN = 8  # shorter values ("1", "true") are not searched for: they would scar every file
 REDACTED = b"[REDACTED]"
 

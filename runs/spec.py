@@ -1,44 +1,288 @@
-"""RunSpec: one `bench run` validated, with secrets split off from what gets recorded."""
+"""RunSpec: one `bench run`'s settings, each declared once with its option, parser and record key.
+
+The command line (`add_run_arguments`), evaluation.json (`recorded` / `from_recorded`) and the
+dashboard's launch form all come from the declarations below; `value_problems` checks the values
+themselves (no files read), runs/jobs/preflight.py the tasks, agent and model they name.
+"""
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from runs import secrets
-from runs.trials.idle import DEFAULT_IDLE_TIMEOUT_S
+from runs.problems import Problem
 
-# Settings that must match for a plain rerun to resume a job (else a new job starts).
-RESUME_KEYS = ("agent", "model", "tasks_dir")
+DEFAULT_IDLE_TIMEOUT_S = 600.0
+BUDGET = "budget"  # evaluation.json keeps the job caps together under this key
+
+
+# --- parsers: text (a flag's or a form's) to a value, ValueError with the reason --------------
+
+
+def _int_at_least(minimum: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise ValueError(f"expected a whole number, got {text!r}") from None
+        if value < minimum:
+            raise ValueError(f"must be {minimum} or more, got {value}")
+        return value
+
+    return parse
+
+
+positive_int = _int_at_least(1)
+non_negative_int = _int_at_least(0)
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"expected a number, got {text!r}") from None
+    if not value > 0:
+        raise ValueError(f"must be more than 0, got {text}")
+    return value
+
+
+def idle_timeout(text: str) -> float | None:
+    """--agent-idle-timeout: seconds; 0 or none turns the watchdog off (None)."""
+    if text.strip().lower() in ("none", "off"):
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"expected seconds, 0 or none, got {text!r}") from None
+    if value == 0:
+        return None
+    if not value > 0:
+        raise ValueError(f"expected seconds, 0 or none, got {text!r}")
+    return value
+
+
+def env_pair(text: str) -> tuple[str, str]:
+    if "=" not in text or text.startswith("="):
+        raise ValueError(f"--agent-env takes KEY=VALUE, got {text!r}")
+    key, value = text.split("=", 1)
+    return key, value
+
+
+def argparse_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """argparse shows an ArgumentTypeError's own text (a ValueError's is replaced)."""
+
+    def adapted(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    adapted.__name__ = getattr(parse, "__name__", "value")
+    return adapted
+
+
+# --- the declarations --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Option:
+    """How one RunSpec field is given and kept."""
+
+    flags: tuple[str, ...]  # ("-j", "--concurrency"); () for the positional TASKS
+    help: str
+    parse: Callable[[str], Any] | None = None
+    metavar: str | None = None
+    kind: str = (
+        "value"  # value | flag (store_true) | list (repeatable) | env (repeatable KEY=VALUE)
+    )
+    record: str | None = None  # evaluation.json key; "budget.<name>" inside the budget block
+    user_set: bool = True  # a setting a user chooses by hand (the launch form shows it)
+
+    @property
+    def name(self) -> str:
+        """How messages name it: its flags as argparse shows them (`-j/--concurrency`)."""
+        return "/".join(self.flags) or "TASKS"
+
+
+def option(default: Any = dataclasses.MISSING, **kwargs: Any) -> Any:
+    factory = {"list": list, "env": dict}.get(kwargs.get("kind", "value"))
+    meta = {"option": Option(**kwargs)}
+    if factory is not None:
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
 
 
 @dataclass
 class RunSpec:
-    tasks_dir: Path
-    agent: str = "claude"
-    model: str | None = None
-    concurrency: int = 4
-    warm_pool: int = 1
-    trials: int = 1
-    include: list[str] = field(default_factory=list)
-    exclude: list[str] = field(default_factory=list)
-    jobs_dir: Path = Path("jobs")
-    job: str | None = None
-    fresh: bool = False
-    agent_env: dict[str, str] = field(default_factory=dict)
-    retry_attempts: int = 2
-    agent_idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT_S  # None: no idle watchdog
-    save_outputs: bool = False
-    quiet: bool = False
-    max_cost_usd: float | None = None
-    max_tokens: int | None = None
-    max_sandbox_seconds: float | None = None
-    max_rollouts: int | None = None
-    token_budget: int | None = None
-    turn_budget: int | None = None
+    tasks_dir: Path = option(
+        flags=(),
+        help="a task folder, a folder of tasks, or a folder holding tasks/",
+        parse=Path,
+        metavar="tasks",
+        record="tasks_dir",
+    )
+    agent: str = option(
+        "claude",
+        flags=("-a", "--agent"),
+        help="oracle, nop, script:PATH, claude (or claude-code, claude-agent-acp), opencode, "
+        "codex (or codex-acp) (default: claude)",
+        record="agent",
+    )
+    model: str | None = option(
+        None,
+        flags=("-m", "--model"),
+        help="PROVIDER/MODEL (mock/oracle, deepseek/deepseek-v4-flash, ...), or a Claude alias (sonnet, "
+        "opus, haiku, claude-*): Anthropic when ANTHROPIC_API_KEY is set, else -a claude uses this "
+        "machine's Claude login",
+        record="model",
+    )
+    concurrency: int = option(
+        4,
+        flags=("-j", "--concurrency"),
+        help="trials running at once (default 4)",
+        parse=positive_int,
+        record="concurrency",
+    )
+    warm_pool: int = option(
+        1,
+        flags=("--warm-pool",),
+        help="sandboxes prepared ahead of their turn (default 1; at most -j minus 1, so none at -j 1)",
+        parse=non_negative_int,
+        metavar="N",
+        record="warm_pool",
+    )
+    trials: int = option(
+        1,
+        flags=("--trials",),
+        help="repeats of each task; repeats run one after another, each -j at a time",
+        parse=positive_int,
+        metavar="N",
+        record="trials",
+    )
+    include: list[str] = option(
+        flags=("-i", "--include"),
+        help="only these tasks (names or globs; repeat)",
+        metavar="NAME",
+        kind="list",
+        record="include",
+    )
+    exclude: list[str] = option(
+        flags=("--exclude",),
+        help="skip these tasks (names or globs; repeat)",
+        metavar="NAME",
+        kind="list",
+        record="exclude",
+    )
+    jobs_dir: Path = option(
+        Path("jobs"),
+        flags=("--jobs-dir",),
+        help="where job folders go (default: jobs)",
+        parse=Path,
+    )
+    job: str | None = option(
+        None, flags=("--job",), help="name the job; resume it if it exists", metavar="NAME"
+    )
+    fresh: bool = option(
+        False, flags=("--fresh",), help="always start a new job", kind="flag", user_set=False
+    )
+    agent_env: dict[str, str] = option(
+        flags=("--agent-env", "--ae"),
+        help="environment for the agent (repeat); secret-looking values are never recorded",
+        parse=env_pair,
+        metavar="KEY=VALUE",
+        kind="env",
+        record="agent_env",
+    )
+    retry_attempts: int = option(
+        2,
+        flags=("--retry-attempts",),
+        help="extra attempts for a trial that failed for a retryable reason (default 2; 0: off)",
+        parse=non_negative_int,
+        metavar="N",
+        record="retry_attempts",
+    )
+    agent_idle_timeout: float | None = option(
+        DEFAULT_IDLE_TIMEOUT_S,
+        flags=("--agent-idle-timeout",),
+        help="stop an agent (claude, opencode, codex) that prints nothing and calls no model for S "
+        "seconds, 3x as long while a tool call or model call of its is pending; the trial is "
+        "graded on what it left and retried as idle_timeout (default 600; 0 or none: off)",
+        parse=idle_timeout,
+        metavar="S",
+        record="agent_idle_timeout_sec",
+    )
+    save_outputs: bool = option(
+        False,
+        flags=("--save-outputs", "--freeze-workspace"),
+        help="keep each trial's final workspace (with a manifest) so bench regrade can rescore it",
+        kind="flag",
+        record="save_outputs",
+    )
+    quiet: bool = option(
+        False,
+        flags=("--quiet",),
+        help="no live display and no progress lines",
+        kind="flag",
+        user_set=False,
+    )
+    max_cost_usd: float | None = option(
+        None,
+        flags=("--max-cost-usd",),
+        help="job cap: dollars (needs a priced model)",
+        parse=positive_float,
+        metavar="USD",
+        record="budget.max_cost_usd",
+    )
+    max_tokens: int | None = option(
+        None,
+        flags=("--max-tokens",),
+        help="job cap: total tokens of finished trials",
+        parse=positive_int,
+        metavar="N",
+        record="budget.max_tokens",
+    )
+    max_sandbox_seconds: float | None = option(
+        None,
+        flags=("--max-sandbox-seconds",),
+        help="job cap: trial wall-clock seconds",
+        parse=positive_float,
+        metavar="S",
+        record="budget.max_sandbox_seconds",
+    )
+    max_rollouts: int | None = option(
+        None,
+        flags=("--max-rollouts",),
+        help="job cap: rollouts started, retries included",
+        parse=positive_int,
+        metavar="N",
+        record="budget.max_rollouts",
+    )
+    token_budget: int | None = option(
+        None,
+        flags=("--token-budget",),
+        help="per-trial budget: tokens",
+        parse=positive_int,
+        metavar="N",
+        record="token_budget",
+    )
+    turn_budget: int | None = option(
+        None,
+        flags=("--turn-budget",),
+        help="per-trial budget: turns (model calls)",
+        parse=positive_int,
+        metavar="N",
+        record="turn_budget",
+    )
+
+    # --- derived ------------------------------------------------------------------------------
 
     def budget_caps(self) -> dict[str, Any]:
+        """The job caps, by their evaluation.json names (BenchFlow's summary.json order)."""
         return {
             "max_cost_usd": self.max_cost_usd,
             "max_sandbox_seconds": self.max_sandbox_seconds,
@@ -51,51 +295,138 @@ class RunSpec:
 
     def recorded(self) -> dict[str, Any]:
         """The settings as evaluation.json keeps them: secret --agent-env values never recorded."""
-        return {
-            "tasks_dir": str(self.tasks_dir),
-            "agent": self.agent,
-            "model": self.model,
-            "concurrency": self.concurrency,
-            "warm_pool": self.warm_pool,
-            "trials": self.trials,
-            "include": list(self.include),
-            "exclude": list(self.exclude),
-            "agent_env": secrets.public_env(self.agent_env),
-            "agent_env_keys": sorted(self.agent_env),
-            "agent_env_secret_keys": secrets.secret_keys(self.agent_env),
-            "retry_attempts": self.retry_attempts,
-            "agent_idle_timeout_sec": self.agent_idle_timeout,
-            "save_outputs": self.save_outputs,
-            "budget": self.budget_caps(),
-            "token_budget": self.token_budget,
-            "turn_budget": self.turn_budget,
-            "environment": "docker",
-        }
+        data: dict[str, Any] = {}
+        for f, opt in options():
+            if opt.record is None:
+                continue
+            value = getattr(self, f.name)
+            if opt.record.startswith(f"{BUDGET}."):
+                data[BUDGET] = self.budget_caps()
+            elif opt.kind == "env":
+                data["agent_env"] = secrets.public_env(value)
+                data["agent_env_keys"] = sorted(value)
+                data["agent_env_secret_keys"] = secrets.secret_keys(value)
+            else:
+                data[opt.record] = str(value) if isinstance(value, Path) else _copy(value)
+        data["environment"] = "docker"
+        return data
 
     @classmethod
-    def from_recorded(cls, data: dict[str, Any], **overrides: Any) -> RunSpec:
-        budget = data.get("budget") or {}
-        spec = cls(
-            tasks_dir=Path(data["tasks_dir"]),
-            agent=data["agent"],
-            model=data.get("model"),
-            concurrency=data.get("concurrency", 4),
-            warm_pool=data.get("warm_pool", 1),
-            trials=data.get("trials", 1),
-            include=list(data.get("include") or []),
-            exclude=list(data.get("exclude") or []),
-            agent_env=dict(data.get("agent_env") or {}),
-            retry_attempts=data.get("retry_attempts", 2),
-            agent_idle_timeout=data.get("agent_idle_timeout_sec", DEFAULT_IDLE_TIMEOUT_S),
-            save_outputs=bool(data.get("save_outputs")),
-            max_cost_usd=budget.get("max_cost_usd"),
-            max_tokens=budget.get("max_tokens"),
-            max_sandbox_seconds=budget.get("max_sandbox_seconds"),
-            max_rollouts=budget.get("max_rollouts"),
-            token_budget=data.get("token_budget"),
-            turn_budget=data.get("turn_budget"),
-        )
+    def from_recorded(cls, data: Mapping[str, Any], **overrides: Any) -> RunSpec:
+        """The spec evaluation.json recorded (secret --agent-env values are not in it); a setting it
+        lacks keeps its default, and `overrides` that are not None replace recorded values."""
+        budget = data.get(BUDGET) or {}
+        values: dict[str, Any] = {}
+        for f, opt in options():
+            if opt.record is None:
+                continue
+            source, key = (
+                (budget, f.name) if opt.record.startswith(f"{BUDGET}.") else (data, opt.record)
+            )
+            if key not in source:
+                continue
+            value = source[key]
+            if opt.kind == "list":
+                value = list(value or [])
+            elif opt.kind == "env":
+                value = dict(value or {})
+            elif opt.kind == "flag":
+                value = bool(value)
+            elif opt.parse is Path:
+                value = Path(value)
+            values[f.name] = value
+        spec = cls(**values)
         for key, value in overrides.items():
             if value is not None:
                 setattr(spec, key, value)
         return spec
+
+
+def _copy(value: Any) -> Any:
+    return (
+        list(value)
+        if isinstance(value, list)
+        else dict(value)
+        if isinstance(value, dict)
+        else value
+    )
+
+
+def options() -> list[tuple[dataclasses.Field[Any], Option]]:
+    """The RunSpec fields with their declarations, in the order `bench run --help` lists them."""
+    return [(f, f.metadata["option"]) for f in dataclasses.fields(RunSpec)]
+
+
+# Settings that must match for a plain rerun to resume a job (else a new job starts).
+RESUME_KEYS = ("agent", "model", "tasks_dir")
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """`bench run`'s options, from the declarations."""
+    for f, opt in options():
+        kwargs: dict[str, Any] = {"help": opt.help}
+        if opt.metavar and opt.flags:
+            kwargs["metavar"] = opt.metavar
+        if opt.kind == "flag":
+            kwargs["action"] = "store_true"
+        elif opt.kind in ("list", "env"):
+            kwargs.update(action="append", default=[])
+        elif opt.flags:
+            kwargs["default"] = f.default
+        if opt.parse is not None and opt.kind != "flag":
+            kwargs["type"] = argparse_type(opt.parse)
+        if not opt.flags:  # TASKS
+            parser.add_argument("tasks", **kwargs)
+        else:
+            parser.add_argument(*opt.flags, dest=f.name, **kwargs)
+
+
+def from_args(args: argparse.Namespace) -> RunSpec:
+    """The spec of a parsed `bench run` command line (TASKS is parsed into `tasks`)."""
+    values = {f.name: getattr(args, f.name if opt.flags else "tasks") for f, opt in options()}
+    values["agent_env"] = dict(values["agent_env"])
+    return RunSpec(**values)
+
+
+def parse_form(texts: Mapping[str, str | Sequence[str]]) -> tuple[RunSpec | None, list[Problem]]:
+    """A spec from text values by field name (a form's), with a problem per value that does not
+    parse; fields not given keep their defaults."""
+    values: dict[str, Any] = {}
+    problems: list[Problem] = []
+    for f, opt in options():
+        if f.name not in texts:
+            continue
+        raw = texts[f.name]
+        items = [raw] if isinstance(raw, str) else list(raw)
+        items = [t.strip() for t in items if t.strip()]
+        try:
+            if opt.kind == "flag":
+                values[f.name] = bool(items) and items[0].lower() not in ("", "0", "false", "off")
+            elif opt.kind == "list":
+                values[f.name] = items
+            elif opt.kind == "env":
+                values[f.name] = dict(env_pair(t) for t in items)
+            elif not items:
+                values[f.name] = None if f.default is None else f.default
+            else:
+                values[f.name] = opt.parse(items[0]) if opt.parse else items[0]
+        except ValueError as exc:
+            problems.append(Problem(f.name, f"{opt.name}: {exc}"))
+    if problems:
+        return None, problems
+    if "tasks_dir" not in values:
+        return None, [Problem("tasks_dir", "TASKS: a tasks folder is needed")]
+    return RunSpec(**values), []
+
+
+def value_problems(spec: RunSpec) -> list[Problem]:
+    """What is wrong with the values themselves, whatever they name (no file is read)."""
+    problems: list[Problem] = []
+    for f, opt in options():
+        value = getattr(spec, f.name)
+        if opt.parse in (positive_int, non_negative_int, positive_float) and value is not None:
+            try:
+                opt.parse(str(value))
+            except ValueError as exc:
+                problems.append(Problem(f.name, f"{opt.name}: {exc}"))
+    return problems

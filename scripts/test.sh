@@ -5,10 +5,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export PYTHONUNBUFFERED=1
-echo "== lint, format and types (ruff, mypy on runs/, proxy/ and benchmarks/)"
+echo "== lint, format, types and layers (ruff, mypy on runs/, proxy/ and benchmarks/, lint-imports)"
 .venv/bin/ruff check runs proxy benchflow_site viewer benchmarks tests
 .venv/bin/ruff format --check .
 .venv/bin/mypy runs proxy benchmarks
+.venv/bin/lint-imports
 echo "== tests on SQLite (the embedded default)"
 .venv/bin/pytest -q -p no:cacheprovider "$@"
 echo "== database tests on PostgreSQL"

@@ -108,3 +108,59 @@ def write_task(
     (task / "tests" / "test.sh").write_text("#!/bin/bash\n" + test_sh)
     (task / "solution" / "solve.sh").write_text("#!/bin/bash\n" + solve_sh)
     return task
+
+
+def said(*events) -> list[str]:
+    """The console lines the reporter prints for these events (lines and warnings, in order)."""
+    import io
+
+    from runs.jobs.console import Reporter
+
+    out = io.StringIO()
+    reporter = Reporter(stream=out, err=out)
+    for event in events:
+        reporter(event)
+    return out.getvalue().splitlines()
+
+
+class Said:
+    """A bus subscriber for tests: the reporter's lines (`.lines`) and every event (`.events`)."""
+
+    def __init__(self) -> None:
+        import io
+
+        from runs.jobs.console import Reporter
+
+        self._out = io.StringIO()
+        self._reporter = Reporter(stream=self._out, err=self._out)
+        self.events: list = []
+
+    def __call__(self, event) -> None:
+        self.events.append(event)
+        self._reporter(event)
+
+    @property
+    def lines(self) -> list[str]:
+        return self._out.getvalue().splitlines()
+
+
+def record_into(run, result: dict) -> None:
+    """What an attempt does with an AgentRun, for tests that keep the result as a dict: the run is
+    added to the trial's typed result, and `result` becomes its result.json document."""
+    from runs.results.trial_result import TrialResult
+
+    required = dict(
+        task_name="t",
+        rollout_name="t__a1",
+        trial_name="t",
+        trial_index=0,
+        attempt=1,
+        agent="test",
+        agent_name="test",
+        model=None,
+        started_at="now",
+    )
+    trial = TrialResult.from_json({**required, **result})
+    run.record(trial)
+    result.clear()
+    result.update(trial.to_json())

@@ -20,6 +20,7 @@ class OracleAgent(Agent):
 
     name = "oracle"
     log_name = "oracle.txt"
+    runs_task_solution = True
 
     def mounts(self, task: Task) -> dict[str, tuple[Path, str]]:
         # read-only, straight from the task folder: nothing to copy
@@ -75,11 +76,14 @@ class ScriptAgent(Agent):
     name = "script"
     log_name = "script.txt"
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, *, name: str | None = None, model: str | None = None):
+        super().__init__(model)
         self.path = path
-        self.name = f"script:{path.name}"
-        self.proxy_url = ""
-        self.model = ""
+        self.name = name or f"script:{path.name}"
+
+    def calls_proxy(self) -> bool:
+        """With -m its calls go through the proxy; without, it may call a model of its own."""
+        return bool(self.model)
 
     def model_env(self, key: str) -> dict[str, str]:
         """With -m, the script may call the model through the proxy, in either API's variables."""

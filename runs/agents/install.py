@@ -11,11 +11,13 @@ import fcntl
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from runs.agents.base import AgentError
 from runs.agents.ripgrep import ensure_ripgrep
+from runs.events import AgentInstalling, Event
 
 
 def cache_root() -> Path:
@@ -86,13 +88,22 @@ SPECS = {
 }
 
 
-def ensure_installed(spec: CliSpec, log=print) -> Path:
+def installed_folder(spec: CliSpec) -> Path | None:
+    """The agent's folder to put into the sandbox, when it is installed."""
+    prefix = cache_root() / f"{spec.name}-{spec.version}"
+    shipped = prefix / spec.shipped
+    if (prefix / spec.binary).is_file() and (not spec.ripgrep or (shipped / "rg").is_file()):
+        return shipped
+    return None
+
+
+def ensure_installed(spec: CliSpec, emit: Callable[[Event], None]) -> Path:
     """The agent's folder to put into the sandbox, installed with npm on first use (under a lock)."""
+    if (folder := installed_folder(spec)) is not None:
+        return folder
     prefix = cache_root() / f"{spec.name}-{spec.version}"
     binary = prefix / spec.binary
     shipped = prefix / spec.shipped
-    if binary.is_file() and (not spec.ripgrep or (shipped / "rg").is_file()):
-        return shipped
     prefix.parent.mkdir(parents=True, exist_ok=True)
     with open(prefix.parent / f".{spec.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -103,7 +114,7 @@ def ensure_installed(spec: CliSpec, log=print) -> Path:
                     f"install failed: -a {spec.name} needs npm on this machine to fetch {spec.package}; "
                     "fix: apt-get install -y npm (scripts/setup.sh does it)"
                 )
-            log(f"Installing {spec.package}@{spec.version} (once, into {prefix})…")
+            emit(AgentInstalling(spec.package, spec.version, str(prefix)))
             proc = subprocess.run(
                 [
                     npm,
@@ -127,7 +138,7 @@ def ensure_installed(spec: CliSpec, log=print) -> Path:
         if spec.ripgrep:
             codex = SPECS["codex"]
             codex_package = cache_root() / f"{codex.name}-{codex.version}" / CODEX_PLATFORM_PACKAGE
-            ensure_ripgrep(shipped / "rg", codex_package, codex.version, log)
+            ensure_ripgrep(shipped / "rg", codex_package, codex.version, emit)
     return shipped
 
 

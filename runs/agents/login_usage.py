@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from runs.agents.base import NativeUsage
 from runs.sandboxes.docker import Sandbox
 
 SESSION_USAGE_KEYS = (
@@ -74,23 +75,16 @@ def read_session_usage(sandbox: Sandbox, config_dir: str, session_id: str) -> di
         return session_log_usage(lines(), session_id)
 
 
-def record_native_usage(result: dict[str, Any], usage: dict[str, Any], source: str) -> None:
-    """A login's calls bypass the proxy: the agent's own log of its calls is all there is."""
-    ar = result["agent_result"]
-    add = lambda k, v: (ar.get(k) or 0) + v  # noqa: E731 - steps of a multi-step trial add up
+def native_usage_of(usage: dict[str, Any], source: str) -> NativeUsage:
+    """Anthropic's usage fields (a session log's sum, or the CLI's final result line) as the trial
+    counts them: input tokens include cache reads and writes."""
     cache_read = int(usage.get("cache_read_input_tokens") or 0)
     cache_write = int(usage.get("cache_creation_input_tokens") or 0)
-    inp = int(usage.get("input_tokens") or 0) + cache_read + cache_write
-    out = int(usage.get("output_tokens") or 0)
-    ar.update(
-        n_input_tokens=add("n_input_tokens", inp),
-        n_output_tokens=add("n_output_tokens", out),
-        n_cache_read_tokens=add("n_cache_read_tokens", cache_read),
-        n_cache_creation_tokens=add("n_cache_creation_tokens", cache_write),
-        total_tokens=add("total_tokens", inp + out),
-        cost_usd=None,
-        usage_source=source,
-        price_source=None,
+    return NativeUsage(
+        input_tokens=int(usage.get("input_tokens") or 0) + cache_read + cache_write,
+        output_tokens=int(usage.get("output_tokens") or 0),
+        cache_read_tokens=cache_read,
+        cache_write_tokens=cache_write,
+        source=source,
+        calls=usage["calls"] if "calls" in usage else None,
     )
-    if "calls" in usage:
-        ar["n_calls"] = add("n_calls", usage["calls"])

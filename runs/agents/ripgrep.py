@@ -13,16 +13,20 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from runs.agents.base import AgentError
+from runs.events import Event, RipgrepFetching
 
 RG_IN_CODEX = (
     "vendor/x86_64-unknown-linux-musl/codex-path/rg"  # inside @openai/codex's linux-x64 package
 )
 
 
-def ensure_ripgrep(target: Path, codex_package_dir: Path, codex_version: str, log=print) -> Path:
+def ensure_ripgrep(
+    target: Path, codex_package_dir: Path, codex_version: str, emit: Callable[[Event], None]
+) -> Path:
     """`target` (the rg OpenCode's folder ships), copied from Codex's package on first use."""
     if target.is_file():
         return target
@@ -37,7 +41,7 @@ def ensure_ripgrep(target: Path, codex_package_dir: Path, codex_version: str, lo
             "has no npm; fix: apt-get install -y npm (scripts/setup.sh does it)"
         )
     package = f"@openai/codex@{codex_version}-linux-x64"
-    log(f"Fetching ripgrep for OpenCode's grep and glob tools (from {package}, once)…")
+    emit(RipgrepFetching(package))
     with tempfile.TemporaryDirectory() as tmp:
         proc = subprocess.run(
             [npm, "pack", "--silent", "--pack-destination", tmp, package],

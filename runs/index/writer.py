@@ -9,6 +9,7 @@ from a job folder's files.
 from __future__ import annotations
 
 import concurrent.futures
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from django.db import transaction
 from django.db.models import Count, F, Q, Sum
 from django.utils import timezone
 
+from runs import events as ev
 from runs.index import live
 from runs.index import rows as index_rows
 from runs.models import Attempt, AttemptState, Budget, BudgetScope, Event, Job, JobState, Trial
@@ -193,6 +195,42 @@ class Index:
         )
         self.job_id: int | None = None
         self._trials: dict[str, int] = {}
+        # a running attempt's phase and tool calls, for its progress line
+        self._phase: dict[str, str] = {}
+        self._tools: dict[str, int] = {}
+        self._tools_written: dict[str, float] = {}
+
+    def __call__(self, event: ev.Event) -> None:
+        """The job bus's subscriber: each event that changes the index is written, in order, off
+        the event loop. Tool calls move an attempt's progress line at most once a second."""
+        if isinstance(event, ev.JobStarted):
+            self.open_job(Path(event.job_dir), event.settings)
+        elif isinstance(event, ev.AttemptStarted):
+            self.attempt_created(
+                event.trial_name,
+                event.task_name,
+                event.trial_index,
+                event.rollout_name,
+                event.attempt,
+            )
+        elif isinstance(event, ev.PhaseChanged):
+            self._phase[event.rollout_name] = event.phase
+            tools = self._tools.get(event.rollout_name, 0)
+            self.phase_changed(event.trial_name, event.rollout_name, event.phase, tools)
+        elif isinstance(event, ev.ToolCalled):
+            rollout = event.rollout_name
+            self._tools[rollout] = self._tools.get(rollout, 0) + 1
+            now = time.monotonic()
+            if now - self._tools_written.get(rollout, 0.0) >= 1.0:
+                self._tools_written[rollout] = now
+                phase = self._phase.get(rollout, "agent")
+                self.phase_changed(event.trial_name, rollout, phase, self._tools[rollout])
+        elif isinstance(event, ev.AttemptFinished):
+            self.attempt_finished(event.result.to_json())
+        elif isinstance(event, ev.AttemptCancelled):
+            self.attempt_cancelled(event.trial_name, event.rollout_name)
+        elif isinstance(event, ev.JobFinished):
+            self.finish_job(event.summary, event.state)
 
     def submit(self, fn: Any, *args: Any) -> concurrent.futures.Future[Any]:
         return self._pool.submit(fn, *args)
@@ -252,7 +290,7 @@ class Index:
             assert self.job_id is not None
             record_event(self.job_id, "phase_changed", trial_name, {"phase": phase})
 
-    def attempt_finished(self, result: dict[str, Any], best: dict[str, Any] | None = None) -> None:
+    def attempt_finished(self, result: dict[str, Any]) -> None:
         self.submit(self._attempt_finished, result)
 
     def _attempt_finished(self, result: dict[str, Any]) -> None:

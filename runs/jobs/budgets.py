@@ -13,10 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-USD_UNKNOWN_WARNING = (
-    "A rollout finished without a USD cost; --max-cost-usd counts only rollouts that report one "
-    "(see summary.json budget.spent)."
-)
+from runs.events import BudgetReached, CostUnknown, Event
 
 
 @dataclass
@@ -63,7 +60,7 @@ class JobBudget:
     max_sandbox_seconds: float | None = None
     max_rollouts: int | None = None
     spent: Spent = field(default_factory=Spent)
-    warn: Callable[[str], None] = lambda _line: None
+    emit: Callable[[Event], None] = lambda _event: None
     reason: str | None = None  # "budget reached: ..." once a cap is reached
     reached_by: str | None = None
     running_seconds: float = 0.0
@@ -146,13 +143,13 @@ class JobBudget:
         """Spend caps cancel running trials; the rollout cap lets them finish."""
         return self.reached_by != "rollouts"
 
-    def reached_line(self, running: int) -> str:
+    def reached_event(self, running: int) -> BudgetReached:
+        """What the job says once a cap is reached, with the running trials it stops or lets finish."""
         if not self.cancels_running():
             # The rollout cap is met at a start, before the trials it admitted leave sandbox set-up;
             # they run on and finish, so they count as running.
             running = max(running, self.in_progress)
-        verb = "finish" if not self.cancels_running() else "cancelled"
-        return f"{self.reason}; stopping: no new rollouts, {running} running trial(s) {verb}"
+        return BudgetReached(self.reason or "", running, self.cancels_running())
 
     def _projection_allows(self, running: int) -> bool:
         """After a rollout finished, a new one waits while spent + (running+1) x mean would reach a cap.
@@ -221,7 +218,7 @@ class JobBudget:
         usage = result.get("agent_result") or {}
         if self.max_cost_usd is not None and usage.get("cost_usd") is None and not self._warned_usd:
             self._warned_usd = True
-            self.warn(USD_UNKNOWN_WARNING)
+            self.emit(CostUnknown())
         self._wake()
         return self._check_reached() and not was
 
@@ -274,50 +271,3 @@ class JobBudget:
             "not_started": list(not_started),
             "retries_stopped": list(retries_stopped),
         }
-
-
-def per_trial_card_line(
-    run_tokens: int | None, run_turns: int | None, task_budgets: list[tuple[int | None, int | None]]
-) -> str | None:
-    """The run card's `Per trial:` line before the run; None when no trial has a budget."""
-    sizes = []
-    if run_tokens is not None:
-        sizes.append(f"{run_tokens:,} tokens")
-    if run_turns is not None:
-        sizes.append(f"{run_turns:,} turn{'' if run_turns == 1 else 's'}")
-    if sizes:
-        whose = "the run's"
-        task_set = [
-            b
-            for b in task_budgets
-            if (run_tokens is None and b[0] is not None) or (run_turns is None and b[1] is not None)
-        ]
-        if task_set:
-            whose += f"; {len(task_set)} task(s) set the other measure"
-    else:
-        task_set = [b for b in task_budgets if b[0] is not None or b[1] is not None]
-        if not task_set:
-            return None
-        whose = f"set by {len(task_set)} of {len(task_budgets)} tasks"
-    budget = " and ".join(sizes) if sizes else "per task"
-    return (
-        f"  Per trial: budget {budget} ({whose}), a turn being one model call; the model proxy counts every call "
-        "of the trial, subagents' and side calls included, refuses the next once a budget is spent, "
-        "and the agent is stopped and graded"
-    )
-
-
-def caps_card_line(caps: dict[str, Any]) -> str | None:
-    """The run card's `Caps:` line; None without a job cap."""
-    parts = []
-    if caps.get("max_cost_usd") is not None:
-        parts.append(f"${caps['max_cost_usd']:.4f} USD")
-    if caps.get("max_tokens") is not None:
-        parts.append(f"{caps['max_tokens']:,} tokens")
-    if caps.get("max_sandbox_seconds") is not None:
-        parts.append(f"{caps['max_sandbox_seconds']:.1f} sandbox-seconds")
-    if caps.get("max_rollouts") is not None:
-        parts.append(f"{caps['max_rollouts']} rollouts")
-    if not parts:
-        return None
-    return f"  Caps:      {', '.join(parts)} for the whole job, across resumes (summary.json budget has the spend)"

@@ -13,9 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runs import errors
+from runs import events as ev
 from runs.jobs.budgets import JobBudget
+from runs.jobs.console import effective_warm_pool
 from runs.jobs.utilization import Sample, Utilization
-from runs.results.summary_render import trial_line
+from runs.results.trial_result import TrialResult
 from runs.sandboxes.docker import Sandbox
 from runs.trials.attempt import AttemptPlan, AttemptRunner, Prepared
 
@@ -43,11 +45,7 @@ class Running:
     last_beat: float = 0.0
     tool_calls: int = 0
     last_tool: str | None = None
-
-
-def effective_warm_pool(warm_pool: int, concurrency: int) -> int:
-    """Prepared sandboxes wait beside the running ones; with one slot there is nothing to overlap."""
-    return max(0, min(warm_pool, concurrency - 1))
+    usage: tuple[int, int] = (0, 0)  # (turns, tokens) last said in a UsageCounted event
 
 
 @dataclass
@@ -57,8 +55,8 @@ class Coordinator:
     warm_pool: int
     retry_attempts: int
     budget: JobBudget
-    say: Callable[[str], None]
-    results: list[dict[str, Any]] = field(default_factory=list)
+    emit: Callable[[ev.Event], None]
+    results: list[TrialResult] = field(default_factory=list)
     running: dict[str, Running] = field(default_factory=dict)
     stopping: bool = False
     not_started: list[str] = field(default_factory=list)
@@ -70,14 +68,14 @@ class Coordinator:
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
     _breaker: errors.CircuitBreaker = field(default_factory=errors.CircuitBreaker)
     _announced: bool = False
-    progress: bool = True  # heartbeat and utilization lines (off with --quiet)
     in_flight: Callable[[str], int] = lambda _rollout: 0  # model requests in flight, from the proxy
+    usage_of: Callable[[str], Any] = lambda _rollout: None  # what the proxy counted so far
     uses_model: bool = False
     waiting: int = 0
 
     async def run(
         self, waves: list[list[TrialPlan]], budget_for: Callable[[int], JobBudget] | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[TrialResult]:
         """Run each wave (one per --trials repeat) in turn, -j at a time; each repeat has its own cap."""
         beat = asyncio.create_task(self._heartbeat())
         try:
@@ -161,21 +159,17 @@ class Coordinator:
                     if not started:  # cancelled while its sandbox was prepared or waited for a slot
                         self._never_started(prepared)
                     raise
-            self._breaker.record(result)
-            if (
-                retries_left > 0
-                and errors.should_retry(result)
-                and self.budget.reached
-                and not self.stopping
-            ):
+            document = result.to_json()
+            self._breaker.record(document)
+            retry = retries_left > 0 and errors.should_retry(document) and not self.stopping
+            if retry and self.budget.reached:
                 # no retry starts after the cap: its last attempt counts
                 self._kept_from_running(trial)
-            elif retries_left > 0 and errors.should_retry(result) and not self.stopping:
+            elif retry:
                 retries_left -= 1
                 wait = errors.backoff_seconds(attempt)
-                preview = (result.get("error") or result.get("verifier_error") or "")[:60]
-                self.say(f"Retrying {trial.trial_name} (attempt {attempt + 1}): {preview}")
-                self.say(f"Retry backoff: {wait:.1f}s before attempt {attempt + 1}")
+                preview = (result.error or result.verifier_error or "")[:60]
+                self.emit(ev.RetryScheduled(trial.trial_name, attempt + 1, preview, wait))
                 attempt += 1
                 await asyncio.sleep(wait)
                 continue
@@ -187,7 +181,7 @@ class Coordinator:
         if prepared is not None:
             self.runner.discard(prepared)
 
-    async def _run_prepared(self, prepared: Prepared, trial: TrialPlan) -> dict[str, Any]:
+    async def _run_prepared(self, prepared: Prepared, trial: TrialPlan) -> TrialResult:
         key = prepared.attempt_dir.name
         self.running[key] = Running(
             prepared.plan, prepared.t0, prepared, last_beat=time.monotonic()
@@ -200,9 +194,8 @@ class Coordinator:
                 self._kept_from_running(trial)
             else:
                 self.cancelled.append(trial.trial_name)
-            if (
-                prepared.cancelled_record is not None
-            ):  # what it spent before the cap cancelled it counts
+            # what it spent before the cap cancelled it counts
+            if prepared.cancelled_record is not None:
                 self.budget.on_cancelled(prepared.cancelled_record)
             else:
                 self.budget.on_discard()
@@ -211,17 +204,13 @@ class Coordinator:
             self.running.pop(key, None)
         self.results.append(result)
         self._finished.add(trial.trial_name)
-        if self.budget.on_finish(result):
+        if self.budget.on_finish(result.to_json()):
             self._announce_budget()
-        if result.get("error_category") == "trial_budget":
-            self.say(f"[{prepared.plan.trial_name}] {result['error']}")
-        if result.get("agent_oom_killed"):
+        name = prepared.plan.trial_name
+        if result.agent_oom_killed:
             memory = prepared.plan.task.sandbox.memory_mb
-            self.say(
-                f"[{prepared.plan.trial_name}] the agent was killed for lack of memory (memory_mb={memory:g}); "
-                "fix: raise memory_mb in the task's [environment]"
-            )
-        self.say(trial_line(result))
+            self.emit(ev.AgentOutOfMemory(name, key, memory))
+        self.emit(ev.AttemptFinished(name, key, result))
         return result
 
     def _announce_budget(self) -> None:
@@ -231,7 +220,7 @@ class Coordinator:
         self._announced = True
         cancel = self.budget.cancels_running()
         others = [t for t in self._tasks if t is not asyncio.current_task()]
-        self.say(self.budget.reached_line(running=len(self.running)))
+        self.emit(self.budget.reached_event(running=len(self.running)))
         if cancel:
             for run in self.running.values():
                 if run.prepared is not None:  # its timing.json says the cap cancelled it
@@ -252,22 +241,19 @@ class Coordinator:
         elif name not in self.not_started and name not in self.cancelled:
             self.not_started.append(name)
 
-    def note_tool_call(self, rollout_name: str, title: str) -> None:
-        if run := self.running.get(rollout_name):
+    def observe(self, event: ev.Event) -> None:
+        """The bus subscriber: a running attempt's phase and tool calls, for heartbeats and display."""
+        if isinstance(event, ev.ToolCalled) and (run := self.running.get(event.rollout_name)):
             run.tool_calls += 1
-            run.last_tool = title
-
-    def note_phase(self, rollout_name: str, phase: str) -> None:
-        if run := self.running.get(rollout_name):
-            run.phase = phase
+            run.last_tool = event.title
+        elif isinstance(event, ev.PhaseChanged) and (run := self.running.get(event.rollout_name)):
+            run.phase = event.phase
 
     async def _heartbeat(self) -> None:
-        """Each second: a progress line per trial running 45 s since its last, and utilization samples."""
+        """Each second: a heartbeat per trial running 45 s since its last, usage counted, utilization."""
         util = Utilization(self.concurrency, started=time.monotonic())
         while True:
             await asyncio.sleep(1.0)
-            if not self.progress:
-                continue
             now = time.monotonic()
             runs = list(self.running.items())
             in_agent = [key for key, run in runs if run.phase == "agent"]
@@ -281,17 +267,42 @@ class Coordinator:
                     sum(1 for f in flights if f),
                 )
             )
-            for _key, run in runs:
+            for key, run in runs:
                 if now - run.last_beat >= HEARTBEAT_S:
                     run.last_beat = now
-                    last = f" (last: {run.last_tool[:60]})" if run.last_tool else ""
-                    self.say(
-                        f"[{run.plan.trial_name}]   … {(now - run.started) / 60:.1f}min, "
-                        f"{run.tool_calls} tool calls{last}"
+                    self.emit(
+                        ev.Heartbeat(
+                            run.plan.trial_name,
+                            key,
+                            now - run.started,
+                            run.tool_calls,
+                            run.last_tool,
+                        )
                     )
-            if util.due(now):
-                for line in util.report(now, self.uses_model):
-                    self.say(line)
+            if self.uses_model:
+                self._usage(in_agent)
+            if util.due(now) and (report := util.report(now, self.uses_model)) is not None:
+                self.emit(report)
+
+    def _usage(self, keys: list[str]) -> None:
+        """What the proxy counted for each running agent, said when it changed."""
+        for key in keys:
+            run, u = self.running.get(key), self.usage_of(key)
+            if run is None or u is None or (u.turns, u.total_tokens) == run.usage:
+                continue
+            run.usage = (u.turns, u.total_tokens)
+            self.emit(
+                ev.UsageCounted(
+                    run.plan.trial_name,
+                    key,
+                    u.input_tokens,
+                    u.output_tokens,
+                    u.cache_read_tokens,
+                    u.total_tokens,
+                    u.turns,
+                    u.cost_usd,
+                )
+            )
 
     async def _watch_budget(self) -> None:
         """The sandbox-seconds cap counts running trials: checked every 0.2 s, it cancels them."""
@@ -321,12 +332,3 @@ async def remove_all(sandboxes: set[Sandbox]) -> int:
     )
     sandboxes.clear()
     return len(items)
-
-
-def job_line(total: int, done: int, to_run: int, concurrency: int, warm_pool: int) -> str:
-    warm = effective_warm_pool(warm_pool, concurrency)
-    noun = "task" if total == 1 else "tasks"
-    return (
-        f"Job: {total} {noun}, {done} done, {to_run} to run "
-        f"(concurrency={concurrency}, warm pool: up to {warm} prepared sandboxes)"
-    )

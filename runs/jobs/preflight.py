@@ -1,29 +1,31 @@
-"""Everything checked before a job folder exists, then the job itself: `bench run` and `bench eval resume`."""
+"""Everything checked before a job folder exists, then the job itself: `bench run` and `bench eval resume`.
+
+`check_run` is the one check of a run's settings (the CLI's and the launch form's): every problem
+at once, each tied to the RunSpec field it is about, with its fix.
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from runs.agents import resolve_agent
-from runs.agents.base import AgentError
+from runs import events as ev
+from runs.agents.base import BASE_URL_VARS, Agent, AgentError
+from runs.agents.registry import resolve_agent
 from runs.gateway import ModelGateway
 from runs.jobfolder import JobLocked, read_json
 from runs.jobs.console import Reporter
-from runs.spec import RunSpec
-from runs.tasks.load import TaskError, load_tasks
+from runs.problems import Problem, UserError, refusal
+from runs.sandboxes.resources import HostResources, grant, host_resources
+from runs.spec import RunSpec, value_problems
+from runs.tasks.load import Task, TaskError, load_tasks
 
 
-class RunRefused(Exception):
-    """The run cannot start; nothing was created. Carries the exit code (2 for a usage error)."""
-
-    def __init__(self, message: str, exit_code: int = 2):
-        super().__init__(message)
-        self.exit_code = exit_code
-
-
-def _docker_client():
+def docker_client() -> Any:
+    """The Docker engine, or a UserError (exit 1) that says how to start it."""
     import docker
 
     from runs.sandboxes.docker import connect
@@ -32,7 +34,7 @@ def _docker_client():
         client = connect()
         client.api.ping()
     except docker.errors.DockerException as exc:
-        raise RunRefused(
+        raise UserError(
             f"the Docker engine is not reachable ({exc.__class__.__name__}); "
             "fix: run `bench doctor --fix` (starts dockerd and builds the base images) or scripts/setup.sh",
             exit_code=1,
@@ -40,114 +42,153 @@ def _docker_client():
     return client
 
 
-def check_run(spec: RunSpec, gateway: ModelGateway | None = None):
-    """Tasks, agent and settings, all validated; returns (tasks, agent). Raises RunRefused."""
-    problems: list[str] = []
-    tasks = []
+@dataclass
+class RunCheck:
+    """What check_run found: the tasks and agent a job would run, and every problem."""
+
+    tasks: list[Task] = field(default_factory=list)
+    agent: Agent | None = None
+    problems: list[Problem] = field(default_factory=list)
+
+
+def check_run(spec: RunSpec, gateway: ModelGateway | None = None) -> RunCheck:
+    """Tasks, agent, model and settings, all checked; nothing is created or changed."""
+    found = RunCheck(problems=value_problems(spec))
     try:
-        tasks = load_tasks(spec.tasks_dir, spec.include, spec.exclude)
+        found.tasks = load_tasks(spec.tasks_dir, spec.include, spec.exclude)
     except TaskError as exc:
-        problems.extend(str(p) for p in exc.problems)
-    agent = None
+        found.problems += [Problem("tasks_dir", str(p)) for p in exc.problems]
     try:
-        agent = resolve_agent(spec.agent, cwd=Path.cwd())
+        found.agent = resolve_agent(spec.agent, model=spec.model, cwd=Path.cwd())
     except AgentError as exc:
-        problems.append(f"-a/--agent: {exc}")
+        found.problems.append(Problem("agent", f"-a/--agent: {exc}"))
+    agent = found.agent
     if agent is not None:
-        for task in tasks:
-            if reason := agent.check_task(task):
-                problems.append(reason)
+        found.problems += [
+            Problem("agent", reason) for task in found.tasks if (reason := agent.check_task(task))
+        ]
         if agent.needs_model and not spec.model:
-            problems.append(
-                f"-a {spec.agent} needs a model; fix: pass -m, e.g. -m mock/oracle or -m deepseek/deepseek-v4-flash"
+            found.problems.append(
+                Problem(
+                    "model",
+                    f"-a {spec.agent} needs a model; fix: pass -m, e.g. -m mock/oracle or -m deepseek/deepseek-v4-flash",
+                )
             )
-    jobs = spec.jobs_dir
+    found.problems += _jobs_dir_problems(spec.jobs_dir)
+    if agent is not None and not found.problems:
+        found.problems += model_problems(spec, agent, gateway)
+    return found
+
+
+def no_tasks(spec: RunSpec) -> Problem:
+    """The tasks folder and --include/--exclude left nothing to run."""
+    return Problem(
+        "include", f"no tasks selected in {spec.tasks_dir}; fix: check --include/--exclude"
+    )
+
+
+def _jobs_dir_problems(jobs: Path) -> list[Problem]:
     if jobs.exists() and not jobs.is_dir():
-        problems.append(
-            f"--jobs-dir {jobs}: it is a file, not a folder; fix: pass a folder for job folders"
-        )
-    elif not os.access(
-        next((p for p in (jobs, *jobs.absolute().parents) if p.exists()), Path("/")), os.W_OK
-    ):
-        problems.append(
-            f"--jobs-dir {jobs}: not writable by this user; fix: pass a folder you can write to"
-        )
-    if agent is not None and not problems:
-        problems.extend(model_problems(spec, agent, tasks, gateway))
-    if problems:
-        head = f"{len(problems)} problem{'s' if len(problems) != 1 else ''} found; nothing was created:"
-        raise RunRefused("\n".join([head, *(f"  {p}" for p in problems)]))
-    if not tasks:
-        raise RunRefused(f"no tasks selected in {spec.tasks_dir}; fix: check --include/--exclude")
-    return tasks, agent
+        return [
+            Problem(
+                "jobs_dir",
+                f"--jobs-dir {jobs}: it is a file, not a folder; fix: pass a folder for job folders",
+            )
+        ]
+    nearest = next((p for p in (jobs, *jobs.absolute().parents) if p.exists()), Path("/"))
+    if not os.access(nearest, os.W_OK):
+        return [
+            Problem(
+                "jobs_dir",
+                f"--jobs-dir {jobs}: not writable by this user; fix: pass a folder you can write to",
+            )
+        ]
+    return []
 
 
-BASE_URL_VARS = ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "LLM_BASE_URL", "OPENAI_API_BASE")
-
-
-def model_problems(spec: RunSpec, agent, tasks, gateway: ModelGateway | None = None) -> list[str]:
+def model_problems(
+    spec: RunSpec, agent: Agent, gateway: ModelGateway | None = None
+) -> list[Problem]:
     """The model, its provider and price, and whether the agent's calls can be held to a budget."""
-    from runs.agents.cli_agents import ClaudeAgent, login_credentials
-    from runs.trials.agent_run import uses_proxy
-
-    problems: list[str] = []
+    problems: list[Problem] = []
     budgeted = spec.token_budget is not None or spec.turn_budget is not None
-    if isinstance(agent, ClaudeAgent) and spec.model and login_credentials(spec.model) is not None:
-        agent.login = True  # a Claude login: its calls go straight to Anthropic, around the proxy
     bypass = [k for k in spec.agent_env if k in BASE_URL_VARS]
-    if bypass and agent.needs_model and not getattr(agent, "login", False):
+    if bypass and agent.needs_model and not agent.login:
         # the agent gets the proxy's URL in its own variables or config, so this one would be
         # replaced or never read: say so rather than run somewhere the user did not mean
         problems.append(
-            f"--agent-env {bypass[0]}: -a {agent.name} reaches its model only through the model proxy, "
-            "which routes by -m; fix: drop it, and for an endpoint of your own export "
-            "BENCHFLOW_PROVIDER_BASE_URL (and BENCHFLOW_PROVIDER_API_KEY) and pass -m openai-compatible/MODEL"
+            Problem(
+                "agent_env",
+                f"--agent-env {bypass[0]}: -a {agent.name} reaches its model only through the model proxy, "
+                "which routes by -m; fix: drop it, and for an endpoint of your own export "
+                "BENCHFLOW_PROVIDER_BASE_URL (and BENCHFLOW_PROVIDER_API_KEY) and pass -m openai-compatible/MODEL",
+            )
         )
         bypass = []
-    if budgeted and (
-        getattr(agent, "login", False)
-        or bypass
-        or (not agent.needs_model and not spec.model and agent.name.startswith("script:"))
-    ):
+    script_alone = not agent.needs_model and not spec.model and agent.name.startswith("script:")
+    if budgeted and (agent.login or bypass or script_alone):
         why = (
             "a Claude login calls Anthropic directly"
-            if getattr(agent, "login", False)
+            if agent.login
             else f"--agent-env {bypass[0]} gives the agent an endpoint of its own"
             if bypass
             else "a script agent without -m may call a model of its own"
         )
         problems.append(
-            f"--token-budget/--turn-budget: {why}, so the model proxy cannot count its calls and the budget "
-            "cannot hold; fix: give the agent an API key (export ANTHROPIC_API_KEY, or use a provider-prefixed "
-            "-m) so its calls go through the proxy, or drop the per-trial budget"
+            Problem(
+                "token_budget" if spec.token_budget is not None else "turn_budget",
+                f"--token-budget/--turn-budget: {why}, so the model proxy cannot count its calls and the budget "
+                "cannot hold; fix: give the agent an API key (export ANTHROPIC_API_KEY, or use a provider-prefixed "
+                "-m) so its calls go through the proxy, or drop the per-trial budget",
+            )
         )
-    if not uses_proxy(agent, spec.model) or getattr(agent, "login", False):
-        if spec.max_cost_usd is not None and getattr(agent, "login", False):
+    if not agent.calls_proxy():
+        if spec.max_cost_usd is not None and agent.login:
             problems.append(
-                "--max-cost-usd: a Claude login reports no dollars; fix: cap tokens with --max-tokens"
+                Problem(
+                    "max_cost_usd",
+                    "--max-cost-usd: a Claude login reports no dollars; fix: cap tokens with --max-tokens",
+                )
             )
         return problems
     if gateway is None:
         return [
-            f"-a {spec.agent} -m {spec.model}: this run has no model gateway to route the model through"
+            Problem(
+                "model",
+                f"-a {spec.agent} -m {spec.model}: this run has no model gateway to route the model through",
+            )
         ]
-    protocol = getattr(getattr(agent, "spec", None), "protocol", None)
-    problems.extend(gateway.check_model(spec.model or "", protocol, spec.max_cost_usd is not None))
+    for text in gateway.check_model(
+        spec.model or "", agent.protocol, spec.max_cost_usd is not None
+    ):
+        problems.append(Problem("model", text))
     return problems
 
 
-def task_warning_lines(tasks: list) -> list[str]:
-    """One line per distinct warning of the selected tasks, naming the tasks it concerns
-    (Terminal-Bench gives every task the same storage_mb, say)."""
+def task_warnings(tasks: list[Task], host: HostResources) -> list[ev.Event]:
+    """What the selected tasks ask that cannot be had in full: each distinct key once, naming the
+    tasks (Terminal-Bench gives every task the same storage_mb, say), and each task that asks for
+    more CPUs or memory than the machine has."""
     grouped: dict[tuple[str, str], list[str]] = {}
     for task in tasks:
         for w in task.warnings:
             grouped.setdefault((w.field, w.message), []).append(task.name)
-    lines = []
-    for (key, message), names in grouped.items():
-        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-        lines.append(f"warning: {key + ': ' if key else ''}{message} ({shown})")
-    return lines
+    found: list[ev.Event] = [
+        ev.TasksWarned(k, m, tuple(names)) for (k, m), names in grouped.items()
+    ]
+    for task in tasks:
+        given = grant(task.sandbox.cpus, task.sandbox.memory_mb, host)
+        if given.reduced:
+            found.append(
+                ev.ResourcesReduced(
+                    task.name,
+                    given.requested_cpus,
+                    given.cpus,
+                    given.requested_memory_mb,
+                    given.memory_mb,
+                )
+            )
+    return found
 
 
 def prepare_run(
@@ -157,31 +198,58 @@ def prepare_run(
     reporter: Reporter | None = None,
     gateway: ModelGateway | None = None,
 ) -> int:
-    tasks, agent = check_run(spec, gateway)
-    client = _docker_client()
+    """Check, install the agent, then run the job; raises UserError for what stops it first."""
+    found = check_run(spec, gateway)
+    if found.problems:
+        raise refusal(found.problems)
+    if not found.tasks:
+        raise UserError(str(no_tasks(spec)), problems=[no_tasks(spec)])
+    assert found.agent is not None
+    client = docker_client()
     reporter = reporter or Reporter(quiet=spec.quiet)
-    for line in task_warning_lines(tasks):
-        reporter.warn(line)
-    from runs.sandboxes.resources import grant, host_resources
-
-    host = host_resources(client)
-    for task in tasks:
-        if short := grant(task.sandbox.cpus, task.sandbox.memory_mb, host).warning(task.name):
-            reporter.warn(short)
-    if hasattr(agent, "install"):
-        try:
-            agent.install(log=reporter.line)
-        except AgentError as exc:
-            raise RunRefused(f"-a {spec.agent}: {exc}", exit_code=1) from None
-    setup_django()
-    from runs.jobs.run import JobRun  # the ORM models need Django set up first
-
+    bus = ev.Bus(reporter)
+    for event in task_warnings(found.tasks, host_resources(client)):
+        bus.emit(event)
     try:
-        return JobRun(spec, tasks, agent, reporter, client, gateway).execute()
+        found.agent.install(bus.emit)
+    except AgentError as exc:
+        raise UserError(f"-a {spec.agent}: {exc}", exit_code=1) from None
+    setup_django()
+    from runs.index import Index  # the ORM models need Django set up first
+    from runs.jobs.run import JobRun
+
+    index = Index()
+    bus.subscribe(index)
+    try:
+        return JobRun(spec, found.tasks, found.agent, reporter, client, gateway, bus).execute()
     except JobLocked as exc:
-        raise RunRefused(
+        raise UserError(
             f"refusing to run: {exc}; wait for it to finish or stop it first", exit_code=1
         ) from None
+    finally:
+        index.close()
+
+
+def resume_spec(job_dir: Path, agent_env: dict[str, str], concurrency: int | None) -> RunSpec:
+    """`bench eval resume JOB`: the job's recorded settings; secret --agent-env values asked for by name."""
+    evaluation = job_dir / "evaluation.json"
+    if not evaluation.is_file():
+        raise UserError(
+            f"{job_dir} is not a job folder (no evaluation.json); fix: pass a folder made by bench run"
+        )
+    recorded = read_json(evaluation)
+    missing = [k for k in recorded.get("agent_env_secret_keys") or [] if k not in agent_env]
+    if missing:
+        flags = " ".join(f"--agent-env {k}=..." for k in missing)
+        raise UserError(
+            f"{job_dir} ran with secret --agent-env values that are never recorded: {', '.join(missing)}; "
+            f"fix: pass them again: bench eval resume {job_dir} {flags}"
+        )
+    spec = RunSpec.from_recorded(recorded, concurrency=concurrency)
+    spec.agent_env.update(agent_env)
+    spec.jobs_dir = job_dir.parent
+    spec.job = job_dir.name
+    return spec
 
 
 def resume_job(
@@ -193,23 +261,6 @@ def resume_job(
     setup_django: Callable[[], None],
     gateway: ModelGateway | None = None,
 ) -> int:
-    """`bench eval resume JOB`: the job's recorded settings; secret --agent-env values asked for by name."""
-    evaluation = job_dir / "evaluation.json"
-    if not evaluation.is_file():
-        raise RunRefused(
-            f"{job_dir} is not a job folder (no evaluation.json); fix: pass a folder made by bench run"
-        )
-    recorded = read_json(evaluation)
-    missing = [k for k in recorded.get("agent_env_secret_keys") or [] if k not in agent_env]
-    if missing:
-        flags = " ".join(f"--agent-env {k}=..." for k in missing)
-        raise RunRefused(
-            f"{job_dir} ran with secret --agent-env values that are never recorded: {', '.join(missing)}; "
-            f"fix: pass them again: bench eval resume {job_dir} {flags}"
-        )
-    spec = RunSpec.from_recorded(recorded, concurrency=concurrency)
-    spec.agent_env.update(agent_env)
-    spec.jobs_dir = job_dir.parent
-    spec.job = job_dir.name
+    spec = resume_spec(job_dir, agent_env, concurrency)
     spec.quiet = quiet
     return prepare_run(spec, setup_django=setup_django, gateway=gateway)

@@ -20,7 +20,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from runs.events import Event, Regraded, RegradeStarted
 from runs.jobfolder import JobLock, JobLocked, new_job_name, read_json, write_json
+from runs.problems import UserError
 from runs.regrade.report import RegradeReport, TrialRow, change_of
 from runs.results.attempts import Attempt, best_attempt, outcome_of, read_attempts, reward_of
 from runs.sandboxes.docker import Sandbox, SandboxFactory, connect
@@ -38,7 +40,7 @@ from runs.tasks.load import (
 from runs.trials.verifier import TESTS_DIR, VerifierOutcome, run_verifier
 from runs.trials.workspace import EVIDENCE, MANIFEST, WORKSPACE, check_manifest
 
-Say = Callable[[str], None]
+Emit = Callable[[Event], None]
 NO_OUTPUTS = "no saved outputs; rerun with bench run --save-outputs to make it regradable"
 MULTI_STEP = "bench regrade does not rescore multi-step trials"
 SUMMARY = "regrade-summary.json"
@@ -50,8 +52,18 @@ BLOCK_FIELDS = (
 ).split()
 
 
-class RegradeError(Exception):
-    """Not a job folder, or a job another process is running: a usage error (exit 2)."""
+def regraded(row: TrialRow, regrade_id: str | None) -> Regraded:
+    return Regraded(
+        trial_name=row.trial,
+        task_name=row.task,
+        rollout_name=row.attempt,
+        status=row.status,
+        change=row.change,
+        reward_before=row.original_reward,
+        reward_after=row.new_reward,
+        message=row.message,
+        regrade_id=regrade_id,
+    )
 
 
 def append_regrade(
@@ -156,9 +168,7 @@ def plan_regrade(job_dir: Path, tasks_dir: Path | None) -> tuple[list[_Plan], li
     for attempt in read_attempts(job_dir):
         groups.setdefault(attempt.trial_name, []).append(attempt)
     if not groups:
-        raise RegradeError(
-            f"{job_dir} is not a job folder (no <task>__<id>/ attempt folders in it)"
-        )
+        raise UserError(f"{job_dir} is not a job folder (no <task>__<id>/ attempt folders in it)")
     settings = _read(job_dir / "evaluation.json")
     plans: list[_Plan] = []
     refused: list[TrialRow] = []
@@ -217,7 +227,7 @@ class _Run:
     job_dir: Path
     report: RegradeReport
     factory: SandboxFactory
-    say: Say
+    emit: Emit
     by: str
     live: set[Sandbox] = field(default_factory=set)
     started: set[str] = field(default_factory=set)
@@ -271,7 +281,7 @@ def _record(
         error or block["verifier_error"],
     )
     run.report.rows.append(row)
-    run.say(row.line())
+    run.emit(regraded(row, run.report.regrade_id))
 
 
 async def _regrade_one(run: _Run, plan: _Plan, gate: asyncio.Semaphore) -> None:
@@ -367,43 +377,42 @@ def regrade_job(
     reason: str | None = None,
     concurrency: int = 4,
     client: Any = None,
-    say: Say = print,
+    emit: Emit = lambda _event: None,
+    by: str | None = None,
 ) -> RegradeReport:
-    """Regrade every regradable trial of a job; `say` gets each refusal and trial line as it happens.
+    """Regrade every regradable trial of a job; `emit` gets each refusal and regraded trial as it
+    happens (runs.events.Regraded). `by` is who asked (this machine's user by default).
 
-    Raises RegradeError when `job_dir` is no job folder. Never changes result.json.
+    Raises UserError when `job_dir` is no job folder. Never changes result.json.
     """
     job_dir = Path(job_dir)
     if not job_dir.is_dir():
-        raise RegradeError(f"{job_dir} is not a job folder (it does not exist)")
+        raise UserError(f"{job_dir} is not a job folder (it does not exist)")
     created_at = datetime.now().isoformat(timespec="milliseconds")
     report = RegradeReport(job_dir, f"{new_job_name()}__{secrets.token_hex(4)}", created_at, reason)
     plans, refused = plan_regrade(job_dir, Path(tasks_dir) if tasks_dir else None)
     report.rows.extend(refused)
     for row in refused:
-        say(row.line())
+        emit(regraded(row, None))
     if not plans:
         return report
     lock = JobLock(job_dir)  # a job still being run, or regraded by another process, is left alone
     try:
         lock.acquire()
     except JobLocked as exc:
-        raise RegradeError(f"{exc}; regrade it once that has ended") from None
+        raise UserError(f"{exc}; regrade it once that has ended") from None
     try:
         run = _Run(
             job_dir,
             report,
             SandboxFactory(client or connect(), job_dir.name),
-            say,
-            getpass.getuser(),
+            emit,
+            by or getpass.getuser(),
         )
     except BaseException:
         lock.release()
         raise
-    say(
-        f"Regrading {len(plans)} trial(s) of {job_dir.name} with the current verifiers "
-        f"(regrade {report.regrade_id}, concurrency={concurrency})"
-    )
+    emit(RegradeStarted(job_dir.name, report.regrade_id, len(plans), concurrency, reason, run.by))
     try:
         asyncio.run(_regrade_all(run, plans, max(1, concurrency)))
     except KeyboardInterrupt:

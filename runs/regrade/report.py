@@ -114,3 +114,17 @@ class RegradeReport:
             "interrupted": self.interrupted,
             "rows": [asdict(r) for r in self.rows],
         }
+
+
+def regrade_line(event: Any) -> str:
+    """The console line of one runs.events.Regraded."""
+    return TrialRow(
+        event.trial_name,
+        event.task_name,
+        event.rollout_name,
+        event.status,
+        event.change,
+        event.reward_before,
+        event.reward_after,
+        event.message,
+    ).line()

@@ -17,10 +17,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from runs.jobfolder import NOT_STARTED_MARK
+
 Outcome = Literal["passed", "failed", "errored", "verifier_errored", "interrupted", "cancelled"]
-# In an attempt folder whose sandbox was prepared ahead (warm pool) and that has not started yet:
-# no attempt, no rollout (removed when it starts; the folder is removed if it never does).
-NOT_STARTED_MARK = ".not-started"
 CORRUPT_TEXT = "result.json is corrupt or half-written (not a JSON object)"
 
 

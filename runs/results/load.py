@@ -207,22 +207,6 @@ class Job:
         d = self.denominators()
         return _ratio(d["passed"], d["attempted"])
 
-    def to_records(self) -> list[dict[str, Any]]:
-        from runs.results.render import record
-
-        return [record(t, self.mode) for t in self.trials]
-
-    def to_csv(self) -> str:
-        from runs.results.render import records_csv
-
-        return records_csv(self.to_records())
-
-    def to_json_dict(self, include_controls: bool = False) -> dict[str, Any]:
-        """The `benchflow.job` document (strict JSON: NaN and infinities become null)."""
-        from runs.results.render import job_document
-
-        return job_document(self, include_controls)
-
 
 def _plan_order(settings: Mapping[str, Any]) -> dict[str, int]:
     plan = settings.get("plan")
@@ -276,10 +260,3 @@ def with_mode(job: Job, attempts: AttemptsMode) -> Job:
     else:
         trials = [_trial(a, t.attempts, job.settings) for t in job.best_trials for a in t.attempts]
     return Job(job.path, job.settings, job.attempts, job.best_trials, attempts, trials, job.not_run)
-
-
-def render_results(job: Job, fmt: str = "table", attempts: AttemptsMode | None = None) -> str:
-    """What `bench results JOB [--attempts all] [--json|--csv]` prints."""
-    from runs.results.render import render
-
-    return render(with_mode(job, attempts or job.mode), fmt)

@@ -7,10 +7,11 @@ import io
 import json
 import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from runs.results.load import Job, Trial
+from runs.results.attempts import best_attempt
+from runs.results.load import AttemptsMode, Job, Trial, with_mode
+from runs.results.stats import pass_at_k_table, reward_stats
 
 TRIAL_COLUMNS = (
     "Task",
@@ -48,7 +49,6 @@ def _num(value: float | None, spec: str) -> str:
 
 def denominator_lines(job: Job) -> list[str]:
     """The counts that say what the pass rates divide by."""
-    from runs.results.stats import pass_at_k_table, reward_stats
 
     d = job.denominators()
     unit = "attempts" if job.mode == "all" else "trials"
@@ -125,8 +125,6 @@ def _row(trial: Trial, mode: str) -> list[str]:
     common = [_num(trial.reward, ".2f"), trial.outcome]
     tail = [trial.agent or "-", trial.model or "-", cost, tokens, _cause_cell(trial)]
     if mode == "all" and trial.chosen is not None:
-        from runs.results.attempts import best_attempt
-
         number = str(trial.attempts.index(trial.chosen) + 1)
         best = "*" if trial.chosen is best_attempt(trial.attempts) else ""
         return [trial.trial_name, number, trial.chosen.folder, best, *common, *tail]
@@ -171,8 +169,6 @@ def record(trial: Trial, mode: str) -> dict[str, Any]:
         "finished_at": chosen.get("finished_at") if chosen else None,
     }
     if mode == "all" and chosen is not None:
-        from runs.results.attempts import best_attempt
-
         row["attempt"] = trial.attempts.index(chosen) + 1
         row["best"] = chosen is best_attempt(trial.attempts)
     return row
@@ -190,7 +186,6 @@ def strict_json(value: Any) -> Any:
 
 
 def job_document(job: Job, include_controls: bool = False) -> dict[str, Any]:
-    from runs.results.stats import pass_at_k_table, reward_stats
 
     d = job.denominators(include_controls)
     doc: dict[str, Any] = {
@@ -206,7 +201,7 @@ def job_document(job: Job, include_controls: bool = False) -> dict[str, Any]:
         "pass_rate_attempted": d["passed"] / d["attempted"] if d["attempted"] else None,
         "n_attempts": len(job.attempts),
         "interrupted": [a.folder for a in job.interrupted],
-        "trials": job.to_records(),
+        "trials": records(job),
         "not_run": [
             {
                 "trial_name": n.trial_name,
@@ -247,11 +242,21 @@ def records_csv(records: Sequence[dict[str, Any]]) -> str:
 
 def render(job: Job, fmt: str = "table") -> str:
     if fmt == "json":
-        return json.dumps(job.to_json_dict(), indent=2, allow_nan=False)
+        return json.dumps(job_document(job), indent=2, allow_nan=False)
     if fmt == "csv":
-        return job.to_csv()
+        return records_csv(records(job))
     if fmt != "table":
         raise ValueError(f"format must be table, json or csv, not {fmt!r}")
     header = ATTEMPT_COLUMNS if job.mode == "all" else TRIAL_COLUMNS
     rows = [_row(t, job.mode) for t in job.trials]
     return "\n".join([*denominator_lines(job), "", *table(header, rows)]) + "\n"
+
+
+def records(job: Job) -> list[dict[str, Any]]:
+    """One record per row of the job (a trial, or an attempt with --attempts all)."""
+    return [record(t, job.mode) for t in job.trials]
+
+
+def render_results(job: Job, fmt: str = "table", attempts: AttemptsMode | None = None) -> str:
+    """What `bench results JOB [--attempts all] [--json|--csv]` prints."""
+    return render(with_mode(job, attempts or job.mode), fmt)

@@ -115,9 +115,8 @@ class LayerCache:
                 try:
                     self.client.api.inspect_image(tag)
                 except ImageNotFound:
-                    with self._lock_for(
-                        f"{FILES_REPO}:{layer.name}"
-                    ):  # one upload of the files per job
+                    # one upload of the files per job
+                    with self._lock_for(f"{FILES_REPO}:{layer.name}"):
                         source = files_image(self.client, layer)
                     dockerfile = (
                         f"FROM {image}\nCOPY --from={source} {layer.target} {layer.target}\n"

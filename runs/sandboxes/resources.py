@@ -38,21 +38,6 @@ class Grant:
             "reduced": self.reduced,
         }
 
-    def warning(self, task_name: str) -> str | None:
-        parts = []
-        if self.cpus < self.requested_cpus:
-            parts.append(f"{self.requested_cpus:g} CPUs (this machine has {self.cpus:g})")
-        if self.memory_mb < self.requested_memory_mb:
-            parts.append(
-                f"{self.requested_memory_mb} MB of memory (this machine has {self.memory_mb})"
-            )
-        if not parts:
-            return None
-        return (
-            f"warning: task {task_name} asks for {' and '.join(parts)}: it runs with what there is; "
-            "result.json's sandbox_resources has both figures"
-        )
-
 
 def host_resources(client: Any) -> HostResources:
     """What the Docker engine's machine has (its CPUs and memory)."""

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from runs.tasks.config import Checker
+from runs.tasks.checker import Checker
 
 MCP_TRANSPORTS = ("stdio", "sse", "streamable-http")
 MCP_KEYS = set(

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from runs.tasks.checker import Checker, TaskProblem, TaskWarning
 from runs.tasks.config import (
     AGENT_KEYS,
     REWARD_STRATEGIES,
@@ -22,11 +23,8 @@ from runs.tasks.config import (
     TOP_KEYS,
     VERIFIER_KEYS,
     AgentConfig,
-    Checker,
     SandboxConfig,
     Step,
-    TaskProblem,
-    TaskWarning,
     VerifierConfig,
     agent_config,
     first_dir,

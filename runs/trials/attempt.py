@@ -10,87 +10,50 @@ import asyncio
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from runs import events as ev
 from runs.agents.base import Agent
 from runs.gateway import CANCELLED_CALLS_SETTLE_S, take_usage
-from runs.jobfolder import new_attempt_dir, write_json
-from runs.results.attempts import NOT_STARTED_MARK
+from runs.jobfolder import NOT_STARTED_MARK, new_attempt_dir, write_json
+from runs.results.trial_result import AgentUsage, TrialResult
 from runs.sandboxes.docker import Sandbox, SandboxConfigError, SandboxError, SandboxFactory
 from runs.sandboxes.images import ImageBuildError
 from runs.sandboxes.layers import LayerError
 from runs.secrets import redact_obj, redact_tree
 from runs.spec import RunSpec
-from runs.tasks.load import Task
-from runs.trials.agent_run import add_proxy_usage, run_agent, trial_budget_for, trial_secrets
-from runs.trials.steps import run_steps
+from runs.trials.agent_run import run_agent, trial_secrets
+from runs.trials.prepared import AttemptPlan, Prepared
+from runs.trials.steps import instruction_for, run_steps
+from runs.trials.trial_budget import trial_budget_for
 from runs.trials.verifier import TESTS_DIR, run_verifier
 from runs.trials.workspace import save_workspace
-
-Events = Callable[..., None]
 
 
 def _now() -> str:
     return datetime.now().isoformat(timespec="milliseconds")
 
 
-@dataclass
-class AttemptPlan:
-    task: Task
-    trial_name: str
-    trial_index: int
-    attempt: int  # 1-based within the trial
-    env_digest: str
-
-
-@dataclass
-class Prepared:
-    plan: AttemptPlan
-    attempt_dir: Path
-    started_at: str
-    t0: float
-    sandbox: Sandbox | None = None
-    workdir: str | None = None
-    error: str | None = None
-    error_category: str | None = None
-    timing: dict[str, float] = field(default_factory=dict)
-    cancelled_by: str | None = (
-        None  # the cap's `budget reached: ...`, set before a job cap cancels it
-    )
-    cancelled_record: dict[str, Any] | None = (
-        None  # the timing.json written when a job cap cancelled it
-    )
-    ready_at: float | None = None  # when its sandbox was ready (monotonic)
-    resources: dict[str, Any] | None = None  # the CPUs and memory it got, and what it asked for
-    began: bool = False
-
-    def begin(self, now: float | None = None) -> None:
-        """It takes its slot: the trial's clock (t0) leaves out the time its prepared sandbox waited
-        for one, so timing.total and --max-sandbox-seconds count set-up and run, not the queue."""
-        if self.began:
-            return
-        self.began = True
-        if self.ready_at is not None:
-            self.t0 += max((time.monotonic() if now is None else now) - self.ready_at, 0.0)
-
-
-def record_cancelled_usage(record: dict[str, Any], usage: Any) -> None:
-    """Add what the proxy counted for a cancelled agent to its record's agent_result (timing.json)."""
-    add_proxy_usage(record["agent_result"], usage)
-    if usage.in_flight:
+def cancelled_record(
+    seconds: float, cancelled_by: str | None, spent: AgentUsage, usage: Any = None
+) -> dict[str, Any]:
+    """timing.json of an attempt cancelled while it ran: its seconds, and for a job cap's cancel also
+    why and what its agent spent (`usage`: what the proxy counted for it), which the cap counts."""
+    record: dict[str, Any] = {"total": round(seconds, 1), "cancelled": True}
+    if cancelled_by is None:
+        return record
+    record["cancelled_by"] = cancelled_by
+    if usage is not None:
+        spent.add_counted(usage)
+    record["agent_result"] = spent.to_json()
+    if usage is not None and usage.in_flight:
         record["usage_incomplete_info"] = {
             "calls_in_flight": usage.in_flight,
             "waited_sec": CANCELLED_CALLS_SETTLE_S,
         }
-
-
-def instruction_for(task: Task) -> str:
-    if task.agent.prompt_prefix:
-        return f"{task.agent.prompt_prefix}\n\n{task.instruction}"
-    return task.instruction
+    return record
 
 
 class AttemptRunner:
@@ -102,7 +65,7 @@ class AttemptRunner:
         agent: Agent,
         factory: SandboxFactory,
         job_dir: Path,
-        events: Events,
+        emit: Callable[[ev.Event], None],
         live: set[Sandbox],
         proxy: Any = None,
     ):
@@ -110,13 +73,14 @@ class AttemptRunner:
         self.agent = agent
         self.factory = factory
         self.job_dir = job_dir
-        self.events = events
+        self.emit = emit
         self.live = live  # every sandbox not yet removed, for clean-up on a signal
         # the model gateway (benchflow_site.gateway.ProxyGateway) when the agent calls a model
         self.proxy = proxy
         self._removals: set[asyncio.Task[None]] = set()
 
-    async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
+    async def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Docker-bound (blocking) work, off the event loop."""
         return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
 
     def _config(self, plan: AttemptPlan, attempt_dir: Path, started_at: str) -> dict[str, Any]:
@@ -159,25 +123,25 @@ class AttemptRunner:
         )
         t = time.monotonic()
         try:
-            given = await self._call(self.factory.grant, plan.task)
+            given = await self.call(self.factory.grant, plan.task)
             prepared.resources = given.record()
             build_log = self.job_dir / "builds" / f"{plan.task.name}.log"
-            image = await self._call(
+            image = await self.call(
                 self.factory.images.image_for, plan.task, plan.env_digest, build_log
             )
             layer = self.agent.image_layer()
             if layer is not None:
                 try:
-                    image = await self._call(self.factory.images.with_layer, image, layer)
+                    image = await self.call(self.factory.images.with_layer, image, layer)
                 except LayerError as exc:
                     prepared.error = (
                         f"install failed: could not add {layer.name} to the task image: {exc}"
                     )
                     prepared.error_category = "install_failure"
-                    prepared.timing["environment_setup"] = time.monotonic() - t
+                    prepared.timing.environment_setup = time.monotonic() - t
                     prepared.ready_at = time.monotonic()
                     return prepared
-            prepared.workdir = plan.task.sandbox.workdir or await self._call(
+            prepared.workdir = plan.task.sandbox.workdir or await self.call(
                 self.factory.images.image_workdir, image
             )
             mounts = {
@@ -192,13 +156,13 @@ class AttemptRunner:
                 self.live.add(made)  # here, in the worker thread: a cancelled prepare leaks nothing
                 return made
 
-            sandbox = await self._call(create)
+            sandbox = await self.call(create)
             prepared.sandbox = sandbox
             files = self.agent.files(plan.task, instruction_for(plan.task))
             dirs = self.agent.writable_dirs()
             if files or dirs:
-                await self._call(sandbox.put_files, files, dirs)
-            await self._call(self.factory.start, sandbox)
+                await self.call(sandbox.put_files, files, dirs)
+            await self.call(self.factory.start, sandbox)
             write_json(
                 attempt_dir / "sandbox.json",
                 {"provider": "docker", "sandbox_id": sandbox.id, "image": image},
@@ -214,17 +178,21 @@ class AttemptRunner:
                 f"sandbox startup failed: {exc}",
                 "sandbox_setup",
             )
-        prepared.timing["environment_setup"] = time.monotonic() - t
+        prepared.timing.environment_setup = time.monotonic() - t
         prepared.ready_at = time.monotonic()
         return prepared
 
-    async def run(self, prepared: Prepared) -> dict[str, Any]:
+    async def run(self, prepared: Prepared) -> TrialResult:
         """Agent, verifier, result.json; the sandbox is removed in every case (in the background)."""
         plan, attempt_dir = prepared.plan, prepared.attempt_dir
         prepared.begin()
         (attempt_dir / NOT_STARTED_MARK).unlink(missing_ok=True)
-        self.events("attempt_created", plan=plan, attempt_dir=attempt_dir)
-        result: dict[str, Any] = self._base_result(prepared)
+        self.emit(
+            ev.AttemptStarted(
+                plan.trial_name, plan.task.name, plan.trial_index, plan.attempt, attempt_dir.name
+            )
+        )
+        result = self._base_result(prepared)
         try:
             if prepared.sandbox is not None and prepared.error is None:
                 await self._agent_and_verifier(prepared, result)
@@ -233,49 +201,45 @@ class AttemptRunner:
             self.discard(prepared)  # the agent stops with its sandbox
             # No result.json (BenchFlow's job folder has none for a cancelled trial): timing.json keeps
             # the seconds it ran, and for a job cap also why and what its agent spent, which the cap counts
-            record: dict[str, Any] = {"total": round(ended - prepared.t0, 1), "cancelled": True}
+            usage = None
             if prepared.cancelled_by is not None:
-                record["cancelled_by"] = prepared.cancelled_by
-                record["agent_result"] = result["agent_result"]
-                await self._cancelled_usage(prepared, record)
+                usage = await self._cancelled_usage(prepared)
+            record = cancelled_record(
+                ended - prepared.t0, prepared.cancelled_by, result.agent_result, usage
+            )
+            if prepared.cancelled_by is not None:
                 prepared.cancelled_record = record
             redact_tree(attempt_dir, trial_secrets(self.spec.agent_env, plan.task))
             write_json(attempt_dir / "timing.json", record)
-            self.events("attempt_cancelled", plan=plan, attempt_dir=attempt_dir)
+            self.emit(ev.AttemptCancelled(plan.trial_name, attempt_dir.name, prepared.cancelled_by))
             raise
         except Exception as exc:  # noqa: BLE001
-            result["error"] = (
-                result["error"] or f"infrastructure error: connection lost to the sandbox ({exc})"
+            result.fail(
+                f"infrastructure error: connection lost to the sandbox ({exc})", "infra_failure"
             )
-            result["error_category"] = result["error_category"] or "infra_failure"
         if secrets := trial_secrets(self.spec.agent_env, plan.task):
             # what the agent or the tests wrote into /logs, and any text of theirs in the result
-            await self._call(redact_tree, attempt_dir, secrets)
-            result = redact_obj(result, secrets)
+            await self.call(redact_tree, attempt_dir, secrets)
+            result = TrialResult.from_json(redact_obj(result.to_json(), secrets))
         self._write_result(prepared, result)
         self.discard(prepared)
-        self.events("attempt_finished", plan=plan, attempt_dir=attempt_dir, result=result)
         return result
 
-    async def _cancelled_usage(self, prepared: Prepared, record: dict[str, Any]) -> None:
+    async def _cancelled_usage(self, prepared: Prepared) -> Any:
+        """What the proxy counted for a cancelled attempt's agent (None without a key)."""
         if self.proxy is None:
-            return
+            return None
         try:
-            usage = await take_usage(self.proxy, prepared.attempt_dir.name)
+            return await take_usage(self.proxy, prepared.attempt_dir.name)
         except asyncio.CancelledError:  # cancelled again (a signal): what the proxy counted so far
-            usage = self.proxy.unregister_attempt(prepared.attempt_dir.name)
-        if usage is not None:
-            record_cancelled_usage(record, usage)
+            return self.proxy.unregister_attempt(prepared.attempt_dir.name)
 
-    def _write_result(self, prepared: Prepared, result: dict[str, Any]) -> None:
-        timing = {k: round(v, 3) for k, v in prepared.timing.items()}
-        timing["total"] = round(time.monotonic() - prepared.t0, 3)
-        result["timing"] = timing
-        result["finished_at"] = _now()
-        write_json(
-            prepared.attempt_dir / "timing.json", {k: round(v, 1) for k, v in timing.items()}
-        )
-        write_json(prepared.attempt_dir / "result.json", result)
+    def _write_result(self, prepared: Prepared, result: TrialResult) -> None:
+        prepared.timing.total = time.monotonic() - prepared.t0
+        result.timing = prepared.timing
+        result.finished_at = _now()
+        write_json(prepared.attempt_dir / "timing.json", result.timing.to_json(digits=1))
+        write_json(prepared.attempt_dir / "result.json", result.to_json())
 
     def discard(self, prepared: Prepared) -> None:
         """Remove the attempt's sandbox in the background: the next trial need not wait for it.
@@ -311,7 +275,7 @@ class AttemptRunner:
     ) -> None:
         try:
             if sandbox is not None:
-                await self._call(sandbox.remove)
+                await self.call(sandbox.remove)
         finally:
             if sandbox is not None:
                 self.live.discard(sandbox)
@@ -320,84 +284,71 @@ class AttemptRunner:
             if unused is not None:  # after the sandbox: its bind mounts write into the folder
                 shutil.rmtree(unused, ignore_errors=True)
 
-    def _base_result(self, prepared: Prepared) -> dict[str, Any]:
-        plan = prepared.plan
-        no_model = 0 if self.proxy is None else None  # a control agent uses no tokens at all
-        return {
-            "task_name": plan.task.name,
-            "rollout_name": prepared.attempt_dir.name,
-            "trial_name": plan.trial_name,
-            "trial_index": plan.trial_index,
-            "attempt": plan.attempt,
-            "rewards": None,
-            "agent": self.spec.agent,
-            "agent_name": self.agent.name,
+    def _base_result(self, prepared: Prepared) -> TrialResult:
+        plan, agent = prepared.plan, self.agent
+        return TrialResult(
+            task_name=plan.task.name,
+            rollout_name=prepared.attempt_dir.name,
+            trial_name=plan.trial_name,
+            trial_index=plan.trial_index,
+            attempt=plan.attempt,
+            agent=self.spec.agent,
+            agent_name=agent.name,
             # a model agent's, a Claude login's included (its calls bypass the proxy)
-            "model": self.spec.model
-            if self.spec.model and (self.proxy or self.agent.needs_model)
+            model=self.spec.model
+            if self.spec.model and (self.proxy or agent.needs_model)
             else None,
-            "n_tool_calls": 0,
-            "n_prompts": 0,
-            "last_tool_call": None,
-            "agent_result": {
-                "n_input_tokens": no_model,
-                "n_output_tokens": no_model,
-                "n_cache_read_tokens": no_model,
-                "n_cache_creation_tokens": no_model,
-                "total_tokens": no_model,
-                "cost_usd": None,
-                "usage_source": "unavailable" if self.proxy is not None else "none",
-                "price_source": None,
-            },
-            "error": prepared.error,
-            "error_category": prepared.error_category,
-            "verifier_error": None,
-            "verifier_error_category": None,
-            "agent_timeout_info": None,
-            "agent_exit_code": None,
-            "trial_budget": None,
-            "started_at": prepared.started_at,
-            "finished_at": None,
-            "sandbox_id": prepared.sandbox.id if prepared.sandbox else None,
-            "sandbox_resources": prepared.resources,
-        }
+            started_at=prepared.started_at,
+            sandbox_id=prepared.sandbox.id if prepared.sandbox else None,
+            sandbox_resources=prepared.resources,
+            # a control agent uses no tokens at all
+            agent_result=AgentUsage() if self.proxy is not None else AgentUsage.none_used(),
+            error=prepared.error,
+            error_category=prepared.error_category,
+        )
 
-    async def _agent_and_verifier(self, prepared: Prepared, result: dict[str, Any]) -> None:
+    def emit_phase(self, prepared: Prepared, phase: str, step: str | None = None) -> None:
+        plan = prepared.plan
+        self.emit(ev.PhaseChanged(plan.trial_name, prepared.attempt_dir.name, phase, step))
+
+    def on_tool(self, prepared: Prepared) -> Callable[[str], None]:
+        """What to call with each tool call the agent starts (a title, secrets replaced)."""
+        plan, name = prepared.plan, prepared.attempt_dir.name
+        return lambda title: self.emit(ev.ToolCalled(plan.trial_name, name, title))
+
+    async def _agent_and_verifier(self, prepared: Prepared, result: TrialResult) -> None:
         plan, sandbox = prepared.plan, prepared.sandbox
         assert sandbox is not None
         task = plan.task
         if task.steps:  # one agent turn and one grading per step, all in this sandbox
             await run_steps(self, prepared, result)
             return
-        instruction = instruction_for(task)
-        prepared.timing["agent_setup"] = 0.0
-        self.events("phase", plan=plan, attempt_dir=prepared.attempt_dir, phase="agent")
+        prepared.timing.agent_setup = 0.0
+        self.emit_phase(prepared, "agent")
         t = time.monotonic()
         run = await run_agent(
             agent=self.agent,
             task=task,
-            instruction=instruction,
+            instruction=instruction_for(task),
             sandbox=sandbox,
             attempt_dir=prepared.attempt_dir,
             agent_env=self.spec.agent_env,
-            result=result,
             proxy=self.proxy,
-            model=self.spec.model,
             budget=trial_budget_for(task, self.spec.token_budget, self.spec.turn_budget),
-            on_tool=lambda title: self.events(
-                "tool_call", plan=plan, attempt_dir=prepared.attempt_dir, title=title
-            ),
+            on_tool=self.on_tool(prepared),
             idle_timeout=self.spec.agent_idle_timeout,
         )
-        graded_anyway = run.stopped
-        prepared.timing["agent_execution"] = time.monotonic() - t
-        if run.refused:  # refused before it started (a budget it would go around): nothing to grade
+        run.record(result)
+        prepared.timing.agent_execution = time.monotonic() - t
+        if (
+            run.withheld
+        ):  # refused before it started, or its program could not run: nothing to grade
             return
 
         if self.spec.save_outputs and prepared.workdir:
-            await self._call(save_workspace, sandbox, prepared.workdir, prepared.attempt_dir)
+            await self.call(save_workspace, sandbox, prepared.workdir, prepared.attempt_dir)
 
-        self.events("phase", plan=plan, attempt_dir=prepared.attempt_dir, phase="verifier")
+        self.emit_phase(prepared, "verifier")
         t = time.monotonic()
         outcome = await run_verifier(
             sandbox,
@@ -405,13 +356,13 @@ class AttemptRunner:
             prepared.attempt_dir,
             staged_tests=self.job_dir / ".staging" / prepared.attempt_dir.name / "tests",
         )
-        prepared.timing["verifier"] = time.monotonic() - t
-        result["rewards"] = outcome.rewards
-        result["verifier_exit_code"] = outcome.exit_code
+        prepared.timing.verifier = time.monotonic() - t
+        result.rewards = outcome.rewards
+        result.verifier_exit_code = outcome.exit_code
         if outcome.rewards is None:
-            if graded_anyway and outcome.error_category in ("verifier_no_reward", None):
+            if run.stopped and outcome.error_category in ("verifier_no_reward", None):
                 # an agent stopped at its time limit or budget is graded on what it left: no reward counts 0
-                result["rewards"] = {"reward": 0.0}
+                result.rewards = {"reward": 0.0}
             else:
-                result["verifier_error"] = outcome.error
-                result["verifier_error_category"] = outcome.error_category
+                result.verifier_error = outcome.error
+                result.verifier_error_category = outcome.error_category

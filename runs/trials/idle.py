@@ -12,7 +12,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-DEFAULT_IDLE_TIMEOUT_S = 600.0
 PENDING_FACTOR = 3  # BenchFlow: pending tool calls extend the limit up to 3x
 CHECK_EVERY_S = 1.0
 
@@ -71,28 +70,12 @@ def idle_error(limit_s: float, silent_s: float, tool_calls: int) -> str:
     )
 
 
-def record_idle_stop(
-    result: dict[str, Any], watch: IdleWatch, limit_s: float, tool_calls: int
-) -> None:
-    silent = watch.silent_s
-    result["error"] = idle_error(limit_s, silent, tool_calls)
-    result["error_category"] = "idle_timeout"
-    result["idle_timeout_info"] = {
+def idle_stop_info(watch: IdleWatch, limit_s: float, tool_calls: int) -> dict[str, Any]:
+    """result.json's `idle_timeout_info`: which limit applied and how long the agent was silent."""
+    return {
         "idle_timeout_sec": watch.limit_s,
         "limit_sec": limit_s,
         "pending": watch.pending,
-        "silent_sec": round(silent, 1),
+        "silent_sec": round(watch.silent_s, 1),
         "n_tool_calls": tool_calls,
     }
-
-
-def parse_idle_timeout(text: str) -> float | None:
-    """--agent-idle-timeout: seconds; 0 or none turns the watchdog off (None)."""
-    if text.strip().lower() in ("none", "off"):
-        return None
-    value = float(text)
-    if value == 0:
-        return None
-    if not value > 0:
-        raise ValueError(f"must be more than 0 (or 0/none to turn it off), got {text}")
-    return value

@@ -10,28 +10,40 @@ import dataclasses
 import os
 import shutil
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Protocol
 
-from runs.agents.base import Agent, AgentCommand
+from runs.agents.base import Agent
+from runs.gateway import ModelGateway
+from runs.results.trial_result import StepRecord, TrialResult
 from runs.sandboxes.files import populate
+from runs.spec import RunSpec
 from runs.tasks.config import Step
 from runs.tasks.load import Task
-from runs.trials.agent_run import (
-    AgentRun,
-    TrialBudget,
-    budget_stop_text,
-    run_agent,
-    trial_budget_for,
-)
+from runs.trials.agent_run import AgentRun, run_agent
+from runs.trials.prepared import Prepared
 from runs.trials.rewards import TOLERANCE
+from runs.trials.trial_budget import TrialBudget, budget_stop_text, trial_budget_for
 from runs.trials.verifier import VerifierOutcome, run_verifier
 from runs.trials.workspace import EVIDENCE, save_workspace
 
-if TYPE_CHECKING:
-    from runs.trials.attempt import AttemptRunner, Prepared
+
+class StepRunner(Protocol):
+    """What the step loop needs of the attempt runner (runs/trials/attempt.py AttemptRunner)."""
+
+    spec: RunSpec
+    agent: Agent
+    proxy: ModelGateway | None
+
+    async def call(self, fn: Callable[..., Any], *args: Any) -> Any: ...
+
+    def staging(self, attempt_dir: Path) -> Path: ...
+
+    def emit_phase(self, prepared: Prepared, phase: str, step: str | None = None) -> None: ...
+
+    def on_tool(self, prepared: Prepared) -> Callable[[str], None]: ...
+
 
 STEPS_DIR = "steps"  # <attempt>/steps/<name>/{agent,verifier}: each step's own logs and grading
 MinReward = float | Mapping[str, float] | None
@@ -99,40 +111,11 @@ def step_tests_dirs(task: Task, step: Step) -> list[Path]:
     return [d for d in (task.tests_dir, step.tests_dir) if d is not None and d.is_dir()]
 
 
-def step_entry(name: str) -> dict[str, Any]:
-    """A step's record in result.json `steps`, as it stands before (or without) running."""
-    return {
-        "name": name,
-        "ran": False,
-        "rewards": None,
-        "reward": None,
-        "verifier_error": None,
-        "agent_timed_out": False,
-        "timing": {"agent_execution": None, "verifier": None},
-        "stopped_early": False,
-    }
-
-
-# --- the agent for one step -------------------------------------------------------------------
-
-
-class _StepAgent:
-    """The run's agent, its command for one step (the oracle runs that step's solve.sh)."""
-
-    def __init__(self, agent: Agent, step: Step):
-        self._agent, self._step = agent, step
-
-    def command(self, task: Task, instruction: str) -> AgentCommand | None:
-        command_for_step = getattr(self._agent, "command_for_step")  # noqa: B009 - not on Agent
-        return cast(AgentCommand | None, command_for_step(task, self._step, instruction))
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._agent, name)
-
-
-def agent_for_step(agent: Agent, step: Step) -> Agent:
-    """An agent with `command_for_step(task, step, instruction)` gets it called; others run as ever."""
-    return cast(Agent, _StepAgent(agent, step)) if hasattr(agent, "command_for_step") else agent
+def instruction_for(task: Task) -> str:
+    """The prompt the agent gets: the task's (or step's) instruction after [agent] prompt_prefix."""
+    if task.agent.prompt_prefix:
+        return f"{task.agent.prompt_prefix}\n\n{task.instruction}"
+    return task.instruction
 
 
 # --- folders ---------------------------------------------------------------------------------
@@ -172,30 +155,28 @@ def _empty(folder: Path) -> None:
 # --- running ---------------------------------------------------------------------------------
 
 
-def _spent(result: dict[str, Any]) -> tuple[int, int]:
-    ar = result.get("agent_result") or {}
-    return int(ar.get("total_tokens") or 0), int(ar.get("n_calls") or 0)
+def _spent(result: TrialResult) -> tuple[int, int]:
+    ar = result.agent_result
+    return int(ar.total_tokens or 0), int(ar.n_calls or 0)
 
 
-def _trial_budget_record(
-    result: dict[str, Any], trial: TrialBudget, before: tuple[int, int]
-) -> None:
-    """run_agent records each step's own budget and use; the trial's record counts all steps."""
-    record = result.get("trial_budget")
-    if not record or not trial.active:  # only a step's own cap: its record stands
+def _trial_budget_record(result: TrialResult, trial: TrialBudget, before: tuple[int, int]) -> None:
+    """Each step records its own budget and use; the trial's record counts all steps."""
+    record = result.trial_budget
+    if record is None or not trial.active:  # only a step's own cap: its record stands
         return
     tokens, turns = _spent(result)
-    record["budget"] = {"tokens": trial.tokens, "turns": trial.turns}
-    record["source"] = trial.source
-    record["used"] = {"tokens": tokens, "turns": turns}
-    if at := record.get("stopped_at"):
-        at = {"tokens": at["tokens"] + before[0], "turns": at["turns"] + before[1]}
-        record["stopped_at"] = at
-        if result.get("error_category") == "trial_budget":
-            usage = SimpleNamespace(
-                stopped_by=record["stopped_by"], stopped_at=at, total_tokens=tokens, turns=turns
-            )
-            result["error"] = budget_stop_text(usage, trial)
+    record.budget = {"tokens": trial.tokens, "turns": trial.turns}
+    record.source = trial.source
+    record.used = {"tokens": tokens, "turns": turns}
+    if record.stopped_at:
+        at = {
+            "tokens": record.stopped_at["tokens"] + before[0],
+            "turns": record.stopped_at["turns"] + before[1],
+        }
+        record.stopped_at = at
+        if result.error_category == "trial_budget":
+            result.error = budget_stop_text(record.stopped_by, at, trial)
 
 
 def _graded(outcome: VerifierOutcome, run: AgentRun) -> dict[str, float] | None:
@@ -206,17 +187,18 @@ def _graded(outcome: VerifierOutcome, run: AgentRun) -> dict[str, float] | None:
     return outcome.rewards
 
 
-async def run_steps(runner: AttemptRunner, prepared: Prepared, result: dict[str, Any]) -> None:
+async def run_steps(runner: StepRunner, prepared: Prepared, result: TrialResult) -> None:
     """Run a task's steps one after another in the prepared sandbox; fills result's rewards and `steps`."""
     plan, sandbox, attempt_dir = prepared.plan, prepared.sandbox, prepared.attempt_dir
     assert sandbox is not None
     task, spec = plan.task, runner.spec
     trial_budget = trial_budget_for(task, spec.token_budget, spec.turn_budget)
     staged_tests = runner.staging(attempt_dir) / "tests"
-    entries = [step_entry(s.name) for s in task.steps]
+    entries = [StepRecord(s.name) for s in task.steps]
     scores: list[float | None] = [None] * len(task.steps)
-    result["steps"] = entries
-    prepared.timing.update(agent_setup=0.0, agent_execution=0.0, verifier=0.0)
+    result.steps = entries
+    timing = prepared.timing
+    timing.agent_setup, timing.agent_execution, timing.verifier = 0.0, 0.0, 0.0
 
     for i, step in enumerate(task.steps):
         own = (
@@ -226,43 +208,40 @@ async def run_steps(runner: AttemptRunner, prepared: Prepared, result: dict[str,
         before = _spent(result)
         budget = step_budget(trial_budget, own, before)
         if i and budget_exhausted(budget):
-            entries[i - 1]["stopped_early"] = True
+            entries[i - 1].stopped_early = True
             break
         run, outcome, agent_s, verifier_s = await _run_step(runner, prepared, result, step, budget)
-        if (
-            outcome is None
-        ):  # the agent was refused before it started: no reward, the error says why
-            result["rewards"] = None
+        # the agent was refused before it started: no reward, the error says why
+        if outcome is None:
+            result.rewards = None
             return
         _trial_budget_record(result, trial_budget, before)
-        prepared.timing["agent_execution"] += agent_s
-        prepared.timing["verifier"] += verifier_s
-        result["verifier_exit_code"] = outcome.exit_code
+        timing.add("agent_execution", agent_s)
+        timing.add("verifier", verifier_s)
+        result.verifier_exit_code = outcome.exit_code
         rewards = _graded(outcome, run)
-        entries[i].update(
-            ran=True,
-            rewards=rewards,
-            reward=None if rewards is None else rewards["reward"],
-            verifier_error=None if rewards is not None else outcome.error,
-            agent_timed_out=run.timed_out or run.idle_stopped,
-            timing={"agent_execution": round(agent_s, 3), "verifier": round(verifier_s, 3)},
-        )
+        entry = entries[i]
+        entry.ran, entry.rewards = True, rewards
+        entry.reward = None if rewards is None else rewards["reward"]
+        entry.verifier_error = None if rewards is not None else outcome.error
+        entry.agent_timed_out = run.timed_out or run.idle_stopped
+        entry.timing = {"agent_execution": round(agent_s, 3), "verifier": round(verifier_s, 3)}
         if rewards is None:
-            result["rewards"] = None
-            result["verifier_error"] = f"step {step.name!r}: {outcome.error}"
-            result["verifier_error_category"] = outcome.error_category
+            result.rewards = None
+            result.verifier_error = f"step {step.name!r}: {outcome.error}"
+            result.verifier_error_category = outcome.error_category
             return
         scores[i] = rewards["reward"]
         if i == len(task.steps) - 1:
             break
         if run.budget_stopped or not meets_min_reward(rewards, step.min_reward):
-            entries[i]["stopped_early"] = True
+            entry.stopped_early = True
             break
         # the next agent turn sees neither these tests nor their output
-        await runner._call(_empty, attempt_dir / "verifier")
-        await runner._call(populate, staged_tests, [])
+        await runner.call(_empty, attempt_dir / "verifier")
+        await runner.call(populate, staged_tests, [])
 
-    result["rewards"] = {
+    result.rewards = {
         "reward": trial_reward(scores, task.multi_step_reward_strategy),
         **{
             s.name: x
@@ -273,9 +252,9 @@ async def run_steps(runner: AttemptRunner, prepared: Prepared, result: dict[str,
 
 
 async def _run_step(
-    runner: AttemptRunner,
+    runner: StepRunner,
     prepared: Prepared,
-    result: dict[str, Any],
+    result: TrialResult,
     step: Step,
     budget: TrialBudget,
 ) -> tuple[AgentRun, VerifierOutcome | None, float, float]:
@@ -283,45 +262,40 @@ async def _run_step(
 
     No verifier outcome when the agent was refused before it started.
     """
-    from runs.trials.attempt import instruction_for  # runs.trials.attempt imports this module
-
     plan, sandbox, attempt_dir = prepared.plan, prepared.sandbox, prepared.attempt_dir
     assert sandbox is not None
-    spec = runner.spec
+    spec, agent = runner.spec, runner.agent
     view, here = step_view(plan.task, step), attempt_dir / STEPS_DIR / step.name
 
-    def event(kind: str, **data: Any) -> None:
-        runner.events(kind, plan=plan, attempt_dir=attempt_dir, step=step.name, **data)
-
     instruction = instruction_for(view)
-    if files := runner.agent.files(view, instruction):  # e.g. a script agent's instruction.md
-        await runner._call(sandbox.put_files, files)
-    event("phase", phase="agent")
+    if files := agent.files(view, instruction):  # e.g. a script agent's instruction.md
+        await runner.call(sandbox.put_files, files)
+    runner.emit_phase(prepared, "agent", step.name)
     sizes, t = _sizes(attempt_dir / "agent"), time.monotonic()
     run = await run_agent(
-        agent=agent_for_step(runner.agent, step),
+        agent=agent,
         task=view,
         instruction=instruction,
         sandbox=sandbox,
         attempt_dir=attempt_dir,
         agent_env=spec.agent_env,
-        result=result,
         proxy=runner.proxy,
-        model=spec.model,
         budget=budget,
-        on_tool=lambda title: event("tool_call", title=title),
+        on_tool=runner.on_tool(prepared),
         idle_timeout=spec.agent_idle_timeout,
+        command=agent.command_for_step(view, step, instruction),
     )
+    run.record(result)
     agent_s = time.monotonic() - t
-    if getattr(run, "refused", False):  # e.g. a task budget its calls would bypass
+    if run.withheld:  # e.g. a task budget its calls would bypass, or a program that cannot run
         return run, None, agent_s, 0.0
-    await runner._call(_keep_new_bytes, attempt_dir / "agent", here / "agent", sizes)
+    await runner.call(_keep_new_bytes, attempt_dir / "agent", here / "agent", sizes)
     if spec.save_outputs and prepared.workdir:
         # each step saves over the last: the trial keeps what its last agent turn left
         shutil.rmtree(attempt_dir / EVIDENCE, ignore_errors=True)
-        await runner._call(save_workspace, sandbox, prepared.workdir, attempt_dir)
+        await runner.call(save_workspace, sandbox, prepared.workdir, attempt_dir)
 
-    event("phase", phase="verifier")
+    runner.emit_phase(prepared, "verifier", step.name)
     t = time.monotonic()
     staged_tests = runner.staging(attempt_dir) / "tests"
     tests_dirs = step_tests_dirs(plan.task, step)
@@ -329,5 +303,5 @@ async def _run_step(
         sandbox, view, attempt_dir, tests_dirs=tests_dirs, staged_tests=staged_tests
     )
     verifier_s = time.monotonic() - t
-    await runner._call(_copy_tree, attempt_dir / "verifier", here / "verifier")
+    await runner.call(_copy_tree, attempt_dir / "verifier", here / "verifier")
     return run, outcome, agent_s, verifier_s

@@ -172,9 +172,8 @@ def test_opencode_and_codex_pass_through_the_proxy(
     docker_client, clean_env, tmp_path, agent, bullet
 ):
     tasks = EXAMPLES
-    if (
-        bullet
-    ):  # an instruction.md opening with a list item, which the CLI must not read as an option
+    # an instruction.md opening with a list item, which the CLI must not read as an option
+    if bullet:
         tasks = tmp_path / "tasks"
         shutil.copytree(EXAMPLES / "hello-world", tasks / "hello-world")
         instruction = tasks / "hello-world" / "instruction.md"
@@ -390,9 +389,8 @@ def test_budgeted_task_refuses_an_agent_whose_calls_bypass_the_proxy(
     assert result["rewards"] is None  # not graded: it never ran
     assert "[ERR] budgeted (agent integration failure [agent_budget]" in proc.stdout
     assert proc.returncode == 1
-    assert (
-        "[budgeted] trial budget reached" not in proc.stdout
-    )  # no budget-stop line: the agent never ran
+    # no budget-stop line: the agent never ran
+    assert "[budgeted] trial budget reached" not in proc.stdout
     # and an agent that calls no model runs the same task as usual
     proc = run_bench(run_args("oracle", jobs_dir="oracle-jobs"), env=clean_env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -415,9 +413,8 @@ class FakeUpstream(ThreadingHTTPServer):
         self.replies: list[
             Callable[[str], list[bytes]]
         ] = []  # the next streamed Messages answers, in order
-        self.message_ids = itertools.count(
-            1
-        )  # each Messages answer has an id of its own, as the API's do
+        # each Messages answer has an id of its own, as the API's do
+        self.message_ids = itertools.count(1)
 
     @property
     def url(self) -> str:
@@ -697,9 +694,8 @@ def test_claude_login_calls_its_gateway_directly_with_usage_from_its_own_log(
     assert result["model"] == "sonnet"
     calls = [c for c in fake_upstream.requests if urlsplit(c["path"]).path == "/v1/messages"]
     assert calls and all(c["headers"].get("authorization") == f"Bearer {token}" for c in calls)
-    assert all(
-        c["body"]["model"].startswith("claude-sonnet") for c in calls
-    )  # -m sonnet, as Claude names it
+    # -m sonnet, as Claude names it
+    assert all(c["body"]["model"].startswith("claude-sonnet") for c in calls)
     assert not (job / result["rollout_name"] / "trajectory" / "llm_trajectory.jsonl").exists()
     # and usage comes from the agent's own log: what the gateway reported for every call, dollars unknown
     ar = result["agent_result"]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from runs.jobs.budgets import USD_UNKNOWN_WARNING
+from runs.jobs.console import USD_UNKNOWN_WARNING
 from tests.conftest import job_dirs, make_agent, results_of, run_args, run_bench, write_task
 
 pytestmark = pytest.mark.docker

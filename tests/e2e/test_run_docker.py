@@ -224,9 +224,8 @@ def test_four_sleeping_tasks_run_at_once_with_j4(docker_client, bench_env, tmp_p
     # all four agents were sleeping at one same instant
     assert max(s for s, _ in spans) < min(e for _, e in spans)
     summary = json.loads((job / "summary.json").read_text())
-    assert (
-        summary["elapsed_sec"] < 2 * 4 + 8
-    )  # well under four sleeps one after another (16 s) plus set-up
+    # well under four sleeps one after another (16 s) plus set-up
+    assert summary["elapsed_sec"] < 2 * 4 + 8
 
 
 def test_failed_build_is_an_error_that_names_the_image_and_leaves_no_container(
@@ -339,9 +338,8 @@ def test_secret_agent_env_never_reaches_the_job_folder(docker_client, bench_env,
     assert proc.returncode == 0, proc.stdout + proc.stderr
     files = [p for p in (tmp_path / "jobs").rglob("*") if p.is_file()]
     everything = "".join(p.read_text(errors="replace") for p in files)
-    index = b"".join(
-        p.read_bytes() for p in (tmp_path / "state").rglob("*") if p.is_file()
-    )  # the database
+    # the database
+    index = b"".join(p.read_bytes() for p in (tmp_path / "state").rglob("*") if p.is_file())
     for value in (secret, bench_env["HOST_TEST_TOKEN"]):
         assert value not in everything and value not in proc.stdout + proc.stderr
         assert value.encode() not in index

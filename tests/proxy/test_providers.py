@@ -150,3 +150,10 @@ def test_mock_serves_every_protocol_without_keys() -> None:
     route = resolve_model("mock/oracle", {})
     assert route.is_mock and route.protocols == {"chat", "responses", "messages"}
     assert resolve_model("mock/script:/tmp/x.json", {}).model == "script:/tmp/x.json"
+
+
+def test_every_providers_key_variable_is_one_the_runner_keeps_out_of_sandboxes():
+    from proxy.providers import upstream_key_vars
+    from runs.secrets import MODEL_KEY_VARS
+
+    assert upstream_key_vars() <= MODEL_KEY_VARS

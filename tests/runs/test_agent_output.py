@@ -2,8 +2,10 @@
 
 import json
 
-from runs.agents.cli_agents import ClaudeAgent, CodexAgent, OpenCodeAgent
-from runs.trials.agent_run import OutputWatcher
+from runs.agents.claude import ClaudeAgent
+from runs.agents.codex import CodexAgent
+from runs.agents.opencode import OpenCodeAgent
+from runs.trials.output_watch import OutputWatcher
 
 
 def lines(*events) -> bytes:

@@ -15,7 +15,8 @@ from runs import errors
 from runs.agents.base import Agent
 from runs.spec import RunSpec
 from runs.tasks.load import load_task
-from runs.trials.attempt import AttemptPlan, AttemptRunner, Prepared
+from runs.trials.attempt import AttemptRunner
+from runs.trials.prepared import AttemptPlan, Prepared
 from tests.conftest import write_task
 
 REASON = "budget reached: 2,021 tokens spent of a 1,000 cap"

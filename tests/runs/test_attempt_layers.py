@@ -10,7 +10,8 @@ from runs.sandboxes.layers import AgentLayer, LayerError
 from runs.sandboxes.resources import HostResources, grant
 from runs.spec import RunSpec
 from runs.tasks.load import load_task
-from runs.trials.attempt import AttemptPlan, AttemptRunner
+from runs.trials.attempt import AttemptRunner
+from runs.trials.prepared import AttemptPlan
 from tests.conftest import write_task
 
 

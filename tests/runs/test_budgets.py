@@ -5,10 +5,12 @@ import json
 
 import pytest
 
-from runs.jobs.budgets import USD_UNKNOWN_WARNING, JobBudget
-from runs.jobs.run import best_results, plan_job
+from runs.events import CostUnknown
+from runs.jobs.budgets import JobBudget
+from runs.jobs.console import USD_UNKNOWN_WARNING
+from runs.jobs.plan import best_results, plan_job
 from runs.tasks.load import load_task
-from tests.conftest import write_task
+from tests.conftest import said, write_task
 
 
 def finished(cost=None, tokens=None, seconds=1.0):
@@ -22,9 +24,9 @@ def test_cost_cap_line_matches_the_seed_page():
     budget = JobBudget(max_cost_usd=0.004)
     asyncio.run(budget.admit(lambda: 0))
     assert budget.on_finish(finished(cost=0.0385, tokens=1_801_711)) is True
-    assert budget.reached_line(running=0) == (
+    assert said(budget.reached_event(running=0)) == [
         "budget reached: $0.0385 USD spent of a $0.0040 cap; stopping: no new rollouts, 0 running trial(s) cancelled"
-    )
+    ]
     assert budget.cancels_running()
 
 
@@ -44,7 +46,7 @@ def test_rollout_cap_is_checked_at_each_start_and_lets_running_trials_finish():
     assert budget.on_start() is True
     assert budget.reason == "budget reached: 2 rollouts started of a 2 cap"
     assert not asyncio.run(budget.admit(lambda: 0))
-    assert budget.reached_line(running=2).endswith(
+    assert said(budget.reached_event(running=2))[0].endswith(
         "; stopping: no new rollouts, 2 running trial(s) finish"
     )
     assert not budget.cancels_running()
@@ -113,11 +115,11 @@ def test_nothing_running_starts_the_next_trial_while_under_the_cap():
 
 
 def test_unpriced_rollouts_warn_once_and_are_counted_apart():
-    warnings = []
-    budget = JobBudget(max_cost_usd=1.0, warn=warnings.append)
+    events = []
+    budget = JobBudget(max_cost_usd=1.0, emit=events.append)
     budget.on_finish(finished(cost=None, tokens=5))
     budget.on_finish(finished(cost=None, tokens=5))
-    assert warnings == [USD_UNKNOWN_WARNING]
+    assert events == [CostUnknown()] and said(*events) == [USD_UNKNOWN_WARNING]
     block = budget.summary_block(cancelled=[], not_started=["b"])
     assert block["spent"]["usd_unknown_trials"] == 2
     assert block["not_started"] == ["b"]

@@ -22,8 +22,9 @@ from runs.agents.controls import ScriptAgent
 from runs.gateway import calls_settled
 from runs.sandboxes.docker import ExecResult
 from runs.tasks.load import load_task
-from runs.trials.agent_run import run_agent, trial_budget_for
-from tests.conftest import write_task
+from runs.trials.agent_run import run_agent
+from runs.trials.trial_budget import trial_budget_for
+from tests.conftest import record_into, write_task
 from tests.proxy.fake_upstream import MESSAGES_USAGE, FakeUpstream
 
 MODEL = "anthropic/claude-sonnet-4-5"
@@ -119,8 +120,7 @@ async def test_a_call_still_streaming_when_the_agent_is_stopped_is_in_the_record
     task = load_task(write_task(tmp_path / "tasks", "t", test_sh="true\n"))
     sandbox = LoopbackSandbox()
     monkeypatch.setattr("runs.trials.agent_run.listen_in_netns", sandbox.listen)
-    agent = ScriptAgent(tmp_path / "agent.sh")
-    agent.model = MODEL
+    agent = ScriptAgent(tmp_path / "agent.sh", model=MODEL)
     attempt_dir = tmp_path / "job" / "t__attempt1"
     attempt_dir.mkdir(parents=True)
     result = base_result()
@@ -132,12 +132,11 @@ async def test_a_call_still_streaming_when_the_agent_is_stopped_is_in_the_record
         sandbox=sandbox,  # type: ignore[arg-type]
         attempt_dir=attempt_dir,
         agent_env={},
-        result=result,
         proxy=gateway,
-        model=MODEL,
         budget=trial_budget_for(task, None, 1),
         on_tool=lambda _title: None,
     )
+    record_into(run, result)
     # then the agent was stopped mid-stream
     assert run.budget_stopped and sandbox.first_event == "message_start"
     assert sandbox.refused and "trial_budget_spent" in sandbox.refused

@@ -7,14 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from runs.agents.cli_agents import (
-    SPECS,
-    ClaudeAgent,
-    CodexAgent,
-    OpenCodeAgent,
-    cli_model_name,
-    login_credentials,
-)
+from runs.agents.claude import ClaudeAgent, login_credentials
+from runs.agents.codex import CodexAgent
+from runs.agents.install import SPECS
+from runs.agents.model_agent import cli_model_name
+from runs.agents.opencode import OpenCodeAgent
+from runs.agents.registry import resolve_agent
 from runs.jobs.preflight import model_problems
 from runs.spec import RunSpec
 
@@ -24,12 +22,10 @@ def test_a_claude_login_is_used_only_for_bare_aliases_without_an_api_key(tmp_pat
     creds.write_text("{}")
     env = {"CLAUDE_CONFIG_DIR": str(tmp_path)}
     assert login_credentials("sonnet", env) == creds
-    assert (
-        login_credentials("anthropic/claude-sonnet-4-5", env) is None
-    )  # a provider route: the proxy
-    assert (
-        login_credentials("sonnet", {**env, "ANTHROPIC_API_KEY": "sk-x"}) is None
-    )  # an API key wins
+    # a provider route: the proxy
+    assert login_credentials("anthropic/claude-sonnet-4-5", env) is None
+    # an API key wins
+    assert login_credentials("sonnet", {**env, "ANTHROPIC_API_KEY": "sk-x"}) is None
     assert (
         login_credentials("sonnet", {"CLAUDE_CODE_OAUTH_TOKEN": "t"})
         == "env:CLAUDE_CODE_OAUTH_TOKEN"
@@ -42,13 +38,13 @@ def test_a_login_cannot_be_held_to_a_per_trial_budget(tmp_path, monkeypatch):
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path))
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
-    agent = ClaudeAgent()
+    agent = resolve_agent("claude", model="sonnet")
     spec = RunSpec(tasks_dir=Path("t"), agent="claude", model="sonnet", token_budget=1000)
-    problems = model_problems(spec, agent, [], gateway=None)
-    assert agent.login and not agent.needs_proxy
+    problems = [str(p) for p in model_problems(spec, agent, gateway=None)]
+    assert agent.login and not agent.calls_proxy()
     assert any("a Claude login calls Anthropic directly" in p and "fix:" in p for p in problems)
     spec = RunSpec(tasks_dir=Path("t"), agent="claude", model="sonnet", max_cost_usd=1.0)
-    assert any("--max-cost-usd" in p for p in model_problems(spec, ClaudeAgent(), [], gateway=None))
+    assert any("--max-cost-usd" in str(p) for p in model_problems(spec, agent, gateway=None))
 
 
 @pytest.mark.parametrize(
@@ -256,7 +252,7 @@ def test_codex_gets_its_whole_native_package_so_its_bundled_ripgrep_is_on_path(
     monkeypatch.delenv("BENCHFLOW_AGENT_MOUNT", raising=False)
     _fake_install(tmp_path, CodexAgent)
     agent = CodexAgent()
-    agent.install()
+    agent.install(lambda _event: None)
     # when its layer is made
     layer = agent.image_layer()
     assert layer is not None
@@ -277,7 +273,7 @@ def test_claude_layer_keeps_its_name_and_binary_path(tmp_path, monkeypatch, agen
     monkeypatch.delenv("BENCHFLOW_AGENT_MOUNT", raising=False)
     _fake_install(tmp_path, agent_class)
     agent = agent_class()
-    agent.install()
+    agent.install(lambda _event: None)
     layer = agent.image_layer()
     spec = agent_class.spec
     assert layer is not None and layer.name == f"{spec.name}-{spec.version}"
@@ -288,7 +284,7 @@ def test_claude_layer_keeps_its_name_and_binary_path(tmp_path, monkeypatch, agen
 def _run_help(dest: str) -> str:
     import argparse
 
-    from benchflow_site.cli import add_run_arguments
+    from runs.spec import add_run_arguments
 
     parser = argparse.ArgumentParser()
     add_run_arguments(parser)
@@ -297,8 +293,7 @@ def _run_help(dest: str) -> str:
 
 
 def test_bench_run_help_names_every_agent_name_it_accepts():
-    from runs.agents import known_agent_names, resolve_agent
-    from runs.agents.cli_agents import ALIASES
+    from runs.agents.registry import ALIASES, known_agent_names
 
     text = _run_help("agent")
     for name in [*known_agent_names(), *ALIASES]:
@@ -333,7 +328,7 @@ def test_opencode_ships_the_ripgrep_of_the_codex_install_beside_its_binary(tmp_p
     (tmp_path / f"opencode-{spec.version}" / spec.binary).write_text("binary")
     # when the job installs it
     agent = OpenCodeAgent()
-    agent.install()
+    agent.install(lambda _event: None)
     # then Codex's static rg ships beside opencode, in a layer of a new name (the old had no rg)
     layer = agent.image_layer()
     assert layer is not None and layer.name == f"opencode-{spec.version}-layout2"
@@ -374,7 +369,7 @@ def test_opencode_ripgrep_comes_from_codex_package_with_npm_pack_when_codex_is_n
     # when
     from runs.agents.install import ensure_installed
 
-    folder = ensure_installed(spec, log=lambda _m: None)
+    folder = ensure_installed(spec, lambda _event: None)
     # then only the rg was taken from the package, for the pinned Codex version
     assert (folder / "rg").read_bytes() == b"rg 15.2" and (folder / "rg").stat().st_mode & 0o111
     assert (

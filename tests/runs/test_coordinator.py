@@ -10,8 +10,11 @@ from types import SimpleNamespace
 from typing import Any
 
 from runs.jobs.budgets import JobBudget
-from runs.jobs.coordinator import Coordinator, TrialPlan, effective_warm_pool, job_line
-from runs.trials.attempt import Prepared
+from runs.jobs.console import effective_warm_pool, job_line
+from runs.jobs.coordinator import Coordinator, TrialPlan
+from runs.results.trial_result import TrialResult
+from runs.trials.prepared import Prepared
+from tests.conftest import Said
 
 
 @dataclass
@@ -33,7 +36,7 @@ class FakeRunner:
             plan, Path(f"/tmp/{plan.task.name}__{self.n:08x}"), "now", now, ready_at=now
         )
 
-    async def run(self, prepared: Prepared) -> dict[str, Any]:
+    async def run(self, prepared: Prepared) -> TrialResult:
         self.events.append(("run", prepared.plan.task.name, time.monotonic()))
         await asyncio.sleep(self.run_seconds)
         outcome = dict(self.outcomes[prepared.plan.task.name].pop(0))
@@ -46,7 +49,8 @@ class FakeRunner:
         )
         outcome.setdefault("timing", {"total": self.run_seconds})
         outcome.setdefault("agent_result", {"cost_usd": None, "total_tokens": None})
-        return outcome
+        outcome.update(trial_index=0, agent="fake", agent_name="fake", model=None, started_at="now")
+        return TrialResult.from_json(outcome)
 
     def discard(self, prepared: Prepared) -> None:
         self.events.append(("discard", prepared.plan.task.name, time.monotonic()))
@@ -57,12 +61,15 @@ def trial(name: str) -> TrialPlan:
 
 
 def coordinator(
-    runner: FakeRunner, *, j: int = 1, warm: int = 0, retries: int = 2, budget=None, lines=None
+    runner: FakeRunner,
+    *,
+    j: int = 1,
+    warm: int = 0,
+    retries: int = 2,
+    budget=None,
+    lines: Said | None = None,
 ):
-    c = Coordinator(
-        runner, j, warm, retries, budget or JobBudget(), (lines if lines is not None else []).append
-    )
-    return c
+    return Coordinator(runner, j, warm, retries, budget or JobBudget(), lines or Said())
 
 
 PASS = {"rewards": {"reward": 1.0}}
@@ -79,19 +86,19 @@ TIMED_OUT = {
 
 def test_a_sandbox_start_that_fails_once_is_retried_and_passes(monkeypatch):
     monkeypatch.setattr("runs.errors.backoff_seconds", lambda attempt: 0.0)
-    lines: list[str] = []
+    lines = Said()  # the reporter's lines, as the console prints them
     runner = FakeRunner({"t": [SANDBOX_FAILED, PASS]})
     results = asyncio.run(coordinator(runner, lines=lines).run([[trial("t")]]))
-    assert [r["attempt"] for r in results] == [1, 2]
-    assert results[-1]["rewards"] == {"reward": 1.0}
-    assert "Retrying t (attempt 2): sandbox startup failed: cannot start container" in lines
-    assert "Retry backoff: 0.0s before attempt 2" in lines
+    assert [r.attempt for r in results] == [1, 2]
+    assert results[-1].rewards == {"reward": 1.0}
+    assert "Retrying t (attempt 2): sandbox startup failed: cannot start container" in lines.lines
+    assert "Retry backoff: 0.0s before attempt 2" in lines.lines
 
 
 def test_a_timeout_is_not_retried():
     runner = FakeRunner({"t": [TIMED_OUT, PASS]})
     results = asyncio.run(coordinator(runner).run([[trial("t")]]))
-    assert len(results) == 1 and results[0]["error_category"] == "timeout"
+    assert len(results) == 1 and results[0].error_category == "timeout"
 
 
 def test_retry_attempts_zero_turns_retries_off():
@@ -161,11 +168,11 @@ def test_trials_repeats_run_one_after_another():
         for i in range(2)
     ]
     results = asyncio.run(coordinator(runner, j=4).run(waves))
-    assert [r["trial_name"] for r in results] == ["t", "t#1"]
+    assert [r.trial_name for r in results] == ["t", "t#1"]
 
 
 def test_rollout_cap_lets_running_trials_finish_and_lists_the_rest_apart():
-    lines: list[str] = []
+    lines = Said()  # the reporter's lines, as the console prints them
     runner = FakeRunner({f"t{i}": [PASS] for i in range(3)}, run_seconds=0.05)
     c = coordinator(runner, j=2, budget=JobBudget(max_rollouts=2), lines=lines)
     results = asyncio.run(c.run([[trial(f"t{i}") for i in range(3)]]))
@@ -173,12 +180,12 @@ def test_rollout_cap_lets_running_trials_finish_and_lists_the_rest_apart():
     assert c.not_started == ["t2"] and c.cancelled == []
     assert any(
         line.startswith("budget reached: 2 rollouts started of a 2 cap; stopping: no new rollouts")
-        for line in lines
+        for line in lines.lines
     )
 
 
 def test_cost_cap_cancels_running_trials():
-    lines: list[str] = []
+    lines = Said()  # the reporter's lines, as the console prints them
     outcomes = {
         "cheap": [
             {"rewards": {"reward": 1.0}, "agent_result": {"cost_usd": 1.0, "total_tokens": 10}}
@@ -201,11 +208,11 @@ def test_cost_cap_cancels_running_trials():
         return c, results
 
     c, results = asyncio.run(scenario())
-    assert [r["task_name"] for r in results] == ["cheap"]
+    assert [r.task_name for r in results] == ["cheap"]
     assert c.cancelled == ["slow"]
     assert (
         "budget reached: $1.0000 USD spent of a $0.5000 cap; stopping: no new rollouts, 1 running trial(s) cancelled"
-        in lines
+        in lines.lines
     )
 
 
@@ -225,7 +232,7 @@ def test_an_errored_trial_whose_retry_the_rollout_cap_blocks_counts_as_errored_n
     # when
     results = asyncio.run(c.run([[trial("a1"), trial("b1")]]))
     # then each ran once; the cap kept their retries from running, so they are errored trials
-    assert sorted(r["trial_name"] for r in results) == ["a1", "b1"]
+    assert sorted(r.trial_name for r in results) == ["a1", "b1"]
     assert c.not_started == [] and c.cancelled == []
     assert sorted(c.retries_stopped) == ["a1", "b1"]
 
@@ -252,7 +259,7 @@ def test_an_errored_trial_cancelled_in_its_retry_backoff_counts_as_errored(monke
     # when
     results = asyncio.run(asyncio.wait_for(c.run([[trial("costly"), trial("flaky")]]), 10))
     # then the cap cancelled the backoff: flaky's one attempt counts, and it is not listed as not started
-    assert sorted(r["trial_name"] for r in results) == ["costly", "flaky"]
+    assert sorted(r.trial_name for r in results) == ["costly", "flaky"]
     assert c.not_started == [] and c.cancelled == []
     assert c.retries_stopped == ["flaky"]
 
@@ -343,9 +350,8 @@ def test_what_a_trial_spent_before_a_cap_cancelled_it_counts_in_the_spend():
         if prepared.plan.task.name == "beta":
             try:
                 await asyncio.sleep(5)
-            except (
-                asyncio.CancelledError
-            ):  # as AttemptRunner.run: a timing.json with what the proxy counted
+            # as AttemptRunner.run: a timing.json with what the proxy counted
+            except asyncio.CancelledError:
                 prepared.cancelled_record = {
                     "total": 0.1,
                     "cancelled": True,

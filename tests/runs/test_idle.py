@@ -2,7 +2,8 @@
 
 import pytest
 
-from runs.trials.idle import IdleWatch, idle_error, parse_idle_timeout, record_idle_stop
+from runs.spec import idle_timeout as parse_idle_timeout
+from runs.trials.idle import IdleWatch, idle_error, idle_stop_info
 
 
 class Clock:
@@ -85,10 +86,7 @@ def test_the_error_matches_benchflows_wording_and_class():
     clock.now += (
         4  # stopping the agent took a while: the error reports the silence the watchdog saw
     )
-    result: dict = {}
-    record_idle_stop(result, watch, 600.0, 3)
-    assert result["error_category"] == "idle_timeout"
-    assert result["idle_timeout_info"] == {
+    assert idle_stop_info(watch, 600.0, 3) == {
         "idle_timeout_sec": 600,
         "limit_sec": 600.0,
         "pending": False,
@@ -128,9 +126,8 @@ def test_the_setting_is_recorded_and_a_resume_keeps_it(tmp_path):
         for k, v in RunSpec(tasks_dir=tmp_path).recorded().items()
         if k != "agent_idle_timeout_sec"
     }
-    assert (
-        RunSpec.from_recorded(old).agent_idle_timeout == 600
-    )  # a job from before the setting: the default
+    # a job from before the setting: the default
+    assert RunSpec.from_recorded(old).agent_idle_timeout == 600
 
 
 async def test_the_gateway_reports_an_attempts_calls_for_the_watchdog(tmp_path):

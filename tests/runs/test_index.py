@@ -43,13 +43,11 @@ def test_index_records_attempts_and_the_best_outcome_per_trial(tmp_path):
         {"tasks_dir": "tasks", "agent": "oracle", "plan": ["a", "b"]},
     )
     index.attempt_created("a", "a", 0, "a__00000001", 1)
-    index.attempt_finished(
-        result("a", "a__00000001", None, error="sandbox startup failed: boom"), None
-    )
+    index.attempt_finished(result("a", "a__00000001", None, error="sandbox startup failed: boom"))
     index.attempt_created("a", "a", 0, "a__00000002", 2)
-    index.attempt_finished(result("a", "a__00000002", 1.0, attempt=2), None)
+    index.attempt_finished(result("a", "a__00000002", 1.0, attempt=2))
     index.attempt_created("b", "b", 0, "b__00000003", 1)
-    index.attempt_finished(result("b", "b__00000003", 0.0), None)
+    index.attempt_finished(result("b", "b__00000003", 0.0))
     index.finish_job(
         {"passed": 1, "failed": 1, "errored": 0, "verifier_errored": 0}, JobState.FINISHED
     )
@@ -161,7 +159,7 @@ def test_each_change_writes_an_event_and_trials_go_from_waiting_to_done(tmp_path
     assert dict(Trial.objects.values_list("name", "state")) == {"a": "running", "b": "waiting"}
     # when a finishes and the job ends
     index.phase_changed("a", "a__00000001", "verifying", 5)
-    index.attempt_finished(result("a", "a__00000001", 1.0), None)
+    index.attempt_finished(result("a", "a__00000001", 1.0))
     index.finish_job({"passed": 1}, JobState.FINISHED)
     index.close()
     # then

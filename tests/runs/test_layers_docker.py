@@ -63,7 +63,7 @@ def test_the_layer_puts_the_folder_into_the_image_once(docker_client, tmp_path):
 def test_doctor_fix_removes_layers_over_task_images_since_rebuilt(
     docker_client, tmp_path, monkeypatch
 ):
-    from runs.agents import cli_install
+    from runs.agents import install as cli_install
     from runs.doctor import agent_images_check
 
     # given a layer of a pinned CLI version (a made-up one: a real name would replace the real

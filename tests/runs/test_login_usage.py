@@ -15,12 +15,13 @@ from typing import Any
 
 import pytest
 
-from runs.agents.cli_agents import ClaudeAgent
+from runs.agents.claude import ClaudeAgent
 from runs.agents.login_usage import session_log_usage
 from runs.sandboxes.docker import ExecResult
 from runs.tasks.load import load_task
-from runs.trials.agent_run import run_agent, trial_budget_for
-from tests.conftest import write_task
+from runs.trials.agent_run import run_agent
+from runs.trials.trial_budget import trial_budget_for
+from tests.conftest import record_into, write_task
 
 USAGE = {
     "input_tokens": 100,
@@ -102,9 +103,7 @@ class SessionSandbox:
 @pytest.fixture
 def login(monkeypatch) -> ClaudeAgent:
     monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)  # no gateway on this machine's loopback
-    agent = ClaudeAgent()
-    agent.login, agent.model = True, "sonnet"
-    return agent
+    return ClaudeAgent("sonnet", login=True)
 
 
 @pytest.fixture
@@ -149,19 +148,19 @@ async def run(
         if (tasks / "t").is_dir()
         else write_task(tasks, "t", test_sh="true\n", toml=toml)
     )
-    return await run_agent(
+    outcome = await run_agent(
         agent=agent,
         task=task,
         instruction="hi",
         sandbox=sandbox,  # type: ignore[arg-type]
         attempt_dir=tmp_path / "job" / "t__a1",
         agent_env={},
-        result=result,
         proxy=None,
-        model="sonnet",
         budget=trial_budget_for(task, None, None),
         on_tool=lambda _title: None,
     )
+    record_into(outcome, result)
+    return outcome
 
 
 def tokens(ar: dict[str, Any]) -> tuple[int, int, int, int, int]:

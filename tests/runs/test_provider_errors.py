@@ -1,11 +1,11 @@
-"""What a trial's result says when the proxy saw its provider fail (runs.trials.agent_run.provider_error)."""
+"""What a trial's result says when the proxy saw its provider fail (runs.trials.provider_errors.provider_error)."""
 
 from __future__ import annotations
 
 import pytest
 
 from runs import errors
-from runs.trials.agent_run import provider_error
+from runs.trials.provider_errors import provider_error
 
 
 @pytest.mark.parametrize(

@@ -13,8 +13,9 @@ import pytest
 
 from benchflow_site import regrade_cli
 from runs.jobfolder import write_json
-from runs.regrade.regrade import MULTI_STEP, NO_OUTPUTS, RegradeError, append_regrade, regrade_job
-from runs.regrade.report import RegradeReport, TrialRow, change_of
+from runs.problems import UserError
+from runs.regrade.regrade import MULTI_STEP, NO_OUTPUTS, append_regrade, regrade_job
+from runs.regrade.report import RegradeReport, TrialRow, change_of, regrade_line
 from runs.trials.workspace import build_manifest
 from tests.conftest import REPO, job_dirs, results_of, run_bench, write_task
 
@@ -172,9 +173,10 @@ def test_a_job_with_nothing_regradable_refuses_each_trial_and_writes_nothing(tmp
 
     shutil.rmtree(gone)
     before = sorted(p.relative_to(job) for p in job.rglob("*"))
-    lines: list[str] = []
+    events: list = []
     # when
-    report = regrade_job(job, say=lines.append)
+    report = regrade_job(job, emit=events.append)
+    lines = [regrade_line(e) for e in events if e.kind == "regraded"]
     # then
     assert report.exit_code == 2
     assert f"[REFUSED] plain: {NO_OUTPUTS}" in lines
@@ -201,7 +203,7 @@ def test_a_task_that_became_multi_step_is_refused(tmp_path):
     (task / "task.toml").write_text('version = "1.0"\n[[steps]]\nname = "one"\n')
     (task / "steps" / "one").mkdir(parents=True)
     (task / "steps" / "one" / "instruction.md").write_text("Step one.\n")
-    report = regrade_job(job, say=lambda _: None)
+    report = regrade_job(job, emit=lambda _: None)
     assert [(r.trial, r.status, r.message) for r in report.rows] == [
         ("grown", "refused", MULTI_STEP)
     ]
@@ -212,15 +214,15 @@ def test_a_file_not_in_the_manifest_is_a_mismatch(tmp_path):
     job = tmp_path / "job"
     attempt = fake_attempt(job, task, saved={"a.txt": "a"})
     (attempt / "evidence" / "workspace" / "planted.py").write_text("print('hi')\n")
-    report = regrade_job(job, say=lambda _: None)
+    report = regrade_job(job, emit=lambda _: None)
     assert "planted.py is not in the manifest" in (report.rows[0].message or "")
 
 
 def test_a_folder_without_attempts_is_a_usage_error(tmp_path):
-    with pytest.raises(RegradeError, match="is not a job folder"):
-        regrade_job(tmp_path, say=lambda _: None)
-    with pytest.raises(RegradeError, match="is not a job folder"):
-        regrade_job(tmp_path / "missing", say=lambda _: None)
+    with pytest.raises(UserError, match="is not a job folder"):
+        regrade_job(tmp_path, emit=lambda _: None)
+    with pytest.raises(UserError, match="is not a job folder"):
+        regrade_job(tmp_path / "missing", emit=lambda _: None)
 
 
 def test_a_job_being_run_is_not_regraded(tmp_path):
@@ -232,8 +234,8 @@ def test_a_job_being_run_is_not_regraded(tmp_path):
     lock = JobLock(job)
     lock.acquire()  # as a live bench run holds it
     try:
-        with pytest.raises(RegradeError, match="is being run by pid"):
-            regrade_job(job, client=object(), say=lambda _: None)
+        with pytest.raises(UserError, match="is being run by pid"):
+            regrade_job(job, client=object(), emit=lambda _: None)
     finally:
         lock.release()
     assert not (attempt / "regrade.json").exists() and not (job / "regrade-summary.json").exists()
@@ -298,10 +300,11 @@ def test_regrade_rescores_saved_work_with_the_fixed_verifier_and_appends(
     # when the verifiers are fixed and the job regraded
     (half / "tests" / "test.sh").write_text("#!/bin/bash\n" + FIXED_VERIFIER)
     (tidy / "tests" / "test.sh").write_text("#!/bin/bash\n" + TIDY_FIXED)
-    lines: list[str] = []
+    events: list = []
     report = regrade_job(
-        job, reason="test.sh accepted any answer", client=docker_client, say=lines.append
+        job, reason="test.sh accepted any answer", client=docker_client, emit=events.append
     )
+    lines = [regrade_line(e) for e in events if e.kind == "regraded"]
     # then each trial flips, and result.json stays byte for byte
     assert report.exit_code == 0, report.render()
     assert "[REGRADE] half-life: pass->fail (reward 1.00 -> 0.00)" in lines
@@ -337,7 +340,7 @@ def test_regrade_rescores_saved_work_with_the_fixed_verifier_and_appends(
     assert summary["reason"] == "test.sh accepted any answer" and summary["job"] == job.name
     assert containers_of(docker_client, job) == []
     # when regraded again, the history grows and nothing is overwritten
-    again = regrade_job(job, client=docker_client, say=lambda _: None)
+    again = regrade_job(job, client=docker_client, emit=lambda _: None)
     doc2 = json.loads((half_dir / "regrade.json").read_text())
     assert [b["id"] for b in doc2["regrades"]] == [report.regrade_id, again.regrade_id]
     assert doc2["regrades"][0] == block and doc2["original"] == doc["original"]
@@ -361,7 +364,7 @@ def test_a_run_without_saved_outputs_is_refused(docker_client, bench_env, tmp_pa
     before = sorted(p.relative_to(job) for p in job.rglob("*"))
     # when, through the command line
     proc = subprocess.run(
-        [sys.executable, "-m", "benchflow_site.regrade_cli", str(job)],
+        [sys.executable, "-m", "benchflow_site.cli", "regrade", str(job)],
         cwd=tmp_path,
         env={**bench_env, "PYTHONPATH": str(REPO)},
         capture_output=True,
@@ -388,8 +391,9 @@ def test_a_tampered_workspace_is_refused_and_the_rest_regraded(docker_client, be
     tampered = attempt_of(job, "half-life")
     (tampered / "evidence" / "workspace" / "answer.txt").write_text("41\n")
     # when
-    lines: list[str] = []
-    report = regrade_job(job, tasks_dir=tasks, client=docker_client, say=lines.append)
+    events: list = []
+    report = regrade_job(job, tasks_dir=tasks, client=docker_client, emit=events.append)
+    lines = [regrade_line(e) for e in events if e.kind == "regraded"]
     # then
     assert report.exit_code == 0
     assert any(
@@ -413,7 +417,7 @@ def test_a_sandbox_that_cannot_start_is_recorded_as_failed(docker_client, bench_
     attempt = attempt_of(job, "broken")
     result_bytes = (attempt / "result.json").read_bytes()
     # when
-    report = regrade_job(job, client=docker_client, say=lambda _: None)
+    report = regrade_job(job, client=docker_client, emit=lambda _: None)
     # then
     assert report.exit_code == 1
     [row] = report.rows
@@ -435,7 +439,7 @@ def test_ctrl_c_records_an_interrupted_regrade_and_removes_the_sandbox(
         "#!/bin/bash\nsleep 120\necho 1 > /logs/verifier/reward.txt\n"
     )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "benchflow_site.regrade_cli", str(job)],
+        [sys.executable, "-m", "benchflow_site.cli", "regrade", str(job)],
         cwd=tmp_path,
         env={**bench_env, "PYTHONPATH": str(REPO)},
         stdout=subprocess.PIPE,
@@ -445,9 +449,8 @@ def test_ctrl_c_records_an_interrupted_regrade_and_removes_the_sandbox(
     try:
         deadline = time.monotonic() + 120
         attempt = attempt_of(job, "slow")
-        while not list(
-            attempt.glob("regrade/*/verifier/test-stdout.txt")
-        ):  # the verifier is running
+        # the verifier is running
+        while not list(attempt.glob("regrade/*/verifier/test-stdout.txt")):
             assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
             time.sleep(0.2)
         # when
@@ -479,7 +482,7 @@ def test_the_secrets_of_the_tasks_env_do_not_reach_the_regrades_output(
     )
     job = run_job(tmp_path, {**bench_env, "HOST_TEST_TOKEN": token}, "--save-outputs")
     # when it is regraded
-    report = regrade_job(job, client=docker_client, say=lambda _: None)
+    report = regrade_job(job, client=docker_client, emit=lambda _: None)
     # then the tests ran with it, and their output in the job folder has it replaced
     assert report.exit_code == 0, report.render()
     out = attempt_of(job, "t") / "regrade" / report.regrade_id / "verifier" / "test-stdout.txt"

@@ -11,6 +11,7 @@ import os
 import pytest
 
 from runs.results import load as results
+from runs.results import render
 from runs.results.attempts import best_attempt, outcome_of, read_attempts
 from runs.results.load import load_job
 from runs.results.stats import mean_stderr, pass_at_k, pass_at_k_estimate, reward_stats
@@ -166,7 +167,7 @@ def test_load_job_attempts_all_lists_every_attempt(tmp_path):
     write_attempt(tmp_path, "t", "00000002", reward=1.0, finished="2026-11-29T11:05:00")
     job = load_job(tmp_path, attempts="all")
     assert [(t.outcome, len(t.attempts)) for t in job.trials] == [("errored", 2), ("passed", 2)]
-    records = job.to_records()
+    records = render.records(job)
     assert [(r["attempt"], r["best"]) for r in records] == [(1, False), (2, True)]
     with pytest.raises(ValueError):
         load_job(tmp_path, attempts="some")
@@ -248,7 +249,7 @@ def test_pass_at_k_over_repeated_trials_leaves_errors_and_short_tasks_out(tmp_pa
     stats = reward_stats(job)
     assert stats["scored"]["n"] == 4 and stats["with_errors"]["n"] == 5
     assert stats["scored"]["mean"] == pytest.approx(0.5)
-    doc = job.to_json_dict()
+    doc = render.job_document(job)
     assert doc["pass_at_k"]["2"] == pytest.approx(2 / 3) and doc["pass_at_k"]["4"] is None
 
 
@@ -264,7 +265,7 @@ def test_mean_stderr_uses_the_sample_deviation(values, mean, stderr):
 
 def test_to_json_dict_is_strict_json(tmp_path):
     write_attempt(tmp_path, "t", "00000001", reward=1.0, agent_result={"cost_usd": float("nan")})
-    doc = load_job(tmp_path).to_json_dict()
+    doc = render.job_document(load_job(tmp_path))
     text = json.dumps(doc, allow_nan=False)
     assert doc["kind"] == "benchflow.job" and doc["trials"][0]["cost_usd"] is None
     assert json.loads(text)["denominators"]["passed"] == 1
@@ -272,14 +273,14 @@ def test_to_json_dict_is_strict_json(tmp_path):
 
 def test_to_csv_has_a_header_and_one_row_per_trial(tmp_path):
     make_mixed_job(tmp_path)
-    rows = list(csv.DictReader(io.StringIO(load_job(tmp_path).to_csv())))
+    rows = list(csv.DictReader(io.StringIO(render.records_csv(render.records(load_job(tmp_path))))))
     assert len(rows) == 7
     assert {r["task"]: r["outcome"] for r in rows}["verr"] == "verifier_errored"
 
 
 def test_render_results_prints_denominators_then_one_row_per_trial(tmp_path):
     make_mixed_job(tmp_path)
-    text = results.render_results(load_job(tmp_path))
+    text = render.render_results(load_job(tmp_path))
     head, table = text.split("\n\n", 1)
     assert "6 trials attempted, 3 scored (2 passed), 1 assessment errors, 2 unscored" in head
     assert "66.7% of scored (2/3), 33.3% of attempted (2/6)" in head
@@ -310,7 +311,7 @@ def test_render_results_attempts_all_shows_each_attempt_and_the_best(tmp_path):
         tmp_path, "t", "00000001", error="Agent install failed", finished="2026-11-29T11:00:00"
     )
     write_attempt(tmp_path, "t", "00000002", reward=1.0, finished="2026-11-29T11:05:00")
-    text = results.render_results(load_job(tmp_path), attempts="all")
+    text = render.render_results(load_job(tmp_path), attempts="all")
     rows = text.split("\n\n", 1)[1].strip().splitlines()
     assert rows[0].split()[:4] == ["Task", "Attempt", "Folder", "Best"]
     assert rows[1].split()[:3] == ["t", "1", "t__00000001"]
@@ -320,7 +321,7 @@ def test_render_results_attempts_all_shows_each_attempt_and_the_best(tmp_path):
 @pytest.mark.parametrize("fmt", ["json", "csv"])
 def test_render_results_json_and_csv(tmp_path, fmt):
     make_mixed_job(tmp_path)
-    text = results.render_results(load_job(tmp_path), fmt=fmt)
+    text = render.render_results(load_job(tmp_path), fmt=fmt)
     if fmt == "json":
         assert json.loads(text)["denominators"]["attempted"] == 6
     else:
@@ -376,7 +377,7 @@ def test_trials_a_job_cap_kept_from_running_are_listed_apart_and_not_counted(tmp
     (tmp_path / "summary.json").write_text(json.dumps({"budget": budget}))
     # when
     job = load_job(tmp_path)
-    out = results.render_results(job)
+    out = render.render_results(job)
     # then delta and gamma are neither attempted nor errors; eps counts by its errored attempt
     d = job.denominators()
     assert (d["attempted"], d["execution_errors"], d["passed"]) == (2, 1, 1)
@@ -391,7 +392,7 @@ def test_trials_a_job_cap_kept_from_running_are_listed_apart_and_not_counted(tmp
     assert "1 execution errors" in out and "50.0% of attempted (1/2)" in out
     assert "(infrastructure problem)" not in out.split("Not run:")[1].split("\n")[0]
     assert job.interrupted == []  # a cap's cancel is no interrupted attempt
-    doc = job.to_json_dict()
+    doc = render.job_document(job)
     assert doc["not_run"] == [
         {"trial_name": "delta", "why": "cancelled", "rollout_names": ["delta__00000002"]},
         {"trial_name": "gamma", "why": "not started", "rollout_names": []},
@@ -402,10 +403,11 @@ def test_trials_a_job_cap_kept_from_running_are_listed_apart_and_not_counted(tmp
     assert cancelled.cause().key == "budget_cancelled"
     assert (cancelled.execution, cancelled.error_category) == ("cancelled", "budget_cancelled")
     assert cancelled.error == f"cancelled by the job budget: {REASON}"
+    # what the proxy counted
     assert (cancelled.total_tokens, cancelled.cost_usd) == (
         2021,
         0.002037,
-    )  # what the proxy counted
+    )
     assert attempts.denominators()["attempted"] == 2
 
 
@@ -438,7 +440,7 @@ def test_results_of_a_job_of_control_runs_only_says_what_the_controls_did(tmp_pa
     for i, (reward, error) in enumerate([(1.0, None)] * 3 + [(0.0, None), (None, "boom")]):
         write_attempt(tmp_path, f"t{i}", f"0000000{i}", reward=reward, error=error, agent="oracle")
     # when
-    head = results.render_results(load_job(tmp_path)).split("\n\n", 1)[0]
+    head = render.render_results(load_job(tmp_path)).split("\n\n", 1)[0]
     # then the control line is the answer, not "0 trials attempted ... n/a"
     assert (
         "Controls:  5 control runs (oracle): 3 passed, 1 failed, 1 errored; 75.0% of scored "

@@ -9,9 +9,8 @@ import pytest
 from runs.sandboxes.docker import _CappedWriter
 from runs.secrets import StreamRedactor, redact_obj, redact_tree, secret_values
 
-SECRET = (
-    "ghp_" + "A1b2C3d4E5" * 4
-)  # a GitHub token's shape, which no key pattern of the proxy knows
+# a GitHub token's shape, which no key pattern of the proxy knows
+SECRET = "ghp_" + "A1b2C3d4E5" * 4
 
 
 def test_secret_values_are_the_secret_ones_long_enough_to_search() -> None:
@@ -36,9 +35,8 @@ def test_a_secret_cut_across_two_chunks_is_still_replaced(cut: int) -> None:
 
 def test_only_an_end_that_may_start_a_secret_is_held_back() -> None:
     red = StreamRedactor([SECRET])
-    assert (
-        red.feed(b"plain text\n") == b"plain text\n"
-    )  # nothing that starts the secret: all out now
+    # nothing that starts the secret: all out now
+    assert red.feed(b"plain text\n") == b"plain text\n"
     assert red.feed(b"abc ghp_A1") == b"abc "  # may be the secret: held until the next chunk
     assert red.feed(b"x\n") == b"ghp_A1x\n"
     assert red.close() == b""

@@ -6,7 +6,8 @@ import json
 import sqlite3
 from pathlib import Path
 
-from runs.agents.cli_agents import CodexAgent, OpenCodeAgent
+from runs.agents.codex import CodexAgent
+from runs.agents.opencode import OpenCodeAgent
 from runs.agents.session_logs import (
     claude_subagents,
     codex_subagents,

@@ -10,14 +10,14 @@ import pytest
 
 from runs.agents.base import Agent, AgentCommand
 from runs.agents.controls import OracleAgent
+from runs.results.trial_result import TrialResult
 from runs.sandboxes.files import populate
 from runs.spec import RunSpec
 from runs.tasks.load import Task, load_task
-from runs.trials.agent_run import AgentRun, TrialBudget
-from runs.trials.attempt import AttemptPlan, Prepared
+from runs.trials.agent_run import AgentRun
+from runs.trials.prepared import AttemptPlan, Prepared
 from runs.trials.steps import (
     _trial_budget_record,
-    agent_for_step,
     budget_exhausted,
     meets_min_reward,
     run_steps,
@@ -26,7 +26,20 @@ from runs.trials.steps import (
     step_view,
     trial_reward,
 )
+from runs.trials.trial_budget import TrialBudget
 from runs.trials.verifier import VerifierOutcome
+
+REQUIRED = dict(
+    task_name="stepped",
+    rollout_name="stepped__abcd1234",
+    trial_name="stepped",
+    trial_index=0,
+    attempt=1,
+    agent="scripted",
+    agent_name="scripted",
+    model=None,
+    started_at="now",
+)
 
 # --- pure parts ------------------------------------------------------------------------------
 
@@ -131,9 +144,11 @@ def test_trial_budget_record_counts_every_step_and_the_stop_in_trial_terms():
         },
     }
     trial = TrialBudget(220, None, {"tokens": "run", "turns": None})
+    typed = TrialResult.from_json({**REQUIRED, **result})
     # when
-    _trial_budget_record(result, trial, (100, 2))
+    _trial_budget_record(typed, trial, (100, 2))
     # then
+    result = typed.to_json()
     record = result["trial_budget"]
     assert record["budget"] == {"tokens": 220, "turns": None}
     assert record["used"] == {"tokens": 150, "turns": 3}
@@ -228,16 +243,10 @@ class StepAwareAgent(ScriptedAgent):
 def test_an_agent_with_a_step_hook_gets_it_called_and_others_run_unchanged(tmp_path):
     task = multi_step_task(tmp_path)
     plain, aware = ScriptedAgent(), StepAwareAgent()
+    step = task.steps[1]
 
-    wrapped = agent_for_step(aware, task.steps[1])
-
-    assert agent_for_step(plain, task.steps[1]) is plain
-    assert wrapped.command(task, "x").argv == ["solve", "two"]
-    assert (wrapped.name, wrapped.log_name, wrapped.needs_model) == (
-        "scripted",
-        "scripted.txt",
-        False,
-    )
+    assert plain.command_for_step(step_view(task, step), step, "x").argv == ["do", "x"]
+    assert aware.command_for_step(step_view(task, step), step, "x").argv == ["solve", "two"]
 
 
 def test_the_oracle_runs_each_steps_own_solve_sh_else_the_shared_one(tmp_path):
@@ -250,7 +259,7 @@ def test_the_oracle_runs_each_steps_own_solve_sh_else_the_shared_one(tmp_path):
     oracle = OracleAgent()
     # when
     mounts = oracle.mounts(task)
-    argv = [agent_for_step(oracle, s).command(step_view(task, s), "").argv for s in (one, two)]
+    argv = [oracle.command_for_step(step_view(task, s), s, "").argv for s in (one, two)]
     # then: no mount inside the read-only /solution (Docker cannot make one there)
     assert mounts == {
         "/solution": (task.solution_dir, "ro"),
@@ -289,15 +298,18 @@ class FakeRunner:
         self.spec = spec or RunSpec(tasks_dir=job_dir)
         self.seen: list[tuple[str, dict]] = []
 
-    def events(self, kind, **data):
-        self.seen.append((kind, data))
+    def emit_phase(self, prepared, phase, step=None):
+        self.seen.append(("phase", {"phase": phase, "step": step}))
+
+    def on_tool(self, prepared):
+        return lambda title: self.seen.append(("tool_call", {"title": title}))
 
     def staging(self, attempt_dir: Path) -> Path:
         path = self.job_dir / ".staging" / attempt_dir.name
         (path / "tests").mkdir(parents=True, exist_ok=True)
         return path
 
-    async def _call(self, fn, *args):
+    async def call(self, fn, *args):
         return fn(*args)
 
 
@@ -313,7 +325,7 @@ class Script:
         self.graded: list[str] = []
 
     async def run_agent(
-        self, *, agent, task, instruction, sandbox, attempt_dir, result, budget, **_
+        self, *, agent, task, instruction, sandbox, attempt_dir, budget, command=None, **_
     ):
         step = instruction.rsplit("Do ", 1)[1].rstrip(".")
         staged = attempt_dir.parent / ".staging" / attempt_dir.name / "tests"
@@ -321,7 +333,7 @@ class Script:
             {
                 "step": step,
                 "instruction": instruction,
-                "argv": agent.command(task, instruction).argv,
+                "argv": (command or agent.command(task, instruction)).argv,
                 "timeout": task.agent.timeout_sec,
                 "tests_visible": sorted(p.name for p in staged.iterdir()),
                 "verifier_visible": sorted(p.name for p in (attempt_dir / "verifier").iterdir()),
@@ -331,10 +343,14 @@ class Script:
         log.parent.mkdir(parents=True, exist_ok=True)
         with log.open("a") as fh:
             fh.write(f"agent did {step}\n")
-        result["n_prompts"] = result.get("n_prompts", 0) + 1
-        run = AgentRun(timed_out=step in self.timeouts)
-        run.refused = step in self.refused  # type: ignore[attr-defined]
-        return run
+        refused = "a budget it would go around" if step in self.refused else None
+        timed_out = step in self.timeouts
+        return AgentRun(
+            ran=refused is None,
+            timed_out=timed_out,
+            timeout_s=task.agent.timeout_sec,
+            refused=refused,
+        )
 
     async def run_verifier(self, sandbox, task, attempt_dir, *, tests_dirs, staged_tests):
         step = tests_dirs[-1].parent.name
@@ -364,9 +380,9 @@ async def run_script(tmp_path, monkeypatch, task: Task, script: Script, agent: A
     runner = FakeRunner(job_dir, agent or ScriptedAgent())
     plan = AttemptPlan(task, "stepped__1", 0, 1, "sha256:x")
     prepared = Prepared(plan, attempt_dir, "now", time.monotonic(), sandbox=FakeSandbox())
-    result: dict = {"rewards": None, "verifier_error": None, "agent_result": {}}
+    result = TrialResult(**REQUIRED)
     await run_steps(runner, prepared, result)  # type: ignore[arg-type]
-    return result, attempt_dir, prepared, runner
+    return result.to_json(), attempt_dir, prepared, runner
 
 
 ONE = {"reward": 1.0}
@@ -400,7 +416,7 @@ async def test_steps_run_in_order_each_graded_with_its_own_tests(tmp_path, monke
         attempt_dir / "steps" / "two" / "agent" / "scripted.txt"
     ).read_text() == "agent did two\n"
     assert (attempt_dir / "agent" / "scripted.txt").read_text().count("agent did") == 3
-    assert set(prepared.timing) >= {"agent_execution", "verifier"}
+    assert set(prepared.timing.to_json()) >= {"agent_execution", "verifier"}
     assert [d["phase"] for k, d in runner.seen if k == "phase"] == ["agent", "verifier"] * 3
 
 

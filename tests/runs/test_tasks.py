@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from runs.tasks.config import AgentConfig, SandboxConfig, TaskProblem, VerifierConfig
+from runs.tasks.checker import TaskProblem
+from runs.tasks.config import AgentConfig, SandboxConfig, VerifierConfig
 from runs.tasks.load import (
     TaskError,
     environment_digest,

@@ -1,6 +1,12 @@
 """Utilization lines: two minutes in, then every five, with warnings for idle slots and idle models."""
 
-from runs.jobs.utilization import Sample, Utilization, utilization_lines
+from runs.jobs.console import utilization_lines as lines_of
+from runs.jobs.utilization import Sample, Utilization, utilization_of
+
+
+def utilization_lines(samples, slots, window_s, uses_model):
+    report = utilization_of(samples, slots, window_s, uses_model)
+    return [] if report is None else lines_of(report)
 
 
 def test_line_matches_the_seed_page():
@@ -33,6 +39,6 @@ def test_reports_come_two_minutes_in_then_every_five():
     util = Utilization(slots=1, started=0.0)
     assert not util.due(119) and util.due(120)
     util.add(Sample(0, 1, 0, 0, 0))
-    assert util.report(120, uses_model=False)[0].startswith("Utilization, last 2 min:")
+    assert lines_of(util.report(120, uses_model=False))[0].startswith("Utilization, last 2 min:")
     assert not util.due(419) and util.due(420)
-    assert util.report(420, uses_model=False) == []  # no samples: nothing to say
+    assert util.report(420, uses_model=False) is None  # no samples: nothing to say

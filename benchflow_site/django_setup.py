@@ -1,0 +1,20 @@
+"""Django set up for a command that uses the ORM: settings, and the migrations the database lacks."""
+
+from __future__ import annotations
+
+import os
+
+
+def setup_django() -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchflow_site.settings")
+    import django
+
+    django.setup()
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    executor = MigrationExecutor(connection)
+    if executor.migration_plan(executor.loader.graph.leaf_nodes()):
+        from django.core.management import call_command
+
+        call_command("migrate", verbosity=0, interactive=False)

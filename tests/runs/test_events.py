@@ -1,0 +1,84 @@
+"""Typed events: each kind is named once, survives its payload, and a failing subscriber harms no other."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import typing
+
+import pytest
+
+from runs import events as ev
+from runs.results.trial_result import TrialBudgetRecord, TrialResult
+
+RESULT = TrialResult(
+    task_name="t",
+    rollout_name="t__0a1b2c3d",
+    trial_name="t",
+    trial_index=0,
+    attempt=1,
+    agent="oracle",
+    agent_name="oracle",
+    model=None,
+    started_at="2026-12-02T10:00:00.000",
+    rewards={"reward": 1.0},
+    trial_budget=TrialBudgetRecord({"tokens": 10, "turns": None}, {"tokens": "run"}, {"tokens": 3}),
+)
+
+
+def sample(cls: type[ev.Event]) -> ev.Event:
+    """An instance with a value of its type in every field."""
+    hints = typing.get_type_hints(cls)
+    values = {}
+    for f in dataclasses.fields(cls):
+        kind = str(hints[f.name])
+        if "TrialResult" in kind:
+            values[f.name] = RESULT
+        elif "tuple" in kind:
+            values[f.name] = ()
+        elif "dict" in kind:
+            values[f.name] = {"k": 1}
+        elif "bool" in kind:
+            values[f.name] = True
+        elif "float" in kind:
+            values[f.name] = 1.5
+        elif "int" in kind:
+            values[f.name] = 2
+        else:
+            values[f.name] = f"{f.name}-value"
+    return cls(**values)
+
+
+@pytest.mark.parametrize("kind", sorted(ev.KINDS))
+def test_every_event_comes_back_the_same_from_its_json_payload(kind):
+    event = sample(ev.KINDS[kind])
+
+    payload = json.loads(json.dumps(event.to_payload()))
+
+    assert ev.from_payload(kind, payload) == event
+
+
+def test_kinds_are_the_class_names_in_snake_case_and_unique():
+    assert ev.AttemptFinished.kind == "attempt_finished"
+    assert ev.UtilizationReported.kind == "utilization_reported"
+    assert len(set(ev.KINDS)) == len(ev.KINDS) and all(ev.KINDS[k].kind == k for k in ev.KINDS)
+
+
+def test_an_attempt_finished_payload_holds_the_result_json_document():
+    payload = ev.AttemptFinished("t", RESULT.rollout_name, RESULT).to_payload()
+
+    assert payload["result"] == RESULT.to_json()
+    assert payload["result"]["trial_budget"]["budget"] == {"tokens": 10, "turns": None}
+
+
+def test_a_subscriber_that_fails_does_not_stop_the_others_or_the_job(caplog):
+    seen: list[ev.Event] = []
+
+    def broken(_event: ev.Event) -> None:
+        raise RuntimeError("a page went away")
+
+    bus = ev.Bus(broken, seen.append)
+    bus.emit(ev.SignalReceived("SIGINT"))
+
+    assert seen == [ev.SignalReceived("SIGINT")]
+    assert "a page went away" in caplog.text
