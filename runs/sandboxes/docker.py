@@ -48,6 +48,10 @@ class SandboxConfigError(SandboxError):
     """Docker refused the sandbox's settings (HTTP 400): another attempt would be refused the same."""
 
 
+# seconds between tries of a forced removal the engine refused; None: the last try raises
+REMOVE_RETRY_S: tuple[float | None, ...] = (0.5, 1.0, 2.0, 4.0, None)
+
+
 def _pid_start(pid: int) -> str:
     """The kernel's start time of a process: tells a live owner from a reused pid."""
     try:
@@ -247,17 +251,36 @@ class Sandbox:
         return copied
 
     def remove(self) -> None:
+        """Kill and remove the container; returns once it is gone. A busy engine can refuse a
+        forced removal for a moment ("did not receive an exit event", 409) or be removing it
+        already: both are waited out, so no container outlives its attempt."""
         with self._lock:
             if self.removed:
                 return
             self.removed = True
-        try:
-            self.api.remove_container(self.id, force=True, v=True)
-        except NotFound:
-            pass
-        except APIError as exc:
-            if "already in progress" not in str(exc):
-                raise
+        for wait in REMOVE_RETRY_S:
+            try:
+                self.api.remove_container(self.id, force=True, v=True)
+                return
+            except NotFound:
+                return
+            except APIError as exc:
+                if wait is None:
+                    self.removed = False  # still there: a later remove tries again
+                    raise
+                if "already in progress" in str(exc) and self._gone_within(wait):
+                    return
+                time.sleep(wait)
+
+    def _gone_within(self, seconds: float) -> bool:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            try:
+                self.api.inspect_container(self.id)
+            except NotFound:
+                return True
+            time.sleep(0.1)
+        return False
 
 
 class _StreamReader(io.RawIOBase):

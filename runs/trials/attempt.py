@@ -276,9 +276,9 @@ class AttemptRunner:
         try:
             if sandbox is not None:
                 await self.call(sandbox.remove)
-        finally:
-            if sandbox is not None:
+                # only once it is gone: a removal the engine refused is tried again at the end
                 self.live.discard(sandbox)
+        finally:
             if staging is not None:
                 shutil.rmtree(staging, ignore_errors=True)
             if unused is not None:  # after the sandbox: its bind mounts write into the folder
