@@ -50,9 +50,9 @@ def measure_index(job_dir: str, home: str) -> dict[str, Any]:
     """One index run in this (fresh) process."""
     os.environ["BENCHFLOW_HOME"] = home
     os.environ.pop("DATABASE_URL", None)
-    from benchflow_site.cli import _setup_django
+    from benchflow_site.django_setup import setup_django
 
-    _setup_django()
+    setup_django()
     from runs.index.folder import index_job
 
     start = time.perf_counter()

@@ -39,9 +39,9 @@ GAP_S = float(os.environ.get("LIVE_BENCH_GAP_S", "1.0"))
 def writer(home: str, jobs: str, trials: int, out: str) -> None:
     """The `bench run` side: open a job, wait for 'go' on stdin, then finish trials one by one."""
     os.environ["BENCHFLOW_HOME"] = home
-    from benchflow_site.cli import _setup_django
+    from benchflow_site.django_setup import setup_django
 
-    _setup_django()
+    setup_django()
     from runs.index import Index
 
     index = Index()
