@@ -144,23 +144,28 @@ class Said:
         return self._out.getvalue().splitlines()
 
 
-def record_into(run, result: dict) -> None:
-    """What an attempt does with an AgentRun, for tests that keep the result as a dict: the run is
-    added to the trial's typed result, and `result` becomes its result.json document."""
+def trial_result(name: str = "t", **fields):
+    """A TrialResult of task `name` with what every result has filled in; `fields` over them."""
     from runs.results.trial_result import TrialResult
 
-    required = dict(
-        task_name="t",
-        rollout_name="t__a1",
-        trial_name="t",
+    base = dict(
+        task_name=name,
+        rollout_name=f"{name}__0a1b2c3d",
+        trial_name=name,
         trial_index=0,
         attempt=1,
         agent="test",
         agent_name="test",
         model=None,
-        started_at="now",
+        started_at="2026-12-02T10:00:00.000",
     )
-    trial = TrialResult.from_json({**required, **result})
+    return TrialResult.from_json({**base, **fields})
+
+
+def record_into(run, result: dict) -> None:
+    """What an attempt does with an AgentRun, for tests that keep the result as a dict: the run is
+    added to the trial's typed result, and `result` becomes its result.json document."""
+    trial = trial_result(**result)
     run.record(trial)
     result.clear()
     result.update(trial.to_json())

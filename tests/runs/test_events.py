@@ -9,20 +9,15 @@ import typing
 import pytest
 
 from runs import events as ev
-from runs.results.trial_result import TrialBudgetRecord, TrialResult
+from tests.conftest import trial_result
 
-RESULT = TrialResult(
-    task_name="t",
-    rollout_name="t__0a1b2c3d",
-    trial_name="t",
-    trial_index=0,
-    attempt=1,
-    agent="oracle",
-    agent_name="oracle",
-    model=None,
-    started_at="2026-12-02T10:00:00.000",
+RESULT = trial_result(
     rewards={"reward": 1.0},
-    trial_budget=TrialBudgetRecord({"tokens": 10, "turns": None}, {"tokens": "run"}, {"tokens": 3}),
+    trial_budget={
+        "budget": {"tokens": 10, "turns": None},
+        "source": {"tokens": "run"},
+        "used": {"tokens": 3},
+    },
 )
 
 

@@ -10,7 +10,6 @@ import pytest
 
 from runs.agents.base import Agent, AgentCommand
 from runs.agents.controls import OracleAgent
-from runs.results.trial_result import TrialResult
 from runs.sandboxes.files import populate
 from runs.spec import RunSpec
 from runs.tasks.load import Task, load_task
@@ -28,18 +27,7 @@ from runs.trials.steps import (
 )
 from runs.trials.trial_budget import TrialBudget
 from runs.trials.verifier import VerifierOutcome
-
-REQUIRED = dict(
-    task_name="stepped",
-    rollout_name="stepped__abcd1234",
-    trial_name="stepped",
-    trial_index=0,
-    attempt=1,
-    agent="scripted",
-    agent_name="scripted",
-    model=None,
-    started_at="now",
-)
+from tests.conftest import trial_result
 
 # --- pure parts ------------------------------------------------------------------------------
 
@@ -144,7 +132,7 @@ def test_trial_budget_record_counts_every_step_and_the_stop_in_trial_terms():
         },
     }
     trial = TrialBudget(220, None, {"tokens": "run", "turns": None})
-    typed = TrialResult.from_json({**REQUIRED, **result})
+    typed = trial_result("stepped", **result)
     # when
     _trial_budget_record(typed, trial, (100, 2))
     # then
@@ -380,7 +368,7 @@ async def run_script(tmp_path, monkeypatch, task: Task, script: Script, agent: A
     runner = FakeRunner(job_dir, agent or ScriptedAgent())
     plan = AttemptPlan(task, "stepped__1", 0, 1, "sha256:x")
     prepared = Prepared(plan, attempt_dir, "now", time.monotonic(), sandbox=FakeSandbox())
-    result = TrialResult(**REQUIRED)
+    result = trial_result("stepped")
     await run_steps(runner, prepared, result)  # type: ignore[arg-type]
     return result.to_json(), attempt_dir, prepared, runner
 
