@@ -7,7 +7,15 @@ import os
 import sys
 from pathlib import Path
 
-from benchflow_site import __version__, compare_cli, index_cli, regrade_cli, serve_cli
+from benchflow_site import (
+    __version__,
+    compare_cli,
+    index_cli,
+    operate_cli,
+    regrade_cli,
+    serve_cli,
+    user_cli,
+)
 from benchflow_site.django_setup import setup_django
 from runs import spec as run_spec
 from runs.problems import UserError
@@ -44,6 +52,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     resume.add_argument("-j", "--concurrency", type=run_spec.argparse_type(run_spec.positive_int))
     resume.add_argument("--quiet", action="store_true")
+    resume.add_argument(
+        "--redo",
+        action="append",
+        default=[],
+        metavar="TRIAL",
+        help="run this trial again though it has a reward (repeat); its earlier attempts stay",
+    )
 
     doctor = sub.add_parser(
         "doctor", help="check the Docker engine, base images, agent layers and disk space"
@@ -80,6 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
     index_cli.add_parser(sub)
 
     serve_cli.add_parsers(sub)
+    user_cli.add_parser(sub)
+    operate_cli.add_parser(sub)
 
     px = sub.add_parser(
         "proxy",
@@ -130,6 +147,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
         args.quiet,
         setup_django=setup_django,
         gateway=ProxyGateway(),
+        redo=args.redo,
     )
 
 
@@ -255,6 +273,8 @@ def main(argv: list[str] | None = None) -> int:
         "proxy": cmd_proxy,
         "view": serve_cli.run_view,
         "serve": serve_cli.run_serve,
+        "user": user_cli.run,
+        "_operate": operate_cli.run,
     }
     try:
         if args.command == "eval":

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from runs import events as ev
-from runs.regrade.report import regrade_line
+from runs.regrade.report import console_line
 from runs.spec import argparse_type, positive_int
 
 DESCRIPTION = """\
@@ -80,13 +80,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def _printed(event: ev.Event) -> None:
     """The console lines of a regrade: its start, then one per trial as it ends."""
-    if isinstance(event, ev.RegradeStarted):
-        print(
-            f"Regrading {event.trials} trial(s) of {event.job_name} with the current verifiers "
-            f"(regrade {event.regrade_id}, concurrency={event.concurrency})"
-        )
-    elif isinstance(event, ev.Regraded):
-        print(regrade_line(event))
+    line = console_line(event)
+    if line is not None:
+        print(line)
 
 
 def run(args: argparse.Namespace) -> int:

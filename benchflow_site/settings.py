@@ -7,6 +7,7 @@ BENCHFLOW_REDIS_URL turns on Celery scale-out and channels-redis; DATABASE_URL
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -57,6 +58,8 @@ ALLOWED_HOSTS = ["localhost", "127.0.0.1", "[::1]"] + [
 ]
 
 INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.messages",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -74,8 +77,11 @@ MIDDLEWARE = [
     "benchflow_site.middleware.Common",
     "benchflow_site.middleware.Csrf",
     "benchflow_site.middleware.Authentication",
+    "benchflow_site.middleware.Messages",
     "benchflow_site.middleware.XFrameOptions",
+    "benchflow_site.middleware.ContentSecurityPolicy",
 ]
+X_FRAME_OPTIONS = "DENY"
 # `bench serve` (a team's dashboard) asks every visitor to log in; `bench view` (one person, on
 # loopback) does not.
 LOGIN_REQUIRED = os.environ.get("BENCHFLOW_LOGIN_REQUIRED", "") == "1"
@@ -94,6 +100,8 @@ TEMPLATES = [
             "context_processors": [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "viewer.operate.context",
             ]
         },
     }
@@ -161,6 +169,18 @@ BENCHFLOW_VIEW_ROOT = os.environ.get("BENCHFLOW_VIEW_ROOT", "")
 # How often the server looks for new Event rows when there is no Redis to bring them (seconds;
 # one indexed query each time).
 BENCHFLOW_WATCH_S = float(os.environ.get("BENCHFLOW_WATCH_S", "0.05"))
+
+# Operating from the browser (runs/operations/): task folders a launch may use (os.pathsep-
+# separated) and the jobs folder launched jobs go into; a path from the browser that resolves
+# outside them is refused.
+BENCH_TASK_ROOTS = os.environ.get("BENCH_TASK_ROOTS", "")
+BENCH_JOBS_DIR = os.environ.get("BENCH_JOBS_DIR", "jobs")
+# How an operation leaves the request: empty, a process of its own running this command (+ the
+# kind); or the dotted path of a runs.operations.process.Launcher factory (a Celery launcher).
+BENCH_OPERATION_ARGV = [sys.executable, "-m", "benchflow_site.cli", "_operate"]
+BENCH_LAUNCHER = os.environ.get("BENCH_LAUNCHER", "")
+# The model gateway a launch is checked against (the model, its provider key and price).
+BENCH_GATEWAY = "benchflow_site.gateway.ProxyGateway"
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]

@@ -1,5 +1,6 @@
-"""URL routes: the dashboard (viewer app, namespaced `viewer:`)."""
+"""URL routes: the dashboard (viewer app, namespaced `viewer:`) and the Django admin."""
 
+from django.contrib import admin
 from django.urls import include, path
 
-urlpatterns = [path("", include("viewer.urls"))]
+urlpatterns = [path("admin/", admin.site.urls), path("", include("viewer.urls"))]

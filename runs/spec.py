@@ -190,6 +190,15 @@ class RunSpec:
     fresh: bool = option(
         False, flags=("--fresh",), help="always start a new job", kind="flag", user_set=False
     )
+    redo: list[str] = option(
+        flags=("--redo",),
+        help="run this trial again though it already has a reward (repeat; a resumed job only): "
+        "its earlier attempts stay, the new one counts when it is scored; evaluation.json "
+        "records the request, so a later resume finishes it and does not redo it twice",
+        metavar="TRIAL",
+        kind="list",
+        user_set=False,
+    )
     agent_env: dict[str, str] = option(
         flags=("--agent-env", "--ae"),
         help="environment for the agent (repeat); secret-looking values are never recorded",

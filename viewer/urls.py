@@ -4,7 +4,7 @@ job by name, a trial among that job's trials, an attempt among that trial's atte
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from viewer import compare_views, trial_views, views
+from viewer import compare_views, operate_views, trial_views, views
 
 app_name = "viewer"
 
@@ -19,6 +19,12 @@ urlpatterns = [
         name="login",
     ),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("launch/", operate_views.launch, name="launch"),
+    path("launch/tasks/", operate_views.launch_tasks, name="launch-tasks"),
+    path("jobs/<str:job>/cancel/", operate_views.cancel, name="job-cancel"),
+    path("jobs/<str:job>/resume/", operate_views.resume, name="job-resume"),
+    path("jobs/<str:job>/regrade/", operate_views.regrade, name="job-regrade"),
+    path("jobs/<str:job>/console/", operate_views.console, name="job-console"),
     path("jobs/<str:job>/", views.job_page, name="job"),
     path("jobs/<str:job>/progress/", views.job_progress, name="job-progress"),
     path("jobs/<str:job>/trials/", views.job_trials, name="job-trials"),

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from runs.events import JobChosen
-from runs.jobfolder import latest_auto_job, read_json, unique_job_dir
+from runs.jobfolder import latest_auto_job, read_json, unique_job_dir, write_json
 from runs.jobs.coordinator import TrialPlan
 from runs.results import attempts as attempt_results
 from runs.results.attempts import outcome_of
@@ -100,8 +102,49 @@ def _without_result(attempt: attempt_results.Attempt) -> dict[str, Any] | float 
         return None
 
 
-def plan_job(job_dir: Path, tasks: list[Task], trials: int) -> Plan:
-    """Tasks x repeats, minus the trials whose best attempt has a reward (even 0)."""
+# evaluation.json's list of redo requests (`--redo`): each names trials and the attempt folders
+# they had then, which from that moment no longer make the trial done.
+REDO = "redo"
+
+
+def record_redo(job_dir: Path, names: Collection[str], by: str | None = None) -> None:
+    """Append a redo request to the job's evaluation.json (under the job's lock): the named trials
+    and their attempts so far, set aside for planning; nothing is deleted."""
+    folders: dict[str, list[str]] = {name: [] for name in names}
+    for attempt in attempt_results.read_attempts(job_dir) if job_dir.is_dir() else []:
+        if attempt.trial_name in folders:
+            folders[attempt.trial_name].append(attempt.folder)
+    path = job_dir / "evaluation.json"
+    recorded = read_json(path)
+    request: dict[str, Any] = {
+        "requested_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "trials": {name: sorted(f) for name, f in folders.items()},
+    }
+    if by:
+        request["by"] = by
+    recorded[REDO] = [*(recorded.get(REDO) or []), request]
+    write_json(path, recorded)
+
+
+def set_aside(recorded: Mapping[str, Any]) -> dict[str, set[str]]:
+    """trial -> the attempt folders redo requests set aside (they no longer make it done)."""
+    found: dict[str, set[str]] = {}
+    for request in recorded.get(REDO) or []:
+        trials = request.get("trials") if isinstance(request, Mapping) else None
+        for name, folders in (trials or {}).items():
+            found.setdefault(str(name), set()).update(str(f) for f in folders or [])
+    return found
+
+
+def plan_job(
+    job_dir: Path,
+    tasks: list[Task],
+    trials: int,
+    set_aside: Mapping[str, Collection[str]] | None = None,
+) -> Plan:
+    """Tasks x repeats, minus the trials whose best attempt has a reward (even 0); attempts a redo
+    request set aside (`set_aside`: trial -> folders) do not count."""
+    aside = set_aside or {}
     by_trial: dict[str, list[attempt_results.Attempt]] = {}
     for attempt in attempt_results.read_attempts(job_dir) if job_dir.is_dir() else []:
         by_trial.setdefault(attempt.trial_name, []).append(attempt)
@@ -116,7 +159,8 @@ def plan_job(job_dir: Path, tasks: list[Task], trials: int) -> Plan:
         digest = environment_digest(task) if task.environment_dir else ""
         for index, name in trial_names(task, trials):
             attempts = by_trial.get(name, [])
-            best = attempt_results.best_attempt(attempts) if attempts else None
+            counted = [a for a in attempts if a.folder not in aside.get(name, ())]
+            best = attempt_results.best_attempt(counted) if counted else None
             if (
                 best is not None
                 and best.result is not None

@@ -18,6 +18,7 @@ from runs.agents.registry import resolve_agent
 from runs.gateway import ModelGateway
 from runs.jobfolder import JobLocked, read_json
 from runs.jobs.console import Reporter
+from runs.jobs.plan import trial_names
 from runs.problems import Problem, UserError, refusal
 from runs.sandboxes.resources import HostResources, grant, host_resources
 from runs.spec import RunSpec, value_problems
@@ -74,6 +75,7 @@ def check_run(spec: RunSpec, gateway: ModelGateway | None = None) -> RunCheck:
                     f"-a {spec.agent} needs a model; fix: pass -m, e.g. -m mock/oracle or -m deepseek/deepseek-v4-flash",
                 )
             )
+    found.problems += _redo_problems(spec, found.tasks)
     found.problems += _jobs_dir_problems(spec.jobs_dir)
     if agent is not None and not found.problems:
         found.problems += model_problems(spec, agent, gateway)
@@ -85,6 +87,24 @@ def no_tasks(spec: RunSpec) -> Problem:
     return Problem(
         "include", f"no tasks selected in {spec.tasks_dir}; fix: check --include/--exclude"
     )
+
+
+def _redo_problems(spec: RunSpec, tasks: list[Task]) -> list[Problem]:
+    """--redo names trials of this job's plan (task, or task#N for a repeat)."""
+    if not spec.redo or not tasks:
+        return []
+    planned = {name for task in tasks for _, name in trial_names(task, spec.trials)}
+    unknown = [name for name in spec.redo if name not in planned]
+    if not unknown:
+        return []
+    return [
+        Problem(
+            "redo",
+            f"--redo {unknown[0]}: not a trial of this job"
+            + (f" ({len(unknown)} such names)" if len(unknown) > 1 else "")
+            + "; fix: name a trial the job plans (a task, or task#N for a repeat)",
+        )
+    ]
 
 
 def _jobs_dir_problems(jobs: Path) -> list[Problem]:
@@ -230,8 +250,14 @@ def prepare_run(
         index.close()
 
 
-def resume_spec(job_dir: Path, agent_env: dict[str, str], concurrency: int | None) -> RunSpec:
-    """`bench eval resume JOB`: the job's recorded settings; secret --agent-env values asked for by name."""
+def resume_spec(
+    job_dir: Path,
+    agent_env: dict[str, str],
+    concurrency: int | None,
+    redo: list[str] | None = None,
+) -> RunSpec:
+    """`bench eval resume JOB`: the job's recorded settings; secret --agent-env values asked for by
+    name; `redo`: trials to run again though they have a reward."""
     evaluation = job_dir / "evaluation.json"
     if not evaluation.is_file():
         raise UserError(
@@ -249,6 +275,7 @@ def resume_spec(job_dir: Path, agent_env: dict[str, str], concurrency: int | Non
     spec.agent_env.update(agent_env)
     spec.jobs_dir = job_dir.parent
     spec.job = job_dir.name
+    spec.redo = list(redo or [])
     return spec
 
 
@@ -260,7 +287,8 @@ def resume_job(
     *,
     setup_django: Callable[[], None],
     gateway: ModelGateway | None = None,
+    redo: list[str] | None = None,
 ) -> int:
-    spec = resume_spec(job_dir, agent_env, concurrency)
+    spec = resume_spec(job_dir, agent_env, concurrency, redo)
     spec.quiet = quiet
     return prepare_run(spec, setup_django=setup_django, gateway=gateway)

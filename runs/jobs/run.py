@@ -17,11 +17,19 @@ from typing import Any
 from runs import events as ev
 from runs.agents.base import Agent
 from runs.gateway import ModelGateway
-from runs.jobfolder import JobLock, write_json
+from runs.jobfolder import JobLock, read_json, write_json
 from runs.jobs.budgets import JobBudget
 from runs.jobs.console import Reporter
 from runs.jobs.coordinator import Coordinator, remove_all
-from runs.jobs.plan import JobChoice, Plan, best_results, choose_job, plan_job
+from runs.jobs.plan import (
+    JobChoice,
+    Plan,
+    best_results,
+    choose_job,
+    plan_job,
+    record_redo,
+    set_aside,
+)
 from runs.results import summary as job_summary
 from runs.sandboxes.docker import Sandbox, SandboxFactory, reap_orphans
 from runs.spec import RunSpec
@@ -105,7 +113,6 @@ class JobRun:
         )
         bus.emit(choice.event(spec.jobs_dir))
         await loop.run_in_executor(None, reap_orphans, self.client)
-        plan = plan_job(job_dir, self.tasks, spec.trials)
         settings = {
             **spec.recorded(),
             "plan": [t.name for t in self.tasks],
@@ -114,6 +121,11 @@ class JobRun:
         if not (job_dir / "evaluation.json").is_file():
             settings["created_at"] = time.strftime("%Y-%m-%dT%H:%M:%S")
             write_json(job_dir / "evaluation.json", settings)
+        if spec.redo:
+            record_redo(job_dir, spec.redo)
+        plan = plan_job(
+            job_dir, self.tasks, spec.trials, set_aside(read_json(job_dir / "evaluation.json"))
+        )
 
         budgets: dict[int, JobBudget] = {}
 

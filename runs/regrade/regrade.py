@@ -14,7 +14,7 @@ import os
 import secrets
 import shutil
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -162,13 +162,21 @@ def _plan_trial(
     return chosen, _Plan(chosen, Path(chosen.path), task, manifest, config)
 
 
-def plan_regrade(job_dir: Path, tasks_dir: Path | None) -> tuple[list[_Plan], list[TrialRow]]:
-    """Every trial of the job: a plan to regrade it, or a refused row. Reads only; writes nothing."""
+def plan_regrade(
+    job_dir: Path, tasks_dir: Path | None, only: Collection[str] | None = None
+) -> tuple[list[_Plan], list[TrialRow]]:
+    """Every trial of the job (or those named in `only`): a plan to regrade it, or a refused row.
+    Reads only; writes nothing."""
     groups: dict[str, list[Attempt]] = {}
     for attempt in read_attempts(job_dir):
         groups.setdefault(attempt.trial_name, []).append(attempt)
     if not groups:
         raise UserError(f"{job_dir} is not a job folder (no <task>__<id>/ attempt folders in it)")
+    if only is not None:
+        unknown = sorted(set(only) - set(groups))
+        if unknown:
+            raise UserError(f"{job_dir.name} has no trial {unknown[0]!r} with an attempt")
+        groups = {name: a for name, a in groups.items() if name in only}
     settings = _read(job_dir / "evaluation.json")
     plans: list[_Plan] = []
     refused: list[TrialRow] = []
@@ -379,9 +387,11 @@ def regrade_job(
     client: Any = None,
     emit: Emit = lambda _event: None,
     by: str | None = None,
+    trials: Collection[str] | None = None,
 ) -> RegradeReport:
-    """Regrade every regradable trial of a job; `emit` gets each refusal and regraded trial as it
-    happens (runs.events.Regraded). `by` is who asked (this machine's user by default).
+    """Regrade every regradable trial of a job (or only those named in `trials`); `emit` gets each
+    refusal and regraded trial as it happens (runs.events.Regraded). `by` is who asked (this
+    machine's user by default).
 
     Raises UserError when `job_dir` is no job folder. Never changes result.json.
     """
@@ -390,7 +400,7 @@ def regrade_job(
         raise UserError(f"{job_dir} is not a job folder (it does not exist)")
     created_at = datetime.now().isoformat(timespec="milliseconds")
     report = RegradeReport(job_dir, f"{new_job_name()}__{secrets.token_hex(4)}", created_at, reason)
-    plans, refused = plan_regrade(job_dir, Path(tasks_dir) if tasks_dir else None)
+    plans, refused = plan_regrade(job_dir, Path(tasks_dir) if tasks_dir else None, trials)
     report.rows.extend(refused)
     for row in refused:
         emit(regraded(row, None))

@@ -7,6 +7,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from runs.events import Regraded, RegradeStarted
+
 TOLERANCE = 1e-9
 
 
@@ -128,3 +130,15 @@ def regrade_line(event: Any) -> str:
         event.reward_after,
         event.message,
     ).line()
+
+
+def console_line(event: Any) -> str | None:
+    """What `bench regrade` prints for an event of its run (a RegradeStarted or a Regraded)."""
+    if isinstance(event, RegradeStarted):
+        return (
+            f"Regrading {event.trials} trial(s) of {event.job_name} with the current verifiers "
+            f"(regrade {event.regrade_id}, concurrency={event.concurrency})"
+        )
+    if isinstance(event, Regraded):
+        return regrade_line(event)
+    return None

@@ -1,0 +1,25 @@
+"""`bench _operate KIND` (hidden): the process a ProcessLauncher starts for an operation from the
+dashboard; the Request arrives on stdin (secret values never on the command line)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from benchflow_site.django_setup import setup_django
+
+ARGV = [sys.executable, "-m", "benchflow_site.cli", "_operate"]
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser("_operate")  # no help: argparse then leaves it out of the list
+    p.add_argument("kind", choices=["run", "regrade"])
+
+
+def run(args: Any) -> int:
+    from benchflow_site.gateway import ProxyGateway
+    from runs.operations.execute import execute
+    from runs.operations.process import Request
+
+    request = Request.from_json(sys.stdin.read())
+    return execute(request, setup_django=setup_django, gateway=ProxyGateway())

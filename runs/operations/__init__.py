@@ -1,0 +1,6 @@
+"""Operations a user does on jobs (launch, cancel, resume, rerun, regrade): one layer that the CLI,
+the dashboard's views and the Django admin's actions all call.
+
+Long operations run out of the caller's process: `start` hands a request to a Launcher (a process
+of its own by default, a Celery task when scale-out is configured), and `execute` runs it there.
+"""

@@ -1,0 +1,85 @@
+"""How a long operation leaves the request: a Request handed to a Launcher, which starts it in a
+process of its own (ProcessLauncher) or, with scale-out, as a Celery task. Either way the work is
+done by `runs.operations.execute.execute(request)` with its console output in the job folder."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from runs.jobfolder import write_bytes_atomic
+from runs.operations.control import OPERATION_MARK, OPERATION_PID
+
+CONSOLE_LOG = "console.log"  # what the job's run printed, as `bench run` prints it on a console
+
+
+@dataclass(frozen=True)
+class Request:
+    """One operation to run out of the request: `kind` is run (launch, resume, rerun) or regrade;
+    `body` holds its arguments (for a run, the RunSpec's fields: secret values included, so a
+    Request is never written to a file or a log)."""
+
+    kind: str
+    job_dir: str
+    body: Mapping[str, Any] = field(default_factory=dict)
+    by: str = ""  # who asked
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {"kind": self.kind, "job_dir": self.job_dir, "body": dict(self.body), "by": self.by}
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> Request:
+        data = json.loads(text)
+        return cls(
+            str(data["kind"]),
+            str(data["job_dir"]),
+            dict(data.get("body") or {}),
+            str(data.get("by") or ""),
+        )
+
+
+class Launcher(Protocol):
+    def start(self, request: Request) -> str:
+        """Start the request's work elsewhere and return at once: what runs it (`pid N`, a task id)."""
+        ...
+
+
+class ProcessLauncher:
+    """Each operation in a process of its own (`argv` + [kind], the Request on its stdin), in a
+    session of its own so the server's Ctrl-C does not stop it; its output appended to the job
+    folder's console.log."""
+
+    def __init__(self, argv: Sequence[str], env: Mapping[str, str] | None = None):
+        if OPERATION_MARK not in argv:
+            raise ValueError(f"the operation's command line must hold {OPERATION_MARK!r}")
+        self.argv = list(argv)
+        self.env = dict(env) if env is not None else None
+
+    def start(self, request: Request) -> str:
+        job_dir = Path(request.job_dir)
+        with open(job_dir / CONSOLE_LOG, "ab") as console:
+            proc = subprocess.Popen(
+                [*self.argv, request.kind],
+                stdin=subprocess.PIPE,
+                stdout=console,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env=self.env,
+            )
+        write_bytes_atomic(job_dir / OPERATION_PID, f"{proc.pid}\n".encode())
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(request.to_json().encode())
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass  # it died at once; its console.log says why
+        # reaped when it ends, so a long-lived server gathers no zombies
+        threading.Thread(target=proc.wait, daemon=True, name=f"operation-{proc.pid}").start()
+        return f"pid {proc.pid}"

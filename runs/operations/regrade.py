@@ -1,0 +1,75 @@
+"""Regrade one trial, several or a whole job from the dashboard (or the CLI): checked first, then
+run out of the request; each regraded trial is an event on the live path and a block appended to
+its regrade.json, as `bench regrade` does."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from pathlib import Path
+from typing import Any
+
+from runs import events as ev
+from runs.operations import control
+from runs.operations.process import Launcher, Request
+from runs.problems import Problem, UserError
+from runs.regrade.regrade import plan_regrade, regrade_job
+from runs.regrade.report import console_line
+
+
+def check_regrade(job_dir: Path, trials: Collection[str] | None) -> list[Problem]:
+    """Why the regrade cannot start (the job is running; nothing named can be regraded), or []."""
+    if control.is_running(job_dir):
+        return [Problem("", f"{job_dir.name} is running; regrade it once it has ended")]
+    try:
+        plans, refused = plan_regrade(job_dir, None, trials)
+    except UserError as exc:
+        return [Problem("trials", str(exc))]
+    if not plans:
+        return [Problem("trials", f"{row.trial}: {row.message}") for row in refused] or [
+            Problem("trials", "no trial to regrade")
+        ]
+    return []
+
+
+def start_regrade(
+    job_dir: Path,
+    trials: Collection[str] | None,
+    reason: str,
+    launcher: Launcher,
+    *,
+    by: str = "",
+) -> str:
+    """Check, then hand the regrade to the launcher; raises UserError with the problems."""
+    problems = check_regrade(job_dir, trials)
+    if problems:
+        raise UserError("; ".join(p.text for p in problems), problems=problems)
+    body = {"trials": sorted(trials) if trials is not None else None, "reason": reason or None}
+    return launcher.start(Request("regrade", str(job_dir), body, by))
+
+
+def run_regrade(job_dir: Path, body: Mapping[str, Any], *, by: str = "") -> int:
+    """The regrade itself (in the operation's process): printed as `bench regrade` prints it,
+    each event written to the index; returns `bench regrade`'s exit code."""
+    from runs.index.regrades import RegradeIndex
+
+    index = RegradeIndex(job_dir)
+    bus = ev.Bus(_print, index)
+    try:
+        report = regrade_job(
+            job_dir,
+            reason=body.get("reason"),
+            trials=body.get("trials"),
+            emit=bus.emit,
+            by=by or None,
+            concurrency=int(body.get("concurrency") or 4),
+        )
+    finally:
+        index.close()
+    print(report.closing, flush=True)
+    return report.exit_code
+
+
+def _print(event: ev.Event) -> None:
+    line = console_line(event)
+    if line is not None:
+        print(line, flush=True)

@@ -1,0 +1,71 @@
+"""Roles as Django groups: a viewer reads everything, an operator also launches, cancels, resumes,
+reruns and regrades, an admin also has the Django admin (and its user management)."""
+
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser, Group, Permission
+from django.contrib.contenttypes.models import ContentType
+
+from runs.models import Attempt, Budget, Event, Job, Trial
+from runs.problems import UserError
+
+VIEWER, OPERATOR, ADMIN = "viewer", "operator", "admin"
+ROLES = (VIEWER, OPERATOR, ADMIN)
+OPERATE = "operate_job"
+OPERATE_PERM = f"runs.{OPERATE}"  # user.has_perm(OPERATE_PERM)
+
+
+def _view_permissions() -> list[Permission]:
+    types = ContentType.objects.get_for_models(Job, Trial, Attempt, Budget, Event).values()
+    return list(Permission.objects.filter(content_type__in=types, codename__startswith="view_"))
+
+
+def _operate_permission() -> Permission:
+    permission, _ = Permission.objects.get_or_create(
+        codename=OPERATE,
+        content_type=ContentType.objects.get_for_model(Job),
+        defaults={"name": "Can launch, cancel, resume, rerun and regrade jobs"},
+    )
+    return permission
+
+
+def ensure_roles() -> dict[str, Group]:
+    """The three groups with their permissions (made or brought up to date; idempotent)."""
+    views, operate = _view_permissions(), _operate_permission()
+    groups = {}
+    for role, permissions in (
+        (VIEWER, views),
+        (OPERATOR, [*views, operate]),
+        (ADMIN, [*views, operate]),
+    ):
+        group, _ = Group.objects.get_or_create(name=role)
+        group.permissions.set(permissions)
+        groups[role] = group
+    return groups
+
+
+def role_of(user: AbstractBaseUser) -> str:
+    if getattr(user, "is_superuser", False):
+        return ADMIN
+    names = set(user.groups.values_list("name", flat=True))  # type: ignore[attr-defined]
+    return next((r for r in reversed(ROLES) if r in names), "")
+
+
+def add_user(name: str, role: str, password: str) -> bool:
+    """Make the user (or update an existing one's role and password); True when it is new."""
+    if role not in ROLES:
+        raise UserError(f"--role {role}: one of {', '.join(ROLES)}")
+    if not name or len(name) > 150:
+        raise UserError("a user name is 1 to 150 characters")
+    if not password:
+        raise UserError("the password is empty; fix: type one, or set BENCH_PASSWORD")
+    groups = ensure_roles()
+    model = get_user_model()
+    user, created = model.objects.get_or_create(username=name)
+    user.set_password(password)
+    user.is_staff = role == ADMIN
+    user.is_superuser = role == ADMIN
+    user.save()
+    user.groups.set([groups[role]])
+    return created

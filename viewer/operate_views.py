@@ -1,0 +1,140 @@
+"""Operating from the browser: the launch form, and cancel, resume, rerun and regrade on a job or a
+trial. Each view parses, authorises, calls one function of runs.operations, and redirects to the
+page that follows the result live."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from runs.operations import control
+from runs.operations import launch as launching
+from runs.operations import regrade as regrading
+from runs.problems import Problem, UserError
+from viewer import launch_form, queries
+from viewer.operate import gateway, job_dir, launcher, operator_required, roots, user_name
+
+
+def _job_page(name: str) -> HttpResponseRedirect:
+    return HttpResponseRedirect(reverse("viewer:job", args=[name]))
+
+
+def _folder(name: str) -> Path:
+    """The named job's folder under BENCH_JOBS_DIR; a job elsewhere cannot be operated."""
+    found = job_dir(queries.get_job(name))
+    if isinstance(found, Problem):
+        raise Http404(found.text)
+    return found
+
+
+@operator_required
+def launch(request: HttpRequest) -> HttpResponse:
+    where = roots()
+    problems: list[Problem] = []
+    texts: dict[str, Any] = {}
+    if request.method == "POST":
+        texts = launch_form.texts(request.POST)
+        checked = launching.check_launch(texts, where, gateway())
+        problems = checked.problems
+        if checked.ok:
+            try:
+                folder = launching.start(checked, launcher(), by=user_name(request))
+            except (UserError, OSError) as exc:
+                problems = [Problem("", f"the run could not be started: {exc}")]
+            else:
+                messages.success(request, f"Launched {folder.name}.")
+                return HttpResponseRedirect(reverse("viewer:job", args=[folder.name]), status=303)
+    context = launch_form.context(where, texts, problems)
+    return render(request, "viewer/launch.html", context, status=400 if problems else 200)
+
+
+@operator_required
+def launch_tasks(request: HttpRequest) -> HttpResponse:
+    """The tasks a folder holds and their check results (no image look-ups: the form stays fast)."""
+    return render(
+        request,
+        "viewer/_launch_tasks.html",
+        launch_form.tasks_context(roots(), request.GET.get("tasks_dir", "")),
+    )
+
+
+@require_POST
+@operator_required
+def cancel(request: HttpRequest, job: str) -> HttpResponse:
+    try:
+        pid = control.cancel(_folder(job))
+    except UserError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(
+            request,
+            f"Stopping {job} (SIGTERM to pid {pid}): its running trials are stopped and their sandboxes removed.",
+        )
+    return _job_page(job)
+
+
+@require_POST
+@operator_required
+def resume(request: HttpRequest, job: str) -> HttpResponse:
+    """Resume (the unfinished and errored trials run again), or rerun the trials named in `trials`
+    though they have a reward. Secret --agent-env values the job ran with come as `env_KEY`."""
+    folder = _folder(job)
+    secrets = {
+        key: request.POST.get(f"env_{key}", "")
+        for key in launching.recorded_secret_keys(folder)
+        if request.POST.get(f"env_{key}")
+    }
+    redo = [t for t in request.POST.getlist("trials") if t.strip()]
+    try:
+        launching.resume(
+            folder, launcher(), gateway(), agent_env=secrets, redo=redo, by=user_name(request)
+        )
+    except UserError as exc:
+        for problem in exc.problems or [Problem("", str(exc))]:
+            messages.error(request, problem.text)
+    else:
+        what = f"Rerunning {', '.join(redo)}" if redo else "Resuming"
+        messages.success(request, f"{what} in {job}.")
+    return _job_page(job)
+
+
+@require_POST
+@operator_required
+def regrade(request: HttpRequest, job: str) -> HttpResponse:
+    """Regrade the whole job, or the trials named in `trials`, with a reason."""
+    folder = _folder(job)
+    trials = [t for t in request.POST.getlist("trials") if t.strip()] or None
+    reason = request.POST.get("reason", "").strip()[:500]
+    back = request.POST.get("next", "")
+    try:
+        regrading.start_regrade(folder, trials, reason, launcher(), by=user_name(request))
+    except UserError as exc:
+        for problem in exc.problems or [Problem("", str(exc))]:
+            messages.error(request, problem.text)
+    else:
+        messages.success(
+            request,
+            f"Regrading {', '.join(trials) if trials else 'every trial'} of {job}: the change appears here as each is done.",
+        )
+    if trials and len(trials) == 1 and back == "trial":
+        return HttpResponseRedirect(reverse("viewer:trial", args=[job, trials[0]]))
+    return _job_page(job)
+
+
+def console(request: HttpRequest, job: str) -> HttpResponse:
+    """The console log of a job the browser launched (what `bench run` printed), whole, as text."""
+    from django.http import FileResponse
+
+    path = launching.console_log(Path(queries.get_job(job).path))
+    if path is None:
+        raise Http404("this job has no console log (it was run from a terminal)")
+    response = FileResponse(open(path, "rb"), content_type="text/plain; charset=utf-8")
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = "sandbox; default-src 'none'"
+    return response
