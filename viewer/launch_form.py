@@ -86,7 +86,7 @@ def context(
             )
         )
     folders = paths.task_folders(where)
-    chosen = str(given.get("tasks_dir") or (folders[0] if folders else ""))
+    chosen = str(given.get("tasks_dir") or _first_with_tasks(folders))
     return {
         "fields": fields,
         "general": [t for texts_ in by_field.values() for t in texts_],
@@ -111,3 +111,16 @@ def tasks_context(where: paths.Roots, text: str) -> dict[str, Any]:
     except TaskError as exc:
         return {"tasks": [], "tasks_problem": "; ".join(str(p) for p in exc.problems)}
     return {"tasks": reports[:500], "tasks_problem": "", "tasks_count": len(reports)}
+
+
+def _first_with_tasks(folders: list[Path]) -> str:
+    """The folder the form starts on: the first that holds tasks."""
+    from runs.tasks.load import TaskError, find_task_dirs
+
+    for folder in folders:
+        try:
+            if find_task_dirs(folder):
+                return str(folder)
+        except (TaskError, OSError):
+            continue
+    return str(folders[0]) if folders else ""

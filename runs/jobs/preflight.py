@@ -181,7 +181,9 @@ def model_problems(
     for text in gateway.check_model(
         spec.model or "", agent.protocol, spec.max_cost_usd is not None
     ):
-        problems.append(Problem("model", text))
+        problems.append(
+            Problem("max_cost_usd" if text.startswith("--max-cost-usd") else "model", text)
+        )
     return problems
 
 
