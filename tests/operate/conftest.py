@@ -33,7 +33,7 @@ def roots(tmp_path, settings, monkeypatch):
     jobs.mkdir()
     settings.BENCH_TASK_ROOTS = str(tasks)
     settings.BENCH_JOBS_DIR = str(jobs)
-    settings.BENCH_LAUNCHER = "tests.viewer.operate_fixtures.RecordingLauncher"
+    settings.BENCH_LAUNCHER = "tests.operate.conftest.RecordingLauncher"
     settings.BENCHFLOW_VIEW_ROOT = ""
     monkeypatch.setattr("runs.operations.launch.docker_client", lambda: object())
     STARTED.clear()

@@ -14,7 +14,7 @@ import pytest
 from django.test import Client
 
 from runs.models import Job
-from tests.viewer.operate_fixtures import STARTED, done_job, roots, users  # noqa: F401
+from tests.operate.conftest import STARTED
 
 LOGIN = "django.contrib.auth.middleware.LoginRequiredMiddleware"
 
