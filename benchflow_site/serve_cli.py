@@ -33,8 +33,9 @@ check). Set BENCHFLOW_SECRET_KEY for sessions that survive a restart across mach
 a key is made once and kept in $BENCHFLOW_HOME. With BENCHFLOW_REDIS_URL, live updates come
 through Redis (channels-redis); without it, the server watches the index's event table.
 
-Users: python manage.py createsuperuser (roles and bench user add come with the operate-from-the-
-browser work)."""
+Users: bench user add NAME --role viewer|operator|admin. Operators launch, cancel, resume, rerun
+and regrade from the pages: set BENCH_TASK_ROOTS (the task folders a launch may use, separated by
+':') and BENCH_JOBS_DIR (where jobs go, default ./jobs); paths outside them are refused."""
 
 
 def add_parsers(subparsers: Any) -> None:
@@ -176,8 +177,11 @@ def run_serve(args: argparse.Namespace) -> int:
     _index(args.index)
     from django.contrib.auth import get_user_model
 
+    from runs.operations.roles import ensure_roles
+
+    ensure_roles()
     if not get_user_model().objects.exists():
-        print("No user yet: make one with `python manage.py createsuperuser`.", flush=True)
+        print("No user yet: make one with `bench user add NAME --role admin`.", flush=True)
     print(
         f"Serving the dashboard at http://{args.host}:{port}/ (login required; Ctrl-C stops)",
         flush=True,
