@@ -29,13 +29,21 @@ def _int(value: str | None, default: int = 0) -> int:
         return default
 
 
+JOBS_SHOWN = 200
+
+
+def _jobs_context() -> dict[str, object]:
+    jobs = queries.job_list()
+    return {"jobs": jobs[:JOBS_SHOWN], "total": jobs.count(), "shown": JOBS_SHOWN}
+
+
 def jobs(request: HttpRequest) -> HttpResponse:
-    return render(request, "viewer/jobs.html", {"jobs": queries.job_list()[:200]})
+    return render(request, "viewer/jobs.html", _jobs_context())
 
 
 @once_per_seq(_all_seq)
 def jobs_table(request: HttpRequest) -> HttpResponse:
-    return render(request, "viewer/_jobs_table.html", {"jobs": queries.job_list()[:200]})
+    return render(request, "viewer/_jobs_table.html", _jobs_context())
 
 
 def _trials_context(request: HttpRequest, job: queries.Job) -> dict[str, object]:
