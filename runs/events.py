@@ -1,7 +1,7 @@
 """What happens in a job, as typed events: emitted once by the code that knows, read by subscribers.
 
 Subscribers are plain callables on a job's `Bus`: the console reporter (runs/jobs/console.py), the
-database index (runs/index.py), and through the index's event rows the live dashboard and a
+database index (runs/index/subscriber.py), and through the index's event rows the live dashboard and a
 worker's report. Events carry facts; every sentence a person reads is made by a reporter.
 
 Each event has a `kind` (its row's and its websocket message's name) and a JSON-able payload;

@@ -190,34 +190,34 @@ def events_after(job: Job, seq: int, limit: int = 500) -> list[dict[str, Any]]:
 
 
 def utilization_series(job: Job) -> dict[str, list[Any]]:
-    """Trials running and finished over time, from the attempts' start and end times (seconds since
-    the job started), for the chart; and the runner's own utilization reports, when it made any."""
+    """For the chart, over seconds since the job started: trials running and finished (from the
+    attempts' start and end times), and the slots busy by the runner's utilization reports
+    (UtilizationReported events: setup + agent, averaged over each report's window)."""
     rows = Attempt.objects.filter(trial__job=job).values_list("started_at", "finished_at")
-    changes: list[tuple[float, int, int]] = []
-    origin = job.started_at.timestamp() if job.started_at else None
+    changes: list[tuple[float, int, int, float | None]] = []
     for started, finished in rows:
         if started is None:
             continue
-        origin = min(origin, started.timestamp()) if origin is not None else started.timestamp()
-        changes.append((started.timestamp(), 1, 0))
+        changes.append((started.timestamp(), 1, 0, None))
         if finished is not None:
-            changes.append((finished.timestamp(), -1, 1))
-    changes.sort()
-    xs: list[float] = []
-    running_ys: list[int] = []
-    done_ys: list[int] = []
-    now_running = done = 0
-    for at, delta, finished_one in changes:
-        now_running += delta
+            changes.append((finished.timestamp(), -1, 1, None))
+    for at, payload in Event.objects.filter(job=job, kind="utilization_reported").values_list(
+        "created_at", "payload"
+    )[:2000]:
+        if isinstance(payload, Mapping):
+            busy = (payload.get("setup") or 0) + (payload.get("agent") or 0)
+            changes.append((at.timestamp(), 0, 0, round(float(busy), 2)))
+    changes.sort(key=lambda c: c[0])
+    origin = job.started_at.timestamp() if job.started_at else None
+    if changes:
+        origin = min(origin, changes[0][0]) if origin is not None else changes[0][0]
+    series: dict[str, list[Any]] = {"x": [], "running": [], "finished": [], "busy": []}
+    running_now = done = 0
+    for at, delta, finished_one, busy in changes:
+        running_now += delta
         done += finished_one
-        xs.append(round(at - (origin or at), 1))
-        running_ys.append(now_running)
-        done_ys.append(done)
-    reports = [
-        e.payload
-        for e in Event.objects.filter(
-            job=job, kind__in=("utilization", "utilization_reported")
-        ).only("payload")[:2000]
-        if isinstance(e.payload, Mapping)
-    ]
-    return {"x": xs, "running": running_ys, "finished": done_ys, "reports": reports}
+        series["x"].append(round(at - (origin or at), 1))
+        series["running"].append(running_now)
+        series["finished"].append(done)
+        series["busy"].append(busy)
+    return series

@@ -1,15 +1,12 @@
-"""Writes a job's progress to the database index, and an Event row for each change in the same
-transaction, off the event loop in one writer thread.
+"""The index's row writers: a job, its planned trials, an attempt, a trial's best-attempt figures,
+the job's counts and caps, an Event row with the job's next sequence number.
 
-The row-writing functions (`ensure_job`, `save_attempt`, `refresh_trial`, `refresh_job`,
-`record_event`) are shared with `bench index` (runs/index/folder.py), which rebuilds the same rows
-from a job folder's files.
+The job bus's subscriber (runs/index/subscriber.py) calls them as a job runs, and `bench index`
+(runs/index/folder.py) as it rebuilds the rows from a job folder's files.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -18,7 +15,6 @@ from django.db import transaction
 from django.db.models import Count, F, Q, Sum
 from django.utils import timezone
 
-from runs import events as ev
 from runs.index import live
 from runs.index import rows as index_rows
 from runs.models import Attempt, AttemptState, Budget, BudgetScope, Event, Job, JobState, Trial
@@ -184,166 +180,6 @@ def record_event(
     )
     transaction.on_commit(lambda: live.publish(job_id, seq, kind, trial_name))
     return seq
-
-
-class Index:
-    """A single writer thread: SQLite takes one writer at a time, and the loop never blocks on it."""
-
-    def __init__(self) -> None:
-        self._pool = concurrent.futures.ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="bench-index"
-        )
-        self.job_id: int | None = None
-        self._trials: dict[str, int] = {}
-        # a running attempt's phase and tool calls, for its progress line
-        self._phase: dict[str, str] = {}
-        self._tools: dict[str, int] = {}
-        self._tools_written: dict[str, float] = {}
-
-    def __call__(self, event: ev.Event) -> None:
-        """The job bus's subscriber: each event that changes the index is written, in order, off
-        the event loop. Tool calls move an attempt's progress line at most once a second."""
-        if isinstance(event, ev.JobStarted):
-            self.open_job(Path(event.job_dir), event.settings)
-        elif isinstance(event, ev.AttemptStarted):
-            self.attempt_created(
-                event.trial_name,
-                event.task_name,
-                event.trial_index,
-                event.rollout_name,
-                event.attempt,
-            )
-        elif isinstance(event, ev.PhaseChanged):
-            self._phase[event.rollout_name] = event.phase
-            tools = self._tools.get(event.rollout_name, 0)
-            self.phase_changed(event.trial_name, event.rollout_name, event.phase, tools)
-        elif isinstance(event, ev.ToolCalled):
-            rollout = event.rollout_name
-            self._tools[rollout] = self._tools.get(rollout, 0) + 1
-            now = time.monotonic()
-            if now - self._tools_written.get(rollout, 0.0) >= 1.0:
-                self._tools_written[rollout] = now
-                phase = self._phase.get(rollout, "agent")
-                self.phase_changed(event.trial_name, rollout, phase, self._tools[rollout])
-        elif isinstance(event, ev.AttemptFinished):
-            self.attempt_finished(event.result.to_json())
-        elif isinstance(event, ev.AttemptCancelled):
-            self.attempt_cancelled(event.trial_name, event.rollout_name)
-        elif isinstance(event, ev.JobFinished):
-            self.finish_job(event.summary, event.state)
-
-    def submit(self, fn: Any, *args: Any) -> concurrent.futures.Future[Any]:
-        return self._pool.submit(fn, *args)
-
-    def open_job(self, job_dir: Path, settings: dict[str, Any]) -> None:
-        self.submit(self._open_job, job_dir, settings)
-
-    def _open_job(self, job_dir: Path, settings: dict[str, Any]) -> None:
-        with transaction.atomic():
-            job = ensure_job(job_dir, settings)
-            Job.objects.filter(pk=job.pk).update(summary=None, finished_at=None)
-            self.job_id = job.pk
-            refresh_job(job.pk)
-            record_event(job.pk, "job_started", "", {"name": job.name})
-
-    def _trial_id(self, trial_name: str, task_name: str, trial_index: int) -> int:
-        if trial_name not in self._trials:
-            assert self.job_id is not None
-            self._trials[trial_name] = trial_id(self.job_id, trial_name, task_name, trial_index)
-        return self._trials[trial_name]
-
-    def attempt_created(
-        self, trial_name: str, task_name: str, trial_index: int, rollout: str, number: int
-    ) -> None:
-        self.submit(self._attempt_created, trial_name, task_name, trial_index, rollout, number)
-
-    def _attempt_created(
-        self, trial_name: str, task_name: str, trial_index: int, rollout: str, number: int
-    ) -> None:
-        with transaction.atomic():
-            trial = self._trial_id(trial_name, task_name, trial_index)
-            Attempt.objects.get_or_create(
-                trial_id=trial,
-                rollout_name=rollout,
-                defaults={
-                    "number": number,
-                    "state": AttemptState.RUNNING,
-                    "started_at": timezone.now(),
-                    "sort_at": timezone.now().timestamp(),
-                },
-            )
-            refresh_trial(trial, True)
-            self._changed("attempt_started", trial_name, {"rollout_name": rollout})
-
-    def phase_changed(self, trial_name: str, rollout: str, phase: str, tool_calls: int) -> None:
-        self.submit(self._phase_changed, trial_name, rollout, phase, tool_calls)
-
-    def _phase_changed(self, trial_name: str, rollout: str, phase: str, tool_calls: int) -> None:
-        if trial_name not in self._trials:
-            return
-        with transaction.atomic():
-            trial = self._trials[trial_name]
-            Attempt.objects.filter(trial_id=trial, rollout_name=rollout).update(
-                phase=phase[:40], n_tool_calls=tool_calls
-            )
-            Trial.objects.filter(pk=trial).update(phase=phase[:40])
-            assert self.job_id is not None
-            record_event(self.job_id, "phase_changed", trial_name, {"phase": phase})
-
-    def attempt_finished(self, result: dict[str, Any]) -> None:
-        self.submit(self._attempt_finished, result)
-
-    def _attempt_finished(self, result: dict[str, Any]) -> None:
-        with transaction.atomic():
-            trial = self._trial_id(
-                result["trial_name"], result["task_name"], result.get("trial_index", 0)
-            )
-            save_attempt(
-                trial,
-                result["rollout_name"],
-                result.get("attempt") or 1,
-                index_rows.attempt_fields(result),
-            )
-            assert self.job_id is not None
-            save_trial_budgets(self.job_id, trial, result.get("trial_budget"))
-            refresh_trial(trial, True)
-            self._changed("attempt_finished", result["trial_name"], result)
-
-    def attempt_cancelled(self, trial_name: str, rollout: str) -> None:
-        self.submit(self._attempt_cancelled, trial_name, rollout)
-
-    def _attempt_cancelled(self, trial_name: str, rollout: str) -> None:
-        if trial_name not in self._trials:
-            return
-        with transaction.atomic():
-            trial = self._trials[trial_name]
-            Attempt.objects.filter(trial_id=trial, rollout_name=rollout).update(
-                state=AttemptState.CANCELLED, outcome="cancelled", finished_at=timezone.now()
-            )
-            refresh_trial(trial, True)
-            self._changed("attempt_cancelled", trial_name, {"rollout_name": rollout})
-
-    def _changed(self, kind: str, trial_name: str, payload: Mapping[str, Any]) -> None:
-        assert self.job_id is not None
-        refresh_job(self.job_id)
-        record_event(self.job_id, kind, trial_name, payload)
-
-    def finish_job(self, summary: dict[str, Any], state: str) -> None:
-        self.submit(self._finish_job, summary, state)
-
-    def _finish_job(self, summary: dict[str, Any], state: str) -> None:
-        if self.job_id is None:
-            return
-        with transaction.atomic():
-            finish_job_rows(self.job_id, summary, state)
-            record_event(self.job_id, "job_finished", "", {"state": state})
-
-    def close(self) -> None:
-        from django.db import connections
-
-        self._pool.submit(connections.close_all)  # the writer thread's own connection
-        self._pool.shutdown(wait=True)
-        live.flush()
 
 
 def finish_job_rows(job_id: int, summary: Mapping[str, Any] | None, state: str) -> None:

@@ -10,7 +10,7 @@
       .then(function (r) { return r.json(); })
       .then(function (d) {
         if (!d.x.length) { el.textContent = "No attempt has started yet."; plot = null; return; }
-        var data = [d.x, d.running, d.finished];
+        var data = [d.x, d.running, d.finished, d.busy];
         if (plot) { plot.setData(data); return; }
         el.textContent = "";
         plot = new uPlot({
@@ -19,7 +19,9 @@
           axes: [{ label: "seconds since start", stroke: "#8b96a1", grid: { stroke: "#262c33" } },
                  { stroke: "#8b96a1", grid: { stroke: "#262c33" } }],
           series: [{}, { label: "running", stroke: "#7cb7ff", paths: uPlot.paths.stepped({ align: 1 }) },
-                   { label: "finished", stroke: "#5fd38a" }],
+                   { label: "finished", stroke: "#5fd38a" },
+                   { label: "slots busy (runner's report)", stroke: "#ffc861", spanGaps: true,
+                     points: { show: true } }],
         }, data, el);
       })
       .catch(function () {});

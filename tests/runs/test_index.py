@@ -149,29 +149,64 @@ def test_an_attempt_a_job_cap_cancels_is_cancelled_in_the_index(
 
 
 @pytest.mark.django_db(transaction=True)
-def test_each_change_writes_an_event_and_trials_go_from_waiting_to_done(tmp_path):
-    # given a job of two planned trials
+def test_each_event_writes_its_row_and_trials_go_from_waiting_to_done(tmp_path):
+    # given the index subscribed to a job's bus, and a job of two planned trials
+    from runs import events as ev
+    from runs.models import Event
+    from tests.conftest import trial_result
+
     index = Index()
-    index.open_job(tmp_path / "2026-01-01__00-00-00", {"agent": "oracle", "plan": ["a", "b"]})
-    index.attempt_created("a", "a", 0, "a__00000001", 1)
+    bus = ev.Bus(index)
+    job_dir = tmp_path / "2026-01-01__00-00-00"
+    settings = {"agent": "oracle", "plan": ["a", "b"], "budget": {"max_tokens": 1000}}
+    bus.emit(ev.JobStarted(job_dir.name, str(job_dir), settings, 2, 0, 2, 1, 0))
+    bus.emit(ev.AttemptStarted("a", "a", 0, 1, "a__00000001"))
     index.submit(lambda: None).result()
     # then b waits while a runs
     assert dict(Trial.objects.values_list("name", "state")) == {"a": "running", "b": "waiting"}
-    # when a finishes and the job ends
-    index.phase_changed("a", "a__00000001", "verifying", 5)
-    index.attempt_finished(result("a", "a__00000001", 1.0))
-    index.finish_job({"passed": 1}, JobState.FINISHED)
+    # when a's agent works, then a finishes, then the job ends
+    bus.emit(ev.PhaseChanged("a", "a__00000001", "agent"))
+    bus.emit(ev.ToolCalled("a", "a__00000001", "ls"))
+    bus.emit(ev.ToolCalled("a", "a__00000001", "cat"))  # within a second: no row of its own
+    bus.emit(ev.UsageCounted("a", "a__00000001", 900, 100, 0, 1000, 3, 0.01))
+    index.submit(lambda: None).result()
+    running = Attempt.objects.get()
+    assert (running.phase, running.total_tokens, running.n_turns) == ("agent", 1000, 3)
+    result = trial_result("a", rollout_name="a__00000001", rewards={"reward": 1.0})
+    bus.emit(ev.AttemptFinished("a", "a__00000001", result))
+    bus.emit(ev.UtilizationReported(120.0, 1, 0.2, 0.8, 0, True))
+    bus.emit(
+        ev.JobFinished(
+            job_dir.name,
+            str(job_dir),
+            str(tmp_path),
+            {"passed": 1},
+            "finished",
+            3.0,
+            2,
+            0,
+            False,
+            1,
+            0,
+            True,
+        )
+    )
     index.close()
-    # then
+    # then each event is one row with its kind and payload, the trials' rows say what happened
     assert dict(Trial.objects.values_list("name", "state")) == {"a": "done", "b": "not_run"}
-    from runs.models import Event
-
     kinds = list(Event.objects.order_by("seq").values_list("seq", "kind", "trial_name"))
     assert kinds == [
         (1, "job_started", ""),
         (2, "attempt_started", "a"),
         (3, "phase_changed", "a"),
-        (4, "attempt_finished", "a"),
-        (5, "job_finished", ""),
+        (4, "tool_called", "a"),
+        (5, "usage_counted", "a"),
+        (6, "attempt_finished", "a"),
+        (7, "utilization_reported", ""),
+        (8, "job_finished", ""),
     ]
-    assert Event.objects.get(kind="attempt_finished").payload["rewards"] == {"reward": 1.0}
+    finished = Event.objects.get(kind="attempt_finished").payload
+    assert finished["result"]["rewards"] == {"reward": 1.0}
+    assert finished["result"]["rollout_name"] == "a__00000001"
+    assert Event.objects.get(kind="job_started").payload["settings"]["plan"] == ["a", "b"]
+    assert Attempt.objects.get().reward == 1.0 and Job.objects.get().passed == 1

@@ -279,3 +279,14 @@ def test_bench_serve_sends_an_anonymous_visitor_to_the_login_page(client, job, s
     User.objects.create_user("alice", password="pw-alice-1")
     client.login(username="alice", password="pw-alice-1")
     assert client.get(f"/jobs/{job.name}/").status_code == 200
+
+
+def test_chart_data_has_the_runners_utilization_reports(client, job):
+    from django.db import transaction
+
+    from runs.index.writer import record_event
+
+    with transaction.atomic():
+        record_event(Job.objects.get().pk, "utilization_reported", "", {"setup": 0.5, "agent": 2.0})
+    data = client.get(f"/jobs/{job.name}/chart.json").json()
+    assert 2.5 in data["busy"] and len(data["busy"]) == len(data["x"])
