@@ -40,6 +40,7 @@ def check_tasks(root: Path, client: Any | None) -> list[TaskReport]:
             report.warnings = [str(w) for w in task.warnings]
             if client is not None:
                 report.problems += _image_problems(task, client, report.notes)
+                report.problems += _compose_problems(task, client)
             stepped = bool(task.steps) and all(step.solution_dir for step in task.steps)
             if task.solution_dir is None and not stepped:
                 report.notes.append("no solution/ (oracle/): `-a oracle` cannot check the task")
@@ -67,3 +68,47 @@ def _image_problems(task: Task, client: Any, notes: list[str]) -> list[str]:
         return []
     available = local_base_images(client)
     return [f"{where}: {explain_missing_images(missing, available)}"]
+
+
+def _compose_problems(task: Task, client: Any) -> list[str]:
+    """What Docker Compose says of the merged files, and the sidecar images this machine cannot
+    have (an image no registry here serves, a Dockerfile's FROM)."""
+    from runs.sandboxes import compose
+    from runs.sandboxes.baseimages import local_base_images
+
+    file = task.compose_file
+    if file is None:
+        return []
+    if not compose.available():
+        return [f"{file}: {compose.MISSING}"]
+    variables = compose.harbor_variables(
+        context_dir=file.parent,
+        image="benchflow-check",
+        logs_dir=None,
+        cpus=task.sandbox.cpus,
+        memory_mb=task.sandbox.memory_mb,
+    )
+    env = compose.interpolation_env(file, task.sandbox.env, variables)
+    no_network = task.sandbox.network_mode == "no-network"
+    try:
+        model = compose.resolve(file, file.parent, "benchflow-check", env, no_network)
+    except compose.ComposeError as exc:
+        return [f"{exc}; fix: correct the file (`docker compose config` says the same)"]
+    problems = []
+    for name, service in (model.get("services") or {}).items():
+        if name == compose.MAIN:
+            continue
+        build = service.get("build")
+        if build:
+            dockerfile = Path(build["context"]) / build.get("dockerfile", "Dockerfile")
+            text = dockerfile.read_text(errors="replace") if dockerfile.is_file() else ""
+            missing = missing_base_images(text, client)
+            where = f"{dockerfile}: FROM"
+        else:
+            missing = missing_base_images(f"FROM {service.get('image')}\n", client)
+            where = f"{file}: services.{name}.image"
+        if missing:
+            problems.append(
+                f"{where}: {explain_missing_images(missing, local_base_images(client))}"
+            )
+    return problems

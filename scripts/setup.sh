@@ -14,13 +14,21 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 # --- system packages: only touch apt when something is missing -------------------------------
-# Docker engine 26 (Debian 13's docker.io, which installs on Debian 12): the 20.10 engine that
-# Debian 12 ships has no Dockerfile heredocs (RUN <<EOF), which real task sets use. Only these
-# three packages come from trixie; the pin keeps every other package on bookworm.
+# From Debian 13 (trixie), pinned at priority 100 so that every other package stays on bookworm:
+# - Docker engine 26 (docker.io, docker-cli, docker-buildx): the 20.10 engine that Debian 12
+#   ships has no Dockerfile heredocs (RUN <<EOF), which real task sets use;
+# - Docker Compose v2 (docker-compose 2.x, the `docker compose` plugin; bookworm has only the
+#   Python 1.29): runs multi-container tasks (environment/docker-compose.yaml).
+apt_log=/var/log/benchflow-setup-apt.log
 engine_major() { dockerd --version 2>/dev/null | sed -n 's/^Docker version \([0-9]*\).*/\1/p'; }
+trixie=()
 if [ "$(engine_major)" = "" ] || [ "$(engine_major)" -lt 23 ]; then
+    trixie+=(docker.io docker-cli docker-buildx)
+fi
+docker compose version >/dev/null 2>&1 || trixie+=(docker-compose)
+if [ "${#trixie[@]}" -gt 0 ]; then
     if [ ! -f /etc/apt/sources.list.d/benchflow-trixie.sources ]; then
-        say "adding Debian trixie (pinned at priority 100) for docker.io 26"
+        say "adding Debian trixie (pinned at priority 100) for ${trixie[*]}"
         mirror=$(sed -n 's/^URIs: *\(http[^ ]*\/debian\)$/\1/p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -n 1)
         cat >/etc/apt/sources.list.d/benchflow-trixie.sources <<SRC
 Types: deb
@@ -31,11 +39,13 @@ Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 SRC
         printf 'Package: *\nPin: release n=trixie\nPin-Priority: 100\n' >/etc/apt/preferences.d/benchflow-trixie
     fi
-    say "installing docker.io 26 from trixie (log: /var/log/benchflow-setup-apt.log)"
-    pkill -x dockerd 2>/dev/null && sleep 3 || true
-    if ! { apt-get update -q && apt-get install -y -q --no-install-recommends -t trixie docker.io docker-cli docker-buildx; } >>/var/log/benchflow-setup-apt.log 2>&1; then
-        tail -n 20 /var/log/benchflow-setup-apt.log >&2
-        echo "installing docker.io from trixie failed; see /var/log/benchflow-setup-apt.log" >&2
+    say "installing ${trixie[*]} from trixie (log: $apt_log)"
+    if [[ " ${trixie[*]} " == *" docker.io "* ]]; then
+        pkill -x dockerd 2>/dev/null && sleep 3 || true
+    fi
+    if ! { apt-get update -q && apt-get install -y -q --no-install-recommends -t trixie "${trixie[@]}"; } >>"$apt_log" 2>&1; then
+        tail -n 20 "$apt_log" >&2
+        echo "installing ${trixie[*]} from trixie failed; see $apt_log" >&2
         exit 1
     fi
 fi
@@ -46,7 +56,6 @@ command -v npm >/dev/null 2>&1 || packages+=(npm)  # fetches the agent CLIs (cla
 # own browser download is never used: no such host is reachable)
 command -v chromium >/dev/null 2>&1 || packages+=(chromium)
 python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || packages+=(python3-venv)
-apt_log=/var/log/benchflow-setup-apt.log
 if [ "${#packages[@]}" -gt 0 ]; then
     say "installing ${packages[*]} (log: $apt_log)"
     # Lists may be absent (fresh image) or stale: update only when installing fails.

@@ -52,6 +52,16 @@ class RunCheck:
     problems: list[Problem] = field(default_factory=list)
 
 
+def _compose_problems(tasks: list[Task]) -> list[Problem]:
+    """A multi-container task needs Docker Compose on this machine."""
+    from runs.sandboxes import compose
+
+    with_compose = [t for t in tasks if t.compose_file is not None]
+    if not with_compose or compose.available():
+        return []
+    return [Problem("tasks_dir", f"{with_compose[0].compose_file}: {compose.MISSING}")]
+
+
 def check_run(spec: RunSpec, gateway: ModelGateway | None = None) -> RunCheck:
     """Tasks, agent, model and settings, all checked; nothing is created or changed."""
     found = RunCheck(problems=value_problems(spec))
@@ -76,6 +86,7 @@ def check_run(spec: RunSpec, gateway: ModelGateway | None = None) -> RunCheck:
                 )
             )
     found.problems += _redo_problems(spec, found.tasks)
+    found.problems += _compose_problems(found.tasks)
     found.problems += _jobs_dir_problems(spec.jobs_dir)
     if agent is not None and not found.problems:
         found.problems += model_problems(spec, agent, gateway)

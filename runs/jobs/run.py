@@ -31,7 +31,8 @@ from runs.jobs.plan import (
     set_aside,
 )
 from runs.results import summary as job_summary
-from runs.sandboxes.docker import Sandbox, SandboxFactory, reap_orphans
+from runs.sandboxes.docker import Sandbox, SandboxFactory
+from runs.sandboxes.owners import reap_orphans
 from runs.spec import RunSpec
 from runs.tasks.load import Task
 from runs.trials.attempt import AttemptRunner

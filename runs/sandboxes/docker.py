@@ -2,32 +2,37 @@
 
 from __future__ import annotations
 
-import io
 import os
 import socket
 import tarfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import docker
 from docker.errors import APIError, NotFound
 
+from runs.sandboxes import compose
 from runs.sandboxes.files import FileEntry, make_tar
-from runs.sandboxes.images import TaskImages
+from runs.sandboxes.images import ImageBuildError, TaskImages
+from runs.sandboxes.owners import (
+    LABEL_ATTEMPT,
+    LABEL_HOST,
+    LABEL_JOB,
+    LABEL_OWNED,
+    LABEL_PID,
+    LABEL_PID_START,
+    pid_start,
+)
+from runs.sandboxes.owners import (
+    reap_orphans as reap_orphans,  # its old home: callers may import it here
+)
 from runs.sandboxes.resources import Grant, HostResources, grant, host_resources
-from runs.secrets import StreamRedactor
+from runs.sandboxes.streams import OUTPUT_CAP_BYTES, CappedWriter, ExecResult, StreamReader
 from runs.tasks.load import Task
 
-LABEL_OWNED = "benchflow.owned"
-LABEL_HOST = "benchflow.host"
-LABEL_PID = "benchflow.pid"
-LABEL_PID_START = "benchflow.pid_start"
-LABEL_JOB = "benchflow.job"
-LABEL_ATTEMPT = "benchflow.attempt"
-OUTPUT_CAP_BYTES = 8 * 1024 * 1024  # per stream of one exec; the rest is counted, not kept
 ARCHIVE_CAP_BYTES = 200 * 1024 * 1024  # of /logs copied back into the attempt folder
 
 # Stops every process but init and the container's main process: the agent, its children,
@@ -52,69 +57,26 @@ class SandboxConfigError(SandboxError):
 REMOVE_RETRY_S: tuple[float | None, ...] = (0.5, 1.0, 2.0, 4.0, None)
 
 
-def _pid_start(pid: int) -> str:
-    """The kernel's start time of a process: tells a live owner from a reused pid."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return ""
-
-
 def connect(max_pool_size: int = 64) -> docker.DockerClient:
     return docker.from_env(max_pool_size=max_pool_size, timeout=300)
 
 
-@dataclass
-class ExecResult:
-    exit_code: int | None
-    timed_out: bool = False
-    dropped_bytes: int = 0
-    duration_s: float = 0.0
-
-
-class _CappedWriter:
-    """Writes at most `cap` bytes to a file and counts the rest."""
-
-    def __init__(self, path: Path | None, cap: int, secrets: list[str] | None = None):
-        self.fh = open(path, "ab") if path else None
-        self.left = cap
-        self.dropped = 0
-        self.redactor = StreamRedactor(secrets) if secrets else None
-
-    def write(self, chunk: bytes | None) -> None:
-        if chunk and self.redactor is not None:
-            chunk = self.redactor.feed(chunk)
-        if not chunk:
-            return
-        if self.left > 0 and self.fh:
-            part = chunk[: self.left]
-            self.fh.write(part)
-            self.left -= len(part)
-            self.dropped += len(chunk) - len(part)
-        else:
-            self.dropped += len(chunk)
-
-    def close(self) -> None:
-        if self.redactor is not None:
-            redactor, self.redactor = self.redactor, None
-            self.write(redactor.close())
-        if self.fh:
-            if self.dropped:
-                self.fh.write(
-                    f"\n[benchflow: {self.dropped} more bytes of output were not kept]\n".encode()
-                )
-            self.fh.close()
-
-
 class Sandbox:
-    """One running container for one attempt."""
+    """One running container for one attempt (the main one, when the task has a compose file:
+    `project` then holds its other services, networks and volumes)."""
 
-    def __init__(self, client: docker.DockerClient, container_id: str, task: Task):
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        container_id: str,
+        task: Task,
+        project: compose.ComposeProject | None = None,
+    ):
         self.client = client
         self.api = client.api
         self.id = container_id
         self.task = task
+        self.project = project
         self.removed = False
         self._lock = threading.Lock()
 
@@ -157,11 +119,11 @@ class Sandbox:
         exec_id = self.api.exec_create(
             self.id, cmd, user=user or "", workdir=workdir, environment=env or None
         )["Id"]
-        out = _CappedWriter(stdout_path, OUTPUT_CAP_BYTES, secrets)
+        out = CappedWriter(stdout_path, OUTPUT_CAP_BYTES, secrets)
         err = (
             out
             if stderr_path is None or stderr_path == stdout_path
-            else _CappedWriter(stderr_path, OUTPUT_CAP_BYTES, secrets)
+            else CappedWriter(stderr_path, OUTPUT_CAP_BYTES, secrets)
         )
         try:
             for chunk_out, chunk_err in self.api.exec_start(exec_id, stream=True, demux=True):
@@ -206,7 +168,7 @@ class Sandbox:
         except NotFound:
             return []
         kept, members = 0, []
-        with tarfile.open(fileobj=_StreamReader(stream), mode="r|") as tar:
+        with tarfile.open(fileobj=StreamReader(stream), mode="r|") as tar:
             for member in tar:
                 parts = Path(member.name).parts[1:]  # drop the folder's own name
                 if not parts or ".." in parts or member.name.startswith("/"):
@@ -238,7 +200,7 @@ class Sandbox:
         except NotFound:
             return False
         copied = False
-        with tarfile.open(fileobj=_StreamReader(stream), mode="r|") as tar:
+        with tarfile.open(fileobj=StreamReader(stream), mode="r|") as tar:
             for member in tar:  # read to the end: the API's stream is then done with
                 src = tar.extractfile(member) if member.isfile() and member.size <= cap else None
                 if src is None or copied:
@@ -258,6 +220,13 @@ class Sandbox:
             if self.removed:
                 return
             self.removed = True
+        if self.project is not None:
+            try:
+                self.project.remove()  # every service, network and volume of the attempt
+            except APIError:
+                self.removed = False
+                raise
+            return
         for wait in REMOVE_RETRY_S:
             try:
                 self.api.remove_container(self.id, force=True, v=True)
@@ -281,28 +250,6 @@ class Sandbox:
                 return True
             time.sleep(0.1)
         return False
-
-
-class _StreamReader(io.RawIOBase):
-    """A file-like view of the docker SDK's chunk generator, for tarfile's stream mode."""
-
-    def __init__(self, chunks: Iterator[bytes]):
-        self._chunks = chunks
-        self._buf = b""
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b) -> int:  # type: ignore[override]
-        while not self._buf:
-            try:
-                self._buf = next(self._chunks)
-            except StopIteration:
-                return 0
-        n = min(len(b), len(self._buf))
-        b[:n] = self._buf[:n]
-        self._buf = self._buf[n:]
-        return n
 
 
 @dataclass
@@ -349,8 +296,11 @@ class SandboxFactory:
                 host.mkdir(parents=True, exist_ok=True)
                 os.chmod(host, 0o777)  # the task's agent user need not be root
                 binds[str(host)] = {"bind": f"/logs/{sub}", "mode": "rw"}
-        network = "none" if task.sandbox.network_mode == "no-network" else "bridge"
         given = self.grant(task)
+        env = {**task.sandbox.env, **(extra_env or {})}
+        if task.compose_file is not None:
+            return self._create_project(task, image, attempt_id, logs_dir, binds, env, given)
+        network = "none" if task.sandbox.network_mode == "no-network" else "bridge"
         host_config = self.client.api.create_host_config(
             init=True,
             nano_cpus=int(given.cpus * 1e9),
@@ -358,15 +308,7 @@ class SandboxFactory:
             network_mode=network,
             binds=binds or None,
         )
-        labels = {
-            LABEL_OWNED: "process",
-            LABEL_HOST: socket.gethostname(),
-            LABEL_PID: str(os.getpid()),
-            LABEL_PID_START: _pid_start(os.getpid()),
-            LABEL_JOB: self.job_name,
-            LABEL_ATTEMPT: attempt_id,
-        }
-        env = {**task.sandbox.env, **(extra_env or {})}
+        labels = self.labels(attempt_id)
         try:
             created = self.client.api.create_container(
                 image,
@@ -386,37 +328,85 @@ class SandboxFactory:
             raise SandboxError(f"sandbox creation failed: {exc.explanation or exc}") from exc
         return Sandbox(self.client, created["Id"], task)
 
+    def labels(self, attempt_id: str) -> dict[str, str]:
+        """What marks a container (network, volume) as this job's attempt's, and its owner."""
+        return {
+            LABEL_OWNED: "process",
+            LABEL_HOST: socket.gethostname(),
+            LABEL_PID: str(os.getpid()),
+            LABEL_PID_START: pid_start(os.getpid()),
+            LABEL_JOB: self.job_name,
+            LABEL_ATTEMPT: attempt_id,
+        }
+
+    def _create_project(
+        self,
+        task: Task,
+        image: str,
+        attempt_id: str,
+        logs_dir: Path | None,
+        binds: dict[str, dict[str, str]],
+        env: dict[str, str],
+        given: Grant,
+    ) -> Sandbox:
+        """The task's compose project, created (not started): main and every other service."""
+        assert task.compose_file is not None
+        if not compose.available():
+            raise SandboxConfigError(compose.MISSING)
+        env_dir = task.compose_file.parent
+        name = compose.project_name(attempt_id)
+        variables = compose.harbor_variables(
+            context_dir=env_dir,
+            image=image,
+            logs_dir=logs_dir,
+            cpus=given.cpus,
+            memory_mb=given.memory_mb,
+        )
+        project: compose.ComposeProject | None = None
+        try:
+            model = compose.resolve(
+                task.compose_file,
+                env_dir,
+                name,
+                compose.interpolation_env(task.compose_file, task.sandbox.env, variables),
+                no_network=task.sandbox.network_mode == "no-network",
+            )
+            settings = compose.MainSettings(
+                image=image,
+                labels=self.labels(attempt_id),
+                binds=binds,
+                env=env,
+                cpus=given.cpus,
+                memory_mb=given.memory_mb,
+                workdir=task.sandbox.workdir,
+            )
+            digest = self.images.sidecar_tag(task)
+            project = compose.ComposeProject(
+                self.client,
+                name,
+                compose.finalize(model, settings, digest),
+                env_dir,
+                timeout=task.sandbox.build_timeout_sec,
+            )
+            project.build(logs_dir.parent / "builds" / f"{task.name}.log" if logs_dir else None)
+            main_id = project.create()
+        except compose.ComposeError as exc:
+            if project is not None:
+                compose.remove_project(self.client, name)
+            if exc.kind == "build":
+                raise ImageBuildError(str(exc)) from exc
+            error = SandboxConfigError if exc.kind == "config" else SandboxError
+            raise error(f"sandbox creation failed: {exc}") from exc
+        return Sandbox(self.client, main_id, task, project)
+
     def start(self, sandbox: Sandbox) -> None:
+        if sandbox.project is not None:
+            try:
+                sandbox.project.up()
+            except compose.ComposeError as exc:
+                raise SandboxError(f"sandbox startup failed: {exc}") from exc
+            return
         try:
             self.client.api.start(sandbox.id)
         except APIError as exc:
             raise SandboxError(f"sandbox startup failed: {exc.explanation or exc}") from exc
-
-
-def reap_orphans(client: docker.DockerClient) -> list[str]:
-    """Remove containers of runs on this host whose owning process is gone; returns their ids."""
-    host = socket.gethostname()
-    removed = []
-    for c in client.api.containers(
-        all=True, filters={"label": [f"{LABEL_OWNED}=process", f"{LABEL_HOST}={host}"]}
-    ):
-        labels = c.get("Labels") or {}
-        try:
-            pid = int(labels.get(LABEL_PID, "0"))
-        except ValueError:
-            pid = 0
-        if pid > 0 and _pid_start(pid) == labels.get(LABEL_PID_START) and _pid_start(pid):
-            continue  # its owner is alive
-        try:
-            client.api.remove_container(c["Id"], force=True, v=True)
-            removed.append(c["Id"])
-        except (NotFound, APIError):
-            pass
-    return removed
-
-
-def owned_containers(client: docker.DockerClient, job_name: str | None = None) -> list[dict]:
-    labels = [f"{LABEL_OWNED}=process"]
-    if job_name:
-        labels.append(f"{LABEL_JOB}={job_name}")
-    return client.api.containers(all=True, filters={"label": labels})

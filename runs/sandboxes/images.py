@@ -14,6 +14,7 @@ from docker.errors import APIError, ImageNotFound
 
 from runs.sandboxes.layers import AgentLayer, LayerCache
 from runs.tasks.load import Task
+from runs.tasks.load import environment_digest as task_environment_digest
 
 IMAGE_REPO = "benchflow-env"
 
@@ -62,6 +63,7 @@ class TaskImages:
     _build_locks: dict[str, threading.Lock] = field(default_factory=dict)
     _locks_guard: threading.Lock = field(default_factory=threading.Lock)
     _resolved: dict[str, str] = field(default_factory=dict)
+    _sidecars: dict[Path, str] = field(default_factory=dict)
     _layers: LayerCache | None = None
 
     def with_layer(self, image: str, layer: AgentLayer) -> str:
@@ -106,6 +108,15 @@ class TaskImages:
             except (ImageNotFound, APIError):
                 digest.update(ref.encode())
         return f"{IMAGE_REPO}:{digest.hexdigest()[:16]}"
+
+    def sidecar_tag(self, task: Task) -> str:
+        """The name the task's sidecar images are built under (with -<service> after it): by its
+        environment/'s digest, so that every attempt of it, and a second run, reuse them."""
+        with self._locks_guard:
+            if task.path not in self._sidecars:
+                digest = hashlib.sha256(task_environment_digest(task).encode()).hexdigest()[:16]
+                self._sidecars[task.path] = f"{IMAGE_REPO}:{digest}-sidecar"
+            return self._sidecars[task.path]
 
     def image_workdir(self, image: str) -> str:
         """The image's WORKDIR (the agent's working folder when the task sets none); / if unset."""

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from runs.tasks.checker import Checker, TaskProblem, TaskWarning
+from runs.tasks.compose_keys import compose_problems
 from runs.tasks.config import (
     AGENT_KEYS,
     REWARD_STRATEGIES,
@@ -63,6 +64,7 @@ class Task:
     solution_env: dict[str, str] = field(default_factory=dict)  # [solution]/[oracle] env
     solution_timeout_sec: float | None = None
     warnings: tuple[TaskWarning, ...] = ()  # keys accepted but not honoured in full: what differs
+    compose_file: Path | None = None  # environment/docker-compose.yaml, merged over main
 
 
 _NOT_HASHED = {"__pycache__", ".git", ".DS_Store", ".pytest_cache"}
@@ -160,18 +162,7 @@ def load_task(path: Path) -> Task:
         msg = "missing: no environment/Dockerfile and no docker_image"
         fix = "create environment/Dockerfile (FROM python:3.12-slim, WORKDIR /app) or set docker_image"
         c.add("", msg, fix, env_dir / "Dockerfile")
-    for name in ("docker-compose.yaml",):  # Harbor's name; a .yml there is the task's content
-        if (env_dir / name).is_file():
-            # never ignored: its sidecars, networks (an internal one air-gaps the task), volumes
-            # and env would silently be missing, and an air-gapped task would run online
-            msg = (
-                "multi-container tasks are not run by this runner yet: the services, networks "
-                "(internal ones air-gap the task), volumes and env of this compose file would be "
-                "missing, so the task would not run as written"
-            )
-            fix = "run it with Harbor (`harbor run`), or leave it out with --exclude " + root.name
-            c.add("", msg, fix, env_dir / name)
-            break
+    compose_file = compose_problems(c, env_dir, set(sandbox.env))
     if not shared_test and not steps:
         fix = f"create {tests_dir.name}/test.sh writing a number to /logs/verifier/reward.txt"
         c.add("", "missing: the verifier entrypoint does not exist", fix, tests_dir / "test.sh")
@@ -197,6 +188,7 @@ def load_task(path: Path) -> Task:
         solution_env=solution_env,
         solution_timeout_sec=solution_timeout_sec,
         warnings=tuple(c.warnings),
+        compose_file=compose_file,
     )
 
 

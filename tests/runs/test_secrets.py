@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from runs.sandboxes.docker import _CappedWriter
+from runs.sandboxes.streams import CappedWriter
 from runs.secrets import StreamRedactor, redact_obj, redact_tree, secret_values
 
 # a GitHub token's shape, which no key pattern of the proxy knows
@@ -44,7 +44,7 @@ def test_only_an_end_that_may_start_a_secret_is_held_back() -> None:
 
 def test_capped_writer_redacts_the_log_as_it_is_written(tmp_path: Path) -> None:
     log = tmp_path / "agent.txt"
-    writer = _CappedWriter(log, 1 << 20, [SECRET])
+    writer = CappedWriter(log, 1 << 20, [SECRET])
     for i in range(0, len(SECRET) + 20, 7):  # the agent printed its environment, 7 bytes at a time
         writer.write(f"GITHUB_TOKEN={SECRET} done".encode()[i : i + 7])
     writer.close()

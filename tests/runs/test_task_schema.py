@@ -204,17 +204,3 @@ def test_a_terminal_bench_1_task_is_refused_with_how_to_convert_it() -> None:
     with pytest.raises(TaskError) as raised:
         load_tasks(folder.parent)
     assert [p.file for p in raised.value.problems] == [folder / "task.yaml"]
-
-
-def test_a_compose_file_is_refused_never_ignored(tmp_path: Path) -> None:
-    compose = (
-        "services:\n  main:\n    networks: [airgap]\nnetworks:\n  airgap:\n    internal: true\n"
-    )
-    folder = split_task(tmp_path, "", environment__docker_dash_compose_dot_yaml=compose)
-    (folder / "environment" / "docker_dash_compose.yaml").rename(
-        folder / "environment" / "docker-compose.yaml"
-    )
-    [problem] = problems_of(folder)
-    assert problem.file == folder / "environment" / "docker-compose.yaml"
-    assert "multi-container tasks are not run by this runner yet" in problem.message
-    assert "internal ones air-gap the task" in problem.message
