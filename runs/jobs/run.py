@@ -138,7 +138,7 @@ class JobRun:
             return budgets[repeat]
 
         budget = budget_for(0)
-        factory = SandboxFactory(self.client, job_dir.name)
+        factory = SandboxFactory(self.client, job_dir.name, str(job_dir.resolve()))
         proxy, agent = await self._start_proxy()
         runner = AttemptRunner(spec, agent, factory, job_dir, bus.emit, self.live, proxy)
         coordinator = Coordinator(

@@ -415,7 +415,7 @@ def regrade_job(
         run = _Run(
             job_dir,
             report,
-            SandboxFactory(client or connect(), job_dir.name),
+            SandboxFactory(client or connect(), job_dir.name, str(job_dir.resolve())),
             emit,
             by or getpass.getuser(),
         )

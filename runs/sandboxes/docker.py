@@ -21,6 +21,7 @@ from runs.sandboxes.owners import (
     LABEL_ATTEMPT,
     LABEL_HOST,
     LABEL_JOB,
+    LABEL_JOB_DIR,
     LABEL_OWNED,
     LABEL_PID,
     LABEL_PID_START,
@@ -258,6 +259,7 @@ class SandboxFactory:
 
     client: docker.DockerClient
     job_name: str
+    job_dir: str = ""  # the job folder, resolved (a label: job names repeat across folders)
     images: TaskImages = field(init=False)
     _host: HostResources | None = field(default=None, init=False)
 
@@ -336,6 +338,7 @@ class SandboxFactory:
             LABEL_PID: str(os.getpid()),
             LABEL_PID_START: pid_start(os.getpid()),
             LABEL_JOB: self.job_name,
+            LABEL_JOB_DIR: self.job_dir,
             LABEL_ATTEMPT: attempt_id,
         }
 

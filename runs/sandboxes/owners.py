@@ -13,6 +13,8 @@ LABEL_HOST = "benchflow.host"
 LABEL_PID = "benchflow.pid"
 LABEL_PID_START = "benchflow.pid_start"
 LABEL_JOB = "benchflow.job"
+# the job folder, resolved: two jobs started in the same second on one machine share a name
+LABEL_JOB_DIR = "benchflow.job_dir"
 LABEL_ATTEMPT = "benchflow.attempt"
 
 
@@ -62,8 +64,12 @@ def _owner_alive(labels: dict[str, str]) -> bool:
     return pid > 0 and bool(pid_start(pid)) and pid_start(pid) == labels.get(LABEL_PID_START)
 
 
-def owned_containers(client: docker.DockerClient, job_name: str | None = None) -> list[dict]:
+def owned_containers(
+    client: docker.DockerClient, job_name: str | None = None, job_dir: str | None = None
+) -> list[dict]:
     labels = [f"{LABEL_OWNED}=process"]
     if job_name:
         labels.append(f"{LABEL_JOB}={job_name}")
+    if job_dir:
+        labels.append(f"{LABEL_JOB_DIR}={job_dir}")
     return client.api.containers(all=True, filters={"label": labels})

@@ -60,8 +60,8 @@ PROVIDER_VARS = (
 REWARD_1 = "echo 1 > /logs/verifier/reward.txt\n"
 
 
-def owned_containers(client, job_name: str) -> list:
-    return client.containers.list(all=True, filters={"label": f"benchflow.job={job_name}"})
+def owned_containers(client, job: Path) -> list:
+    return client.containers.list(all=True, filters={"label": f"benchflow.job_dir={job.resolve()}"})
 
 
 def trajectory(job: Path, result: dict[str, Any]) -> list[dict[str, Any]]:
@@ -141,7 +141,7 @@ def test_claude_passes_two_examples_at_j2_with_usage_tools_and_trajectory(
         assert (job / result["rollout_name"] / "agent" / "claude.txt").is_file()
     summary = json.loads((job / "summary.json").read_text())
     assert (summary["total"], summary["passed"], summary["errored"]) == (2, 2, 0)
-    assert owned_containers(docker_client, job.name) == []
+    assert owned_containers(docker_client, job) == []
     # the CLI came in an image layer over the task image (both tasks share one), not a mount
     images = {
         json.loads((job / r["rollout_name"] / "sandbox.json").read_text())["image"] for r in results
@@ -192,7 +192,7 @@ def test_opencode_and_codex_pass_through_the_proxy(
     assert (job / result["rollout_name"] / "agent" / f"{agent}.txt").is_file()
     if bullet:  # the instruction reached the model whole
         assert "- Create the file" in json.dumps(trajectory(job, result)[-1]["request"])
-    assert owned_containers(docker_client, job.name) == []
+    assert owned_containers(docker_client, job) == []
 
 
 def test_agent_mount_instead_of_a_layer_runs_the_task_image_as_it_is(
@@ -276,7 +276,7 @@ def test_turn_budget_of_one_stops_claude_after_one_forwarded_call(
     )
     summary = json.loads((job / "summary.json").read_text())
     assert summary["budget_stops"] == 1
-    assert owned_containers(docker_client, job.name) == []
+    assert owned_containers(docker_client, job) == []
 
 
 def test_turn_budget_spent_before_the_work_is_done_fails_the_trial(
@@ -316,7 +316,7 @@ def test_turn_budget_spent_before_the_work_is_done_fails_the_trial(
     )
     summary = json.loads((job / "summary.json").read_text())
     assert summary["budget_stops"] == 1 and summary["failed"] == 1 and summary["errored"] == 0
-    assert owned_containers(docker_client, job.name) == []
+    assert owned_containers(docker_client, job) == []
 
 
 def test_task_turn_budget_applies_and_the_runs_replaces_it(docker_client, clean_env, tmp_path):
@@ -630,7 +630,7 @@ def test_upstream_key_reaches_the_upstream_and_nothing_else(
         assert "visible" in text
     assert json.loads(config)["agent_env"] == {"OPENAI_ORG": "visible"}
     assert "MY_TOKEN" in json.loads(evaluation)["agent_env_secret_keys"]
-    assert owned_containers(docker_client, job.name) == []
+    assert owned_containers(docker_client, job) == []
 
 
 def test_a_call_still_streaming_at_the_agent_timeout_is_counted(
@@ -754,7 +754,7 @@ def test_claude_login_stopped_at_its_timeout_keeps_the_usage_of_the_calls_it_mad
     assert len(calls) == 1
     assert result["agent_result"]["usage_source"] == "agent_session_log"
     assert_login_usage(result["agent_result"], 1)
-    assert owned_containers(docker_client, job.name) == []
+    assert owned_containers(docker_client, job) == []
 
 
 def test_claude_on_a_paid_provider_sends_the_host_key_upstream_only(
@@ -790,7 +790,7 @@ def test_claude_on_a_paid_provider_sends_the_host_key_upstream_only(
         if path.is_file():
             assert upstream_key.encode() not in path.read_bytes(), path
     assert upstream_key not in proc.stdout + proc.stderr
-    assert owned_containers(docker_client, job.name) == []
+    assert owned_containers(docker_client, job) == []
 
 
 def test_a_model_the_provider_rejects_is_an_error_not_a_silent_fail(
@@ -946,7 +946,7 @@ def test_idle_watchdog_gives_a_running_tool_3x_and_stops_a_silent_one(
     summary = json.loads((job / "summary.json").read_text())
     assert summary["idle_timeout"] == 1
     assert "idle_timeouts=1" in proc.stdout
-    assert owned_containers(docker_client, job.name) == []
+    assert owned_containers(docker_client, job) == []
 
 
 def test_opencode_grep_and_glob_work_in_a_sandbox_without_network(
@@ -983,7 +983,7 @@ def test_opencode_grep_and_glob_work_in_a_sandbox_without_network(
     assert "/app/docs/notes.txt" in grep_out and "needle-42 is here" in grep_out, grep_out
     assert "/app/docs/notes.txt" in glob_out, glob_out
     assert "ripgrep" not in grep_out + glob_out
-    assert owned_containers(docker_client, job.name) == []
+    assert owned_containers(docker_client, job) == []
 
 
 def run_budgeted_script(
@@ -1039,7 +1039,7 @@ def test_codex_sub_agent_use_comes_from_its_session_logs_which_a_budgeted_trial_
     # the log is kept in the trial's folder: one rollout file per thread
     rollouts = list((job / result["rollout_name"] / "agent" / "sessions").rglob("rollout-*.jsonl"))
     assert len(rollouts) >= 2, rollouts
-    assert owned_containers(docker_client, job.name) == []
+    assert owned_containers(docker_client, job) == []
 
 
 def test_claude_subagent_use_comes_from_its_session_log_call_for_call(

@@ -48,9 +48,10 @@ def the_task(tmp_path: Path) -> None:
     shutil.copytree(FIXTURE, tmp_path / "tasks" / FIXTURE.name)
 
 
-def leftovers(client, job_name: str) -> dict[str, list]:
-    """Containers, networks and volumes the job left behind."""
-    label = {"label": f"benchflow.job={job_name}"}
+def leftovers(client, job: Path) -> dict[str, list]:
+    """Containers, networks and volumes the job left behind (by its folder: job names can clash
+    with other runs')."""
+    label = {"label": f"benchflow.job_dir={job.resolve()}"}
     return {
         "containers": client.api.containers(all=True, filters=label),
         "networks": client.api.networks(filters=label),
@@ -73,7 +74,7 @@ def test_the_oracle_reaches_the_sidecar_not_the_internet_and_nothing_is_left(
     [job] = job_dirs(tmp_path / "jobs")
     [result] = results_of(job)
     assert result["rewards"] == {"reward": 1.0}, result
-    assert leftovers(docker_client, job.name) == NOTHING
+    assert leftovers(docker_client, job) == NOTHING
     # and a second run builds neither main nor the sidecar again
     proc = run_bench(run_args("oracle", "--fresh"), env=bench_env, cwd=tmp_path)
     second = max(job_dirs(tmp_path / "jobs"))
@@ -97,7 +98,7 @@ def test_an_agent_in_a_compose_task_reaches_its_model_through_the_proxy(
     assert result["agent_result"]["n_calls"] == 1
     log = (job / result["rollout_name"] / "agent" / "script.txt").read_text()
     assert "echo: hi" in log
-    assert leftovers(docker_client, job.name) == NOTHING
+    assert leftovers(docker_client, job) == NOTHING
 
 
 def slow_compose_task(tmp_path: Path) -> None:
@@ -106,16 +107,21 @@ def slow_compose_task(tmp_path: Path) -> None:
     make_agent(tmp_path, "slow.sh", "#!/bin/bash\nsleep 300\n")
 
 
-def wait_for_sidecar(client, jobs: Path, timeout: float = 120) -> str:
-    """The job's name once its sidecar runs."""
+def wait_for_sidecar(client, jobs: Path, timeout: float = 120) -> Path:
+    """The job's folder once its sidecar runs."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for job in job_dirs(jobs):
             running = client.api.containers(
-                filters={"label": [f"benchflow.job={job.name}", "com.docker.compose.service=notes"]}
+                filters={
+                    "label": [
+                        f"benchflow.job_dir={job.resolve()}",
+                        "com.docker.compose.service=notes",
+                    ]
+                }
             )
             if running:
-                return job.name
+                return job
         time.sleep(0.3)
     raise AssertionError("the sidecar never started")
 

@@ -36,8 +36,8 @@ print(urllib.request.urlopen(req, timeout=60).read().decode())
 """
 
 
-def owned_containers(client, job_name: str) -> list:
-    return client.containers.list(all=True, filters={"label": f"benchflow.job={job_name}"})
+def owned_containers(client, job: Path) -> list:
+    return client.containers.list(all=True, filters={"label": f"benchflow.job_dir={job.resolve()}"})
 
 
 def make_tasks(tmp_path: Path, names: list[str], dockerfile: str = PYTHON_IMAGE) -> None:
@@ -255,7 +255,7 @@ def test_sandbox_seconds_cap_cancels_running_trials_and_leaves_no_container(
     assert sorted(budget["cancelled"]) == ["alpha", "beta"] and budget["not_started"] == []
     assert (summary["total"], summary["failed"], summary["errored"]) == (0, 0, 0)
     assert sorted(summary["not_run"]) == ["alpha", "beta"]
-    assert owned_containers(docker_client, job.name) == []
+    assert owned_containers(docker_client, job) == []
     # bench results lists them apart too, not as attempted or errored
     shown = run_bench(["results", str(job)], env=bench_env, cwd=tmp_path)
     assert shown.returncode == 0, shown.stdout + shown.stderr
@@ -283,7 +283,7 @@ def test_sandbox_seconds_cap_cancels_running_trials_and_leaves_no_container(
     [m] = [m for line in again if (m := SECONDS_LINE.fullmatch(line))]
     assert float(m[1]) >= 10.0 and m[2] == "0"
     assert summary_of(job)["budget"]["not_started"] == ["alpha", "beta"]
-    assert owned_containers(docker_client, job.name) == []
+    assert owned_containers(docker_client, job) == []
 
 
 def test_rollout_cap_lets_running_trials_finish_and_starts_no_more(
@@ -329,7 +329,7 @@ def test_rollout_cap_lets_running_trials_finish_and_starts_no_more(
     assert budget["stopped"] is True and budget["reason"] == reached
     assert budget["cancelled"] == [] and budget["not_started"] == [other]
     assert (summary["total"], summary["passed"], summary["errored"]) == (2, 2, 0)
-    assert owned_containers(docker_client, job.name) == []
+    assert owned_containers(docker_client, job) == []
 
 
 def test_a_rollout_without_a_usd_cost_warns_once_under_a_cost_cap(

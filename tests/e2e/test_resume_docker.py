@@ -55,8 +55,11 @@ def wait_for_results(jobs: Path, n: int, timeout: float = 120) -> None:
     raise AssertionError(f"{n} results did not appear in {jobs}")
 
 
-def owned(docker_client, job_name: str) -> list:
-    return docker_client.containers.list(all=True, filters={"label": f"benchflow.job={job_name}"})
+def owned(docker_client, job: Path) -> list:
+    """The job's containers still there (by its folder: job names can clash with other runs')."""
+    return docker_client.containers.list(
+        all=True, filters={"label": f"benchflow.job_dir={job.resolve()}"}
+    )
 
 
 @pytest.mark.parametrize(
@@ -92,7 +95,7 @@ def test_a_stopped_run_cleans_up_and_the_rerun_resumes_only_what_did_not_finish(
     assert f"Partial summary (what finished): ./jobs/stop/{job.name}/summary.json" in out
     assert f"Resume with: bench eval resume ./jobs/stop/{job.name}" in out
     assert (job / "summary.json").is_file()
-    assert owned(docker_client, job.name) == []
+    assert owned(docker_client, job) == []
     assert len(results_of(job)) == 2
 
     # when the same command runs again
@@ -134,7 +137,7 @@ def test_a_second_signal_during_clean_up_is_ignored(docker_client, bench_env, tm
     assert proc.returncode == 143, out + err
     assert "Resume with: bench eval resume" in out
     [job] = job_dirs(tmp_path / "jobs")
-    assert owned(docker_client, job.name) == []
+    assert owned(docker_client, job) == []
 
 
 def test_kill_9_then_rerun_reaps_the_orphans_and_runs_no_finished_trial_again(
@@ -154,7 +157,7 @@ def test_kill_9_then_rerun_reaps_the_orphans_and_runs_no_finished_trial_again(
     proc.kill()
     proc.communicate(timeout=30)
     [job] = job_dirs(tmp_path / "jobs")
-    assert len(owned(docker_client, job.name)) >= 1  # left behind by kill -9
+    assert len(owned(docker_client, job)) >= 1  # left behind by kill -9
     # the rerun (with a quick agent) reaps them and resumes
     slow_agent(tmp_path, seconds=0)
     again = run_bench(cmd, env=bench_env, cwd=tmp_path)
@@ -163,7 +166,7 @@ def test_kill_9_then_rerun_reaps_the_orphans_and_runs_no_finished_trial_again(
         f"Resuming into existing job directory: {job.name}"
     )
     assert "Job: 5 tasks, 0 done, 5 to run" in again.stdout
-    assert owned(docker_client, job.name) == []
+    assert owned(docker_client, job) == []
     finished = {r["task_name"]: r for r in results_of(job)}
     assert set(finished) == {f"task-{i}" for i in range(5)}
     # a third run: every trial has a reward now, nothing runs again

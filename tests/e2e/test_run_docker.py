@@ -23,8 +23,8 @@ pytestmark = pytest.mark.docker
 EXAMPLE_NAMES = sorted(p.name for p in EXAMPLES.iterdir() if p.is_dir())
 
 
-def owned_containers(client, job_name: str) -> list:
-    return client.containers.list(all=True, filters={"label": f"benchflow.job={job_name}"})
+def owned_containers(client, job: Path) -> list:
+    return client.containers.list(all=True, filters={"label": f"benchflow.job_dir={job.resolve()}"})
 
 
 def test_oracle_passes_every_example_and_leaves_a_benchflow_job_folder(
@@ -76,7 +76,7 @@ def test_oracle_passes_every_example_and_leaves_a_benchflow_job_folder(
         assert result["rewards"]["reward"] == 1.0
     partial = next(r for r in results_of(job) if r["task_name"] == "partial-credit")
     assert set(partial["rewards"]) > {"reward"}
-    assert owned_containers(docker_client, job.name) == []
+    assert owned_containers(docker_client, job) == []
 
 
 def test_nop_fails_the_same_tasks_honestly(docker_client, bench_env, tmp_path):
@@ -114,7 +114,7 @@ def test_agent_timeout_is_stopped_graded_and_leaves_no_container(
     assert result["error_category"] == "timeout"
     assert result["timing"]["agent_execution"] < 60
     assert "[FAIL] slow (reward=0.00, tools=0) (agent timed out after 3s" in proc.stdout
-    assert owned_containers(docker_client, job.name) == []
+    assert owned_containers(docker_client, job) == []
 
 
 def test_timeout_without_reward_counts_zero(docker_client, bench_env, tmp_path):
@@ -171,7 +171,7 @@ def test_verifier_timeout_is_a_verifier_error(docker_client, bench_env, tmp_path
     [result] = results_of(job)
     assert result["verifier_error"] == "verifier timed out after 2s"
     assert result["verifier_error_category"] == "verifier_timeout"
-    assert owned_containers(docker_client, job.name) == []
+    assert owned_containers(docker_client, job) == []
 
 
 def test_malformed_task_is_refused_before_a_job_exists(bench_env, tmp_path):
@@ -244,7 +244,7 @@ def test_failed_build_is_an_error_that_names_the_image_and_leaves_no_container(
         and "no image registry is reachable" in results[0]["error"]
     )
     assert results[0]["error_category"] == "image_build"
-    assert owned_containers(docker_client, job.name) == []
+    assert owned_containers(docker_client, job) == []
 
 
 def test_second_run_builds_no_image(docker_client, bench_env, tmp_path):

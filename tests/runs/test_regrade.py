@@ -257,7 +257,7 @@ TIDY_FIXED = (
 
 
 def containers_of(client, job: Path) -> list:
-    return client.containers.list(all=True, filters={"label": f"benchflow.job={job.name}"})
+    return client.containers.list(all=True, filters={"label": f"benchflow.job_dir={job.resolve()}"})
 
 
 def run_job(tmp_path: Path, env: dict, *extra: str) -> Path:
