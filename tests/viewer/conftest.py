@@ -8,6 +8,18 @@ from runs.index.folder import index_path
 from tests.jobfolders import result_doc, write_attempt, write_job, write_summary
 
 
+@pytest.fixture(autouse=True)
+def short_lived_connections():
+    """database_sync_to_async's threads close their connection after each call, so none is left
+    open on the test database when it is dropped (PostgreSQL's are kept CONN_MAX_AGE seconds)."""
+    from django.db import connections
+
+    age = connections.settings["default"].get("CONN_MAX_AGE", 0)
+    connections.settings["default"]["CONN_MAX_AGE"] = 0
+    yield
+    connections.settings["default"]["CONN_MAX_AGE"] = age
+
+
 @pytest.fixture
 def view_root(tmp_path, settings):
     root = tmp_path / "jobs"

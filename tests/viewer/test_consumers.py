@@ -21,17 +21,10 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture(autouse=True)
 def fast_watch(settings):
-    from django.db import connections
-
-    # database_sync_to_async's threads close their connection after each call, so none is left
-    # open on the test database (PostgreSQL keeps them CONN_MAX_AGE seconds otherwise)
-    age = connections.settings["default"].get("CONN_MAX_AGE", 0)
-    connections.settings["default"]["CONN_MAX_AGE"] = 0
     settings.BENCHFLOW_WATCH_S = 0.02
     settings.REDIS_URL = ""
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     yield
-    connections.settings["default"]["CONN_MAX_AGE"] = age
     if watch._state.task is not None:
         watch._state.task.cancel()
         watch._state.task = None
