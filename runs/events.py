@@ -118,6 +118,14 @@ class TasksWarned(Event):
 
 
 @dataclass(frozen=True)
+class McpServersUnused(Event):
+    """Tasks declare MCP servers and the agent takes none (a control or a script): it runs without them."""
+
+    agent: str
+    tasks: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class ResourcesReduced(Event):
     """A task asks for more CPUs or memory than this machine has: it runs with what there is."""
 

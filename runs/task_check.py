@@ -41,6 +41,12 @@ def check_tasks(root: Path, client: Any | None) -> list[TaskReport]:
             if client is not None:
                 report.problems += _image_problems(task, client, report.notes)
                 report.problems += _compose_problems(task, client)
+            if servers := task.sandbox.mcp_servers:
+                names = ", ".join(s.name for s in servers)
+                report.notes.append(
+                    f"MCP servers ({names}) are given to claude, codex and opencode; "
+                    "oracle, nop and script agents run without them"
+                )
             stepped = bool(task.steps) and all(step.solution_dir for step in task.steps)
             if task.solution_dir is None and not stepped:
                 report.notes.append("no solution/ (oracle/): `-a oracle` cannot check the task")

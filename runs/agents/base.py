@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from runs.sandboxes.files import FileEntry
 from runs.sandboxes.layers import AgentLayer
 from runs.tasks.config import Step
+from runs.tasks.harbor_keys import McpServer
 from runs.tasks.load import Task
 
 if TYPE_CHECKING:
@@ -94,6 +95,11 @@ class Agent:
 
     def files(self, task: Task, instruction: str) -> dict[str, FileEntry]:
         return {}
+
+    def mcp_config(self, servers: tuple[McpServer, ...]) -> dict[str, Any] | None:
+        """The task's MCP servers in this agent's own config (runs/agents/mcp.py), which its
+        files() write; None when it takes no MCP servers (the run says it runs without them)."""
+        return None
 
     def command(self, task: Task, instruction: str) -> AgentCommand | None:
         return None

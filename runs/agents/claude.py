@@ -11,10 +11,12 @@ from urllib.parse import urlsplit
 from runs.agents.base import AgentCommand, NativeUsage
 from runs.agents.install import SPECS
 from runs.agents.login_usage import native_usage_of, read_session_usage
+from runs.agents.mcp import claude_servers
 from runs.agents.model_agent import ModelAgent, _short, cli_model_name
 from runs.agents.session_logs import claude_subagents
 from runs.sandboxes.docker import Sandbox
 from runs.sandboxes.files import FileEntry
+from runs.tasks.harbor_keys import McpServer
 from runs.tasks.load import Task
 
 
@@ -64,11 +66,20 @@ class ClaudeAgent(ModelAgent):
         # WebFetch otherwise first asks api.anthropic.com whether it may fetch the domain, outside the
         # proxy (CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC does not turn that off)
         settings = {"skipWebFetchPreflight": True}
-        return {
+        files = {
             f"{self.config_dir}/settings.json": FileEntry(
                 json.dumps(settings, indent=2).encode(), 0o644
             )
         }
+        if servers := self.mcp_config(task.sandbox.mcp_servers):
+            # its user scope (CLAUDE_CONFIG_DIR/.claude.json): loaded with no trust prompt, unlike
+            # a project's .mcp.json; writable, as Claude Code keeps its state in the same file
+            user = {"mcpServers": servers}
+            files[f"{self.config_dir}/.claude.json"] = FileEntry(json.dumps(user).encode(), 0o666)
+        return files
+
+    def mcp_config(self, servers: tuple[McpServer, ...]) -> dict[str, Any] | None:
+        return claude_servers(servers)
 
     def mounts(self, task: Task) -> dict[str, tuple[Path, str]]:
         mounts = super().mounts(task)

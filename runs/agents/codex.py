@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from runs.agents.install import SPECS
+from runs.agents.mcp import codex_servers, toml_tables
 from runs.agents.model_agent import (
     MODEL_CONTEXT_TOKENS,
     MODEL_OUTPUT_TOKENS,
@@ -15,6 +16,7 @@ from runs.agents.model_agent import (
 )
 from runs.agents.session_logs import codex_subagents
 from runs.sandboxes.files import FileEntry
+from runs.tasks.harbor_keys import McpServer
 from runs.tasks.load import Task
 
 
@@ -42,7 +44,12 @@ enabled = false
 plugins = false
 apps = false
 """
+        if servers := self.mcp_config(task.sandbox.mcp_servers):
+            config += "\n" + toml_tables("mcp_servers", servers)
         return {f"{self.home}/config.toml": FileEntry(config.encode(), 0o644)}
+
+    def mcp_config(self, servers: tuple[McpServer, ...]) -> dict[str, Any] | None:
+        return codex_servers(servers)
 
     def _model_limits(self) -> str:
         """Codex knows OpenAI's models; for any other ("Model metadata for `x` not found.

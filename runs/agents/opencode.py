@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from runs.agents.install import SPECS
+from runs.agents.mcp import opencode_servers
 from runs.agents.model_agent import (
     AGENTS_ROOT,
     MODEL_CONTEXT_TOKENS,
@@ -17,6 +18,7 @@ from runs.agents.model_agent import (
 )
 from runs.agents.session_logs import opencode_subagents
 from runs.sandboxes.files import FileEntry
+from runs.tasks.harbor_keys import McpServer
 from runs.tasks.load import Task
 
 
@@ -62,11 +64,16 @@ class OpenCodeAgent(ModelAgent):
             "autoupdate": False,
             "share": "disabled",
         }
+        if servers := self.mcp_config(task.sandbox.mcp_servers):
+            config["mcp"] = servers
         return {
             f"{self.home}/opencode.json": FileEntry(json.dumps(config, indent=2).encode(), 0o644),
             # where OpenCode looks for rg when the image has none on its PATH (else it downloads one)
             f"{self._rg_dir}/rg": FileEntry(b"", link=f"{AGENTS_ROOT}/{self.spec.name}/rg"),
         }
+
+    def mcp_config(self, servers: tuple[McpServer, ...]) -> dict[str, Any] | None:
+        return opencode_servers(servers)
 
     @property
     def _rg_dir(self) -> str:

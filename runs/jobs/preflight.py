@@ -198,10 +198,10 @@ def model_problems(
     return problems
 
 
-def task_warnings(tasks: list[Task], host: HostResources) -> list[ev.Event]:
+def task_warnings(tasks: list[Task], host: HostResources, agent: Agent) -> list[ev.Event]:
     """What the selected tasks ask that cannot be had in full: each distinct key once, naming the
-    tasks (Terminal-Bench gives every task the same storage_mb, say), and each task that asks for
-    more CPUs or memory than the machine has."""
+    tasks (Terminal-Bench gives every task the same storage_mb, say), MCP servers an agent that
+    takes none runs without, and each task that asks for more CPUs or memory than the machine has."""
     grouped: dict[tuple[str, str], list[str]] = {}
     for task in tasks:
         for w in task.warnings:
@@ -209,6 +209,9 @@ def task_warnings(tasks: list[Task], host: HostResources) -> list[ev.Event]:
     found: list[ev.Event] = [
         ev.TasksWarned(k, m, tuple(names)) for (k, m), names in grouped.items()
     ]
+    with_servers = [t.name for t in tasks if t.sandbox.mcp_servers]
+    if with_servers and agent.mcp_config(()) is None:
+        found.append(ev.McpServersUnused(agent.name, tuple(with_servers)))
     for task in tasks:
         given = grant(task.sandbox.cpus, task.sandbox.memory_mb, host)
         if given.reduced:
@@ -241,7 +244,7 @@ def prepare_run(
     client = docker_client()
     reporter = reporter or Reporter(quiet=spec.quiet)
     bus = ev.Bus(reporter)
-    for event in task_warnings(found.tasks, host_resources(client)):
+    for event in task_warnings(found.tasks, host_resources(client), found.agent):
         bus.emit(event)
     try:
         found.agent.install(bus.emit)

@@ -176,11 +176,6 @@ def environment_warnings(c: Checker, raw: dict[str, Any], where: str) -> None:
             f"{where}.network_mode",
             f"{mode!r} needs an egress filter, which this runner has not: the sandbox gets the full network (public), so hosts outside the list are reachable too",
         )
-    if raw.get("mcp_servers"):
-        c.warn(
-            f"{where}.mcp_servers",
-            "the MCP servers are checked but not yet passed to the agents (Claude Code, Codex, OpenCode): the agent runs without them",
-        )
     if raw.get("healthcheck"):
         c.warn(
             f"{where}.healthcheck",

@@ -15,6 +15,23 @@ from runs.agents.opencode import OpenCodeAgent
 from runs.agents.registry import resolve_agent
 from runs.jobs.preflight import model_problems
 from runs.spec import RunSpec
+from runs.tasks.config import AgentConfig, SandboxConfig, VerifierConfig
+from runs.tasks.load import Task
+
+# a task with every setting at its default (no MCP servers)
+A_TASK = Task(
+    name="t",
+    path=Path("/t"),
+    layout="split",
+    config_file=Path("/t/task.toml"),
+    instruction="x",
+    environment_dir=None,
+    tests_dir=Path("/t/tests"),
+    solution_dir=None,
+    sandbox=SandboxConfig(),
+    agent=AgentConfig(),
+    verifier=VerifierConfig(),
+)
 
 
 def test_a_claude_login_is_used_only_for_bare_aliases_without_an_api_key(tmp_path):
@@ -94,11 +111,11 @@ def test_opencode_and_codex_configs_point_at_the_proxy(tmp_path):
     oc, cx = OpenCodeAgent(), CodexAgent()
     for agent in (oc, cx):
         agent.proxy_url, agent.model = "http://127.0.0.1:5555", "mock/oracle"
-    files = oc.files(None, "x")  # type: ignore[arg-type]
+    files = oc.files(A_TASK, "x")
     config = json.loads(files[f"{oc.home}/opencode.json"].data)
     assert config["provider"]["benchflow"]["options"]["baseURL"] == "http://127.0.0.1:5555/v1"
     assert "{env:BENCHFLOW_PROXY_KEY}" == config["provider"]["benchflow"]["options"]["apiKey"]
-    [(path, entry)] = cx.files(None, "x").items()  # type: ignore[arg-type]
+    [(path, entry)] = cx.files(A_TASK, "x").items()
     text = entry.data.decode()
     assert 'base_url = "http://127.0.0.1:5555/v1"' in text and 'wire_api = "responses"' in text
     assert "enabled = false" in text  # analytics off
@@ -113,7 +130,7 @@ def test_codex_is_told_a_context_window_for_models_it_does_not_know(model, windo
 
     cx = CodexAgent()
     cx.proxy_url, cx.model = "http://127.0.0.1:5555", model
-    [entry] = cx.files(None, "x").values()  # type: ignore[arg-type]
+    [entry] = cx.files(A_TASK, "x").values()
     config = tomllib.loads(entry.data.decode())
     if window:  # compaction before the window is full, with room for the output
         assert config["model_context_window"] == 128_000
@@ -162,7 +179,7 @@ def test_claude_is_told_to_print_before_the_instruction():
 def _opencode_config(model: str = "deepseek/deepseek-v4-flash") -> dict:
     agent = OpenCodeAgent()
     agent.proxy_url, agent.model = "http://127.0.0.1:5555", model
-    [entry] = [e for p, e in agent.files(None, "x").items() if p.endswith("opencode.json")]  # type: ignore[arg-type]
+    [entry] = [e for p, e in agent.files(A_TASK, "x").items() if p.endswith("opencode.json")]
     return json.loads(entry.data)
 
 
@@ -223,7 +240,7 @@ def test_claudes_webfetch_asks_no_one_outside_the_proxy_whether_a_domain_may_be_
         if login
         else agent.model_env("k")["CLAUDE_CONFIG_DIR"]
     )
-    files = agent.files(None, "x")  # type: ignore[arg-type]
+    files = agent.files(A_TASK, "x")
     settings = json.loads(files[f"{config_dir}/settings.json"].data)
     assert settings["skipWebFetchPreflight"] is True
 
@@ -335,7 +352,7 @@ def test_opencode_ships_the_ripgrep_of_the_codex_install_beside_its_binary(tmp_p
     rg = layer.source / "rg"
     assert rg.read_text() == "ripgrep" and rg.stat().st_mode & 0o111
     # and OpenCode finds it in its cache folder, which stays the agent's to write in
-    link = agent.files(None, "x")[f"{agent.home}/.cache/opencode/bin/rg"]  # type: ignore[arg-type]
+    link = agent.files(A_TASK, "x")[f"{agent.home}/.cache/opencode/bin/rg"]
     assert link.link == f"{layer.target}/rg"
     assert f"{agent.home}/.cache/opencode/bin" in agent.writable_dirs()
     assert agent.model_env("k")["XDG_CACHE_HOME"] == f"{agent.home}/.cache"

@@ -122,10 +122,6 @@ def test_an_allowlist_runs_with_the_network_on_and_says_so(tmp_path: Path) -> No
         ('[[verifier.collect]]\ncommand = "pg_dump > /tmp/db.sql"\n', "verifier.collect"),
         ('[agent]\nnetwork_mode = "no-network"\n', "agent.network_mode"),
         ('artifacts = ["/app/out.txt"]\n', "artifacts"),
-        (
-            '[[environment.mcp_servers]]\nname = "t"\nurl = "http://t:1/mcp"\n',
-            "environment.mcp_servers",
-        ),
         ('[environment.healthcheck]\ncommand = "true"\n', "environment.healthcheck"),
     ],
 )
