@@ -74,11 +74,15 @@ def build_parser() -> argparse.ArgumentParser:
     tasks_sub = tasks.add_subparsers(dest="tasks_command", metavar="VERB")
     check = tasks_sub.add_parser(
         "check",
-        help="check task folders: config, instruction, tests, symlinks, FROM images",
+        help="check task folders: config, instruction, tests, symlinks, compose file, images",
         description="Check each task folder as bench run would, task by task, and whether its FROM "
-        "images can be had on this machine. Every Harbor 0.26 and BenchFlow task.toml key is "
-        "accepted; one this runner cannot honour in full is listed as a warning saying what "
-        "will differ (the task still runs). Exit 1 when any task has a problem.",
+        "images (and a compose file's sidecar images) can be had on this machine. Every Harbor "
+        "0.26 and BenchFlow task.toml key is accepted; one this runner cannot honour in full is "
+        "listed as a warning saying what will differ (the task still runs). An "
+        "environment/docker-compose.yaml is merged by Docker Compose as a run merges it; a key "
+        "that cannot be given to a sandbox here (host ports, fixed container names, the host's "
+        "network or devices, host paths) is a problem with its reason. Exit 1 when any task "
+        "has a problem.",
     )
     check.add_argument(
         "tasks",

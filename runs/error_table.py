@@ -373,6 +373,22 @@ ERROR_CLASSES: tuple[ErrorClass, ...] = (
         "resources). Retried in a new sandbox.",
     ),
     ErrorClass(
+        "environment_setup",
+        "agent",
+        retried=True,
+        graded=False,
+        fault="task",
+        markers=_m(58, "environment setup failed"),
+        cause="the task's setup commands or healthcheck failed",
+        next="result.json's error names the command and its exit; agent/setup.txt holds the "
+        "setup commands' output; `bench tasks check {task}`",
+        explain="Before the agent started, one of the task's setup commands (BenchFlow's "
+        "setup_commands) failed or took longer than its timeout_sec, or its healthcheck "
+        "(Harbor's [environment.healthcheck]) never passed: the environment the agent would "
+        "have worked in was not ready, so nothing was graded. Retried in a new sandbox, as a "
+        "service can be slow to start; a failure every time is the task's.",
+    ),
+    ErrorClass(
         "timeout",
         "agent",
         retried=False,

@@ -118,9 +118,11 @@ class TasksWarned(Event):
 
 
 @dataclass(frozen=True)
-class McpServersUnused(Event):
-    """Tasks declare MCP servers and the agent takes none (a control or a script): it runs without them."""
+class AgentLacks(Event):
+    """Tasks declare MCP servers or a skills folder, and the agent takes none (a control or a
+    script): it runs without them."""
 
+    field: str  # environment.mcp_servers | environment.skills_dir
     agent: str
     tasks: tuple[str, ...]
 

@@ -47,6 +47,11 @@ def check_tasks(root: Path, client: Any | None) -> list[TaskReport]:
                     f"MCP servers ({names}) are given to claude, codex and opencode; "
                     "oracle, nop and script agents run without them"
                 )
+            if task.sandbox.skills_dir:
+                report.notes.append(
+                    f"skills_dir {task.sandbox.skills_dir} is copied to where claude, codex and "
+                    "opencode read skills; oracle, nop and script agents run without them"
+                )
             stepped = bool(task.steps) and all(step.solution_dir for step in task.steps)
             if task.solution_dir is None and not stepped:
                 report.notes.append("no solution/ (oracle/): `-a oracle` cannot check the task")

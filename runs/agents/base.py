@@ -96,6 +96,11 @@ class Agent:
     def files(self, task: Task, instruction: str) -> dict[str, FileEntry]:
         return {}
 
+    def skills_folder(self) -> str | None:
+        """Where in the sandbox it reads skills (a task's skills_dir is copied there); None when
+        it reads none (the run says it runs without them)."""
+        return None
+
     def mcp_config(self, servers: tuple[McpServer, ...]) -> dict[str, Any] | None:
         """The task's MCP servers in this agent's own config (runs/agents/mcp.py), which its
         files() write; None when it takes no MCP servers (the run says it runs without them)."""

@@ -78,6 +78,9 @@ class ClaudeAgent(ModelAgent):
             files[f"{self.config_dir}/.claude.json"] = FileEntry(json.dumps(user).encode(), 0o666)
         return files
 
+    def skills_folder(self) -> str | None:
+        return f"{self.config_dir}/skills"  # CLAUDE_CONFIG_DIR/skills, as Harbor copies them
+
     def mcp_config(self, servers: tuple[McpServer, ...]) -> dict[str, Any] | None:
         return claude_servers(servers)
 

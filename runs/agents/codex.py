@@ -48,6 +48,9 @@ apps = false
             config += "\n" + toml_tables("mcp_servers", servers)
         return {f"{self.home}/config.toml": FileEntry(config.encode(), 0o644)}
 
+    def skills_folder(self) -> str | None:
+        return f"{self.home}/.agents/skills"  # $HOME/.agents/skills, as Harbor copies them
+
     def mcp_config(self, servers: tuple[McpServer, ...]) -> dict[str, Any] | None:
         return codex_servers(servers)
 

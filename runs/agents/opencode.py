@@ -72,6 +72,9 @@ class OpenCodeAgent(ModelAgent):
             f"{self._rg_dir}/rg": FileEntry(b"", link=f"{AGENTS_ROOT}/{self.spec.name}/rg"),
         }
 
+    def skills_folder(self) -> str | None:
+        return f"{self.home}/.config/opencode/skills"  # $XDG_CONFIG_HOME/opencode/skills
+
     def mcp_config(self, servers: tuple[McpServer, ...]) -> dict[str, Any] | None:
         return opencode_servers(servers)
 

@@ -149,7 +149,7 @@ class Reporter:
             ev.AgentInstalling: self._installing,
             ev.RipgrepFetching: self._ripgrep,
             ev.TasksWarned: self._tasks_warned,
-            ev.McpServersUnused: self._mcp_unused,
+            ev.AgentLacks: self._agent_lacks,
             ev.ResourcesReduced: self._resources_reduced,
             ev.JobChosen: self._chosen,
             ev.JobStarted: self._started,
@@ -231,13 +231,14 @@ class Reporter:
         )
         self.warn(f"warning: {e.field + ': ' if e.field else ''}{e.message} ({names})")
 
-    def _mcp_unused(self, e: ev.McpServersUnused) -> None:
+    def _agent_lacks(self, e: ev.AgentLacks) -> None:
         names = ", ".join(e.tasks[:3]) + (
             f" and {len(e.tasks) - 3} more" if len(e.tasks) > 3 else ""
         )
+        what = "MCP servers" if e.field.endswith("mcp_servers") else "skills"
         self.warn(
-            f"warning: environment.mcp_servers: -a {e.agent} takes no MCP servers, so it runs "
-            f"without them; claude, codex and opencode are given them ({names})"
+            f"warning: {e.field}: -a {e.agent} takes no {what}, so it runs without them; "
+            f"claude, codex and opencode are given them ({names})"
         )
 
     def _resources_reduced(self, e: ev.ResourcesReduced) -> None:

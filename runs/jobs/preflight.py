@@ -200,8 +200,8 @@ def model_problems(
 
 def task_warnings(tasks: list[Task], host: HostResources, agent: Agent) -> list[ev.Event]:
     """What the selected tasks ask that cannot be had in full: each distinct key once, naming the
-    tasks (Terminal-Bench gives every task the same storage_mb, say), MCP servers an agent that
-    takes none runs without, and each task that asks for more CPUs or memory than the machine has."""
+    tasks (Terminal-Bench gives every task the same storage_mb, say), MCP servers or skills an
+    agent that takes none runs without, and each task that asks for more CPUs or memory than the machine has."""
     grouped: dict[tuple[str, str], list[str]] = {}
     for task in tasks:
         for w in task.warnings:
@@ -209,9 +209,12 @@ def task_warnings(tasks: list[Task], host: HostResources, agent: Agent) -> list[
     found: list[ev.Event] = [
         ev.TasksWarned(k, m, tuple(names)) for (k, m), names in grouped.items()
     ]
-    with_servers = [t.name for t in tasks if t.sandbox.mcp_servers]
+    with_servers = tuple(t.name for t in tasks if t.sandbox.mcp_servers)
     if with_servers and agent.mcp_config(()) is None:
-        found.append(ev.McpServersUnused(agent.name, tuple(with_servers)))
+        found.append(ev.AgentLacks("environment.mcp_servers", agent.name, with_servers))
+    with_skills = tuple(t.name for t in tasks if t.sandbox.skills_dir)
+    if with_skills and agent.skills_folder() is None:
+        found.append(ev.AgentLacks("environment.skills_dir", agent.name, with_skills))
     for task in tasks:
         given = grant(task.sandbox.cpus, task.sandbox.memory_mb, host)
         if given.reduced:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import tarfile
 import threading
@@ -80,6 +81,23 @@ class Sandbox:
         self.project = project
         self.removed = False
         self._lock = threading.Lock()
+
+    def service(self, name: str) -> Sandbox | None:
+        """The container of one of the task's compose services (main is this one); None when the
+        task has no such service. Removing the project removes it."""
+        if name == compose.MAIN:
+            return self
+        if self.project is None:
+            return None
+        found = self.api.containers(
+            filters={
+                "label": [
+                    f"{compose.PROJECT_LABEL}={self.project.name}",
+                    f"{compose.SERVICE_LABEL}={name}",
+                ]
+            }
+        )
+        return Sandbox(self.client, found[0]["Id"], self.task) if found else None
 
     def oom_kills(self) -> int | None:
         """Processes the kernel killed for lack of memory in this sandbox (its memory cgroup,
@@ -192,6 +210,40 @@ class Sandbox:
                 kept += member.size
                 members.append(member)
         return members
+
+    def copy_path_to(
+        self,
+        path: str,
+        target: Path,
+        exclude: Callable[[str], bool],
+        *,
+        cap: int = ARCHIVE_CAP_BYTES,
+    ) -> tuple[str, int, int]:
+        """Copy a file of the sandbox to `target`, or a folder's contents into it (regular files
+        and folders; paths `exclude` says yes to are left out): (file | folder | missing, files
+        copied, bytes copied). Nothing past `cap` bytes is copied."""
+        try:
+            stream, stat = self.api.get_archive(self.id, path)
+        except NotFound:
+            return "missing", 0, 0
+        kind = "folder" if int(stat.get("mode", 0)) & (1 << 31) else "file"
+        files = kept = 0
+        with tarfile.open(fileobj=StreamReader(stream), mode="r|") as tar:
+            for member in tar:
+                parts = Path(member.name).parts[1:]  # a folder's members, without its own name
+                if kind == "folder" and (not parts or ".." in parts or exclude("/".join(parts))):
+                    continue
+                if not member.isfile() or kept + member.size > cap:
+                    continue
+                dest = target.joinpath(*parts) if kind == "folder" else target
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                src = tar.extractfile(member)
+                if src is None:
+                    continue
+                with open(dest, "wb") as fh:
+                    shutil.copyfileobj(src, fh, 1 << 20)
+                files, kept = files + 1, kept + member.size
+        return kind, files, kept
 
     def copy_file_to(self, path: str, target: Path, *, cap: int = ARCHIVE_CAP_BYTES) -> bool:
         """Copy one regular file of the sandbox to `target`; False when there is none (or it is

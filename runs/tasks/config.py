@@ -23,6 +23,7 @@ from runs.tasks.harbor_keys import (
     mcp_servers,
     phase_warnings,
 )
+from runs.tasks.setup_keys import Artifact, SetupCommand, artifacts, setup_commands, skills_dir
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,8 @@ class SandboxConfig:
     env: dict[str, str] = field(default_factory=dict)
     mcp_servers: tuple[McpServer, ...] = ()  # passed to the agents that take MCP servers
     healthcheck: Healthcheck | None = None  # must pass before the agent starts
+    setup_commands: tuple[SetupCommand, ...] = ()  # run before the healthcheck and the agent
+    skills_dir: str | None = None  # copied where the agent reads its skills
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,8 @@ class Step:
     agent: AgentConfig  # the task's [agent] with the step's keys over it
     verifier: VerifierConfig  # likewise
     min_reward: float | dict[str, float] | None = None
+    healthcheck: Healthcheck | None = None  # before this step's agent, beside the task's
+    artifacts: tuple[Artifact, ...] = ()  # after this step's verifier, into steps/<name>/artifacts/
 
 
 # Every key of Harbor 0.26's TaskConfig and of BenchFlow's; those not honoured get a warning
@@ -161,6 +166,8 @@ def sandbox_config(c: Checker, data: dict[str, Any]) -> SandboxConfig:
         env=c.env(raw, "env", where, agent_sees=True),
         mcp_servers=mcp_servers(c, raw, where),
         healthcheck=healthcheck(c, raw, where),
+        setup_commands=setup_commands(c, raw, where),
+        skills_dir=skills_dir(c, raw, where),
     )
 
 
@@ -263,6 +270,8 @@ def steps_config(
                 agent=step_agent,
                 verifier=verifier_config(c, raw_verifier, f"{where}.verifier", verifier),
                 min_reward=_min_reward(c, s.get("min_reward"), where),
+                healthcheck=healthcheck(c, s, where),
+                artifacts=artifacts(c, s.get("artifacts"), f"{where}.artifacts"),
             )
         )
     return tuple(steps)

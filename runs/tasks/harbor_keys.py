@@ -176,21 +176,6 @@ def environment_warnings(c: Checker, raw: dict[str, Any], where: str) -> None:
             f"{where}.network_mode",
             f"{mode!r} needs an egress filter, which this runner has not: the sandbox gets the full network (public), so hosts outside the list are reachable too",
         )
-    if raw.get("healthcheck"):
-        c.warn(
-            f"{where}.healthcheck",
-            "the healthcheck is not run here: the agent starts as soon as the sandbox is up",
-        )
-    if "skills_dir" in raw:
-        c.warn(
-            f"{where}.skills_dir",
-            "the skills are not copied into the agent's skills folder here; the agent finds them only where the image put them",
-        )
-    if raw.get("setup_commands"):
-        c.warn(
-            f"{where}.setup_commands",
-            "BenchFlow's setup commands are not run here; bake them into environment/Dockerfile",
-        )
     if "bugswarm_image_tag" in raw:
         c.warn(
             f"{where}.bugswarm_image_tag",

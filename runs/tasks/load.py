@@ -35,6 +35,7 @@ from runs.tasks.config import (
     steps_config,
     verifier_config,
 )
+from runs.tasks.setup_keys import Artifact, artifacts
 
 
 class TaskError(Exception):
@@ -65,6 +66,7 @@ class Task:
     solution_timeout_sec: float | None = None
     warnings: tuple[TaskWarning, ...] = ()  # keys accepted but not honoured in full: what differs
     compose_file: Path | None = None  # environment/docker-compose.yaml, merged over main
+    artifacts: tuple[Artifact, ...] = ()  # copied out of the sandbox after the verifier
 
 
 _NOT_HASHED = {"__pycache__", ".git", ".DS_Store", ".pytest_cache"}
@@ -119,11 +121,7 @@ def load_task(path: Path) -> Task:
             "reward",
             "BenchFlow's legacy reward expression is not applied: the verifier's reward file is the reward",
         )
-    if data.get("artifacts"):
-        c.warn(
-            "artifacts",
-            "declared artifacts are not collected by path here; what the task writes under /logs/artifacts is kept",
-        )
+    task_artifacts = artifacts(c, data.get("artifacts"), "artifacts")
     metadata = c.table(data, "metadata", None)
     c.table(data, "task", None)
     version = data.get("schema_version", data.get("version"))
@@ -189,6 +187,7 @@ def load_task(path: Path) -> Task:
         solution_timeout_sec=solution_timeout_sec,
         warnings=tuple(c.warnings),
         compose_file=compose_file,
+        artifacts=task_artifacts,
     )
 
 

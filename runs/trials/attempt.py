@@ -25,6 +25,8 @@ from runs.sandboxes.layers import LayerError
 from runs.secrets import redact_obj, redact_tree
 from runs.spec import RunSpec
 from runs.trials.agent_run import run_agent, trial_secrets
+from runs.trials.artifacts import collect
+from runs.trials.environment_setup import EnvironmentSetupError, set_up
 from runs.trials.prepared import AttemptPlan, Prepared
 from runs.trials.steps import instruction_for, run_steps
 from runs.trials.trial_budget import trial_budget_for
@@ -167,6 +169,10 @@ class AttemptRunner:
                 attempt_dir / "sandbox.json",
                 {"provider": "docker", "sandbox_id": sandbox.id, "image": image},
             )
+            await self.call(set_up, sandbox, plan.task, self.agent, attempt_dir)
+        except EnvironmentSetupError as exc:
+            prepared.error = f"environment setup failed: {exc}"
+            prepared.error_category = "environment_setup"
         except ImageBuildError as exc:
             prepared.error, prepared.error_category = str(exc), "image_build"
         except SandboxConfigError as exc:
@@ -322,6 +328,7 @@ class AttemptRunner:
         task = plan.task
         if task.steps:  # one agent turn and one grading per step, all in this sandbox
             await run_steps(self, prepared, result)
+            await self.call(collect, sandbox, task.artifacts, prepared.attempt_dir / "artifacts")
             return
         prepared.timing.agent_setup = 0.0
         self.emit_phase(prepared, "agent")
@@ -357,6 +364,7 @@ class AttemptRunner:
             staged_tests=self.job_dir / ".staging" / prepared.attempt_dir.name / "tests",
         )
         prepared.timing.verifier = time.monotonic() - t
+        await self.call(collect, sandbox, task.artifacts, prepared.attempt_dir / "artifacts")
         result.rewards = outcome.rewards
         result.verifier_exit_code = outcome.exit_code
         if outcome.rewards is None:

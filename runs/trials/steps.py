@@ -22,6 +22,8 @@ from runs.spec import RunSpec
 from runs.tasks.config import Step
 from runs.tasks.load import Task
 from runs.trials.agent_run import AgentRun, run_agent
+from runs.trials.artifacts import collect
+from runs.trials.environment_setup import EnvironmentSetupError, wait_healthy
 from runs.trials.prepared import Prepared
 from runs.trials.rewards import TOLERANCE
 from runs.trials.trial_budget import TrialBudget, budget_stop_text, trial_budget_for
@@ -270,6 +272,12 @@ async def _run_step(
     instruction = instruction_for(view)
     if files := agent.files(view, instruction):  # e.g. a script agent's instruction.md
         await runner.call(sandbox.put_files, files)
+    if step.healthcheck is not None:  # beside the task's, which passed before the first step
+        try:
+            await runner.call(wait_healthy, sandbox, step.healthcheck, view.sandbox.workdir)
+        except EnvironmentSetupError as exc:
+            result.fail(f"environment setup failed: step {step.name!r}: {exc}", "environment_setup")
+            return AgentRun(), None, 0.0, 0.0
     runner.emit_phase(prepared, "agent", step.name)
     sizes, t = _sizes(attempt_dir / "agent"), time.monotonic()
     run = await run_agent(
@@ -304,4 +312,5 @@ async def _run_step(
     )
     verifier_s = time.monotonic() - t
     await runner.call(_copy_tree, attempt_dir / "verifier", here / "verifier")
+    await runner.call(collect, sandbox, step.artifacts, here / "artifacts")
     return run, outcome, agent_s, verifier_s

@@ -1,10 +1,11 @@
-"""MCP servers a task declares, given to the real agent CLIs, offline.
+"""MCP servers and skills a task declares, given to the real agent CLIs, offline.
 
 tests/tasksets/mcp-tools/ declares two servers of one tiny MCP server (the standard library's
 JSON-RPC): `notes` over stdio, which the agent starts in its sandbox, and `almanac` over
 streamable HTTP in a sidecar. The mock model (`mock/script:FILE`) calls each server's tool by the
 name the agent offers it under; the requests the agent sent through the proxy show that it listed
-both tools and got both answers back.
+both tools and got both answers back. tests/tasksets/setup-keys/ has a skills_dir, copied where
+each CLI reads skills: each tells the model of the skill.
 """
 
 from __future__ import annotations
@@ -76,3 +77,27 @@ def test_the_agent_lists_and_calls_the_tasks_stdio_and_http_mcp_servers(
     conversation = json.dumps(sent[-1])
     assert "The word of the day is lighthouse." in conversation  # notes, over stdio
     assert "The word of the day is barometer." in conversation  # almanac, in its sidecar
+
+
+@pytest.mark.parametrize("agent", ["claude", "opencode", "codex"])
+def test_the_agent_tells_its_model_of_the_tasks_skills(docker_client, bench_env, tmp_path, agent):
+    # given a task whose image holds a skill in its skills_dir (the instruction does not name it)
+    shutil.copytree(REPO / "tests" / "tasksets" / "setup-keys", tmp_path / "tasks" / "setup-keys")
+    assert (
+        "word-of-the-day" not in (tmp_path / "tasks" / "setup-keys" / "instruction.md").read_text()
+    )
+    script = tmp_path / "replies.json"
+    script.write_text(json.dumps([{"text": "Done."}]))
+    # when the real CLI runs it
+    proc = run_bench(
+        run_args(agent, "-m", f"mock/script:{script}"),
+        env=bench_env,
+        cwd=tmp_path,
+        timeout=AGENT_RUN_TIMEOUT,
+    )
+    # then its request to the model lists the skill, copied from skills_dir to where it reads skills
+    assert "takes no skills" not in proc.stderr
+    [job] = job_dirs(tmp_path / "jobs")
+    [result] = results_of(job)
+    assert result["error"] is None, result
+    assert any("word-of-the-day" in json.dumps(r) for r in requests(job, result))

@@ -174,3 +174,42 @@ def test_a_step_verifier_error_is_the_trials_and_names_the_step(docker_client, b
     assert result["verifier_error_category"] == "verifier_no_reward"
     assert [s["reward"] for s in result["steps"]] == [1.0, None]
     assert containers_of(docker_client, result) == []
+
+
+def test_a_steps_healthcheck_runs_before_its_agent_and_its_artifacts_are_kept_apart(
+    docker_client, bench_env, tmp_path
+):
+    # given the example, its second step waiting for what the first made and declaring an artifact
+    import shutil
+
+    task = tmp_path / "tasks" / "multi-step"
+    shutil.copytree(EXAMPLES / "multi-step", task)
+    toml = (task / "task.toml").read_text()
+    toml = toml.replace(
+        '[[steps]]\nname = "append"',
+        '[[steps]]\nname = "append"\nartifacts = ["/app/notes.txt"]\n'
+        '[steps.healthcheck]\ncommand = "test -s /app/notes.txt"\ninterval_sec = 0.5\nretries = 2',
+    )
+    toml += '\n[[steps]]\nname = "never"\n[steps.healthcheck]\ncommand = "exit 1"\ninterval_sec = 0.5\nretries = 2\n'
+    (task / "task.toml").write_text(toml)
+    (task / "steps" / "never").mkdir()
+    (task / "steps" / "never" / "instruction.md").write_text("Nothing.\n")
+    shutil.copytree(task / "steps" / "append" / "solution", task / "steps" / "never" / "solution")
+    # when the oracle runs it
+    proc = run_bench(run_args("oracle", "--retry-attempts", "0"), env=bench_env, cwd=tmp_path)
+    assert job_dirs(tmp_path / "jobs"), proc.stdout + proc.stderr
+    [job] = job_dirs(tmp_path / "jobs")
+    [result] = results_of(job)
+    # then the second step's healthcheck passed and its artifact sits under its own folder; the
+    # third step's never passed: the trial errs naming it, before that step's agent ran
+    folder = job / result["rollout_name"]
+    assert (folder / "steps" / "append" / "artifacts" / "app" / "notes.txt").read_text()
+    assert [(s["name"], s["ran"]) for s in result["steps"]] == [
+        ("create", True),
+        ("append", True),
+        ("never", False),
+    ]
+    assert result["error_category"] == "environment_setup"
+    assert result["error"].startswith(
+        "environment setup failed: step 'never': the task's healthcheck 'exit 1' failed"
+    )

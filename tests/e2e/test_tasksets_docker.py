@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -90,3 +91,60 @@ def test_a_build_error_names_the_dockerfile_line(docker_client, bench_env, tmp_p
     assert "build-error/environment/Dockerfile, line 3)" in error
     assert "unknown instruction: RUNN" in error
     assert (job / "builds" / "build-error.log").is_file()
+
+
+def test_setup_commands_a_healthcheck_and_declared_artifacts_are_honoured(
+    docker_client, bench_env, tmp_path
+):
+    # given setup commands (one starts a server that outlives it), a healthcheck that passes once
+    # the server answers, and artifacts declared by path (one a folder with an exclude)
+    proc, job, [result] = oracle_on("setup-keys", tmp_path, bench_env)
+    # then the oracle found what the setup made, and the artifacts were copied out
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert result["rewards"] == {"reward": 1.0}, result
+    attempt = job / result["rollout_name"]
+    assert (attempt / "agent" / "setup.txt").read_text() == "set up the site\n"
+    artifacts = attempt / "artifacts"
+    assert (artifacts / "app" / "report.txt").read_text() == "seeded\n"
+    assert (artifacts / "out" / "notes" / "a.txt").read_text() == "kept\n"
+    assert not (artifacts / "out" / "b.tmp").exists()
+    manifest = json.loads((artifacts / "manifest.json").read_text())
+    assert [(m["source"], m["type"], m["files"]) for m in manifest] == [
+        ("/app/report.txt", "file", 1),
+        ("/app/out", "folder", 1),
+    ]
+    # and the oracle, which takes no skills, was said to run without them
+    assert "environment.skills_dir: -a oracle takes no skills" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (
+            ("retries = 3", 'retries = 2\ncommand = "exit 3"'),
+            "environment setup failed: the task's healthcheck 'exit 3' failed 2 time(s) in a row",
+        ),
+        (
+            ('"mkdir -p', '"exit 5", "mkdir -p'),
+            "environment setup failed: the task's setup command 'exit 5' exited 5",
+        ),
+    ],
+)
+def test_an_environment_that_never_gets_ready_is_an_error_naming_the_command(
+    docker_client, bench_env, tmp_path, change, said
+):
+    tasks = tmp_path / "tasks"
+    shutil.copytree(SHAPES / "setup-keys", tasks / "setup-keys")
+    toml = tasks / "setup-keys" / "task.toml"
+    text = toml.read_text()
+    if change[0] == "retries = 3":  # the healthcheck's own command replaced
+        text = text.replace('\ncommand = "python3', '\n# command = "python3')
+    toml.write_text(text.replace(*change))
+    proc = run_bench(run_args("oracle", "--retry-attempts", "0"), env=bench_env, cwd=tmp_path)
+    [job] = job_dirs(tmp_path / "jobs")
+    [result] = results_of(job)
+    assert result["error_category"] == "environment_setup", result
+    assert result["error"].startswith(said), result["error"]
+    assert result["rewards"] is None
+    assert "task problem" in run_bench(["results", str(job)], env=bench_env, cwd=tmp_path).stdout
+    assert proc.returncode == 1

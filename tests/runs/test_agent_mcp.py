@@ -161,7 +161,7 @@ def test_the_servers_load_with_no_warning_and_an_agent_without_them_is_told(tmp_
     host = HostResources(cpus=2, memory_mb=8192)
     assert task_warnings([task], host, ClaudeAgent("m")) == []
     [event] = task_warnings([task], host, NopAgent())
-    assert event == ev.McpServersUnused("nop", ("task",))
+    assert event == ev.AgentLacks("environment.mcp_servers", "nop", ("task",))
     assert said(event) == [
         "warning: environment.mcp_servers: -a nop takes no MCP servers, so it runs without them; "
         "claude, codex and opencode are given them (task)"

@@ -117,12 +117,9 @@ def test_an_allowlist_runs_with_the_network_on_and_says_so(tmp_path: Path) -> No
     [
         ("[environment]\ngpus = 2\n", "environment.gpus"),
         ('[environment]\ntpu = { type = "v6e", topology = "2x4" }\n', "environment.tpu"),
-        ('[environment]\nskills_dir = "/skills"\n', "environment.skills_dir"),
         ('[verifier]\nenvironment_mode = "separate"\n', "verifier.environment_mode"),
         ('[[verifier.collect]]\ncommand = "pg_dump > /tmp/db.sql"\n', "verifier.collect"),
         ('[agent]\nnetwork_mode = "no-network"\n', "agent.network_mode"),
-        ('artifacts = ["/app/out.txt"]\n', "artifacts"),
-        ('[environment.healthcheck]\ncommand = "true"\n', "environment.healthcheck"),
     ],
 )
 def test_keys_not_honoured_load_with_a_warning_saying_what_differs(
