@@ -14,11 +14,9 @@ from docker import DockerClient
 
 from runs.sandboxes.baseimages import (
     BASE_VERSION,
-    HOST_CA_BUNDLE,
-    HOST_CA_GLOB,
     base_image_status,
     build_base_images,
-    host_ca_files,
+    build_ubuntu,
 )
 from runs.sandboxes.engine import (
     DOCKERD_LOG,
@@ -27,6 +25,13 @@ from runs.sandboxes.engine import (
     Log,
     docker_host,
     ensure_engine,
+)
+from runs.sandboxes.rootfs import HOST_CA_BUNDLE, HOST_CA_GLOB, host_ca_files
+from runs.sandboxes.ubuntu import (
+    UBUNTU_VERSION,
+    UbuntuArchiveError,
+    archive_unreachable,
+    ubuntu_image_status,
 )
 
 
@@ -64,6 +69,7 @@ def doctor_checks(
         )
         unchecked = "not checked: the engine is not reachable"
         checks.append(Check("base images", "WARN", unchecked, "start the engine first"))
+        checks.append(Check("ubuntu base images", "WARN", unchecked, "start the engine first"))
     else:
         version = client.version()
         info = client.info()
@@ -76,6 +82,7 @@ def doctor_checks(
         )
         checks.append(_version_check(version, info))
         checks.append(_images_check(client, fix, log))
+        checks.append(_ubuntu_check(client, fix, log))
         checks.append(agent_images_check(client, fix))
     root = str(info.get("DockerRootDir", "/var/lib/docker"))
     checks.append(_disk_check(f"disk space (docker root {root})", root))
@@ -142,6 +149,42 @@ def _images_check(client: DockerClient, fix: bool, log: Log) -> Check:
             "rebuild them with `bench doctor --fix`",
         )
     return Check("base images", "PASS", f"v{BASE_VERSION}: {', '.join(status)}")
+
+
+def _ubuntu_check(client: DockerClient, fix: bool, log: Log) -> Check:
+    """ubuntu:24.04 and ubuntu:22.04, built from the Ubuntu archive (verified) by --fix."""
+    status = ubuntu_image_status(client)
+    if fix and any(s in ("missing", "stale") for s in status.values()):
+        try:
+            build_ubuntu(client, log=log)
+        except UbuntuArchiveError as exc:
+            return Check("ubuntu base images", "FAIL", f"not built: {exc}", UBUNTU_FIX)
+        except Exception as exc:  # report, don't crash the doctor
+            return Check("ubuntu base images", "FAIL", f"building failed: {exc}", SETUP_HINT)
+        status = ubuntu_image_status(client)
+    missing = [t for t, s in status.items() if s == "missing"]
+    stale = [t for t, s in status.items() if s == "stale"]
+    if missing or stale:
+        why = archive_unreachable()
+        parts = [f"missing: {', '.join(missing)}"] if missing else []
+        parts += [f"older recipe or CA changed: {', '.join(stale)}"] if stale else []
+        fix_text = (
+            UBUNTU_FIX
+            if why
+            else (
+                "build them with `bench doctor --fix` (debootstrap from the Ubuntu archive, "
+                "about a minute each)"
+            )
+        )
+        detail = "; ".join(parts + ([why] if why else []))
+        return Check("ubuntu base images", "FAIL" if missing else "WARN", detail, fix_text)
+    return Check("ubuntu base images", "PASS", f"v{UBUNTU_VERSION}: {', '.join(status)}")
+
+
+UBUNTU_FIX = (
+    "let this machine reach http://archive.ubuntu.com/ubuntu (a proxy in http_proxy works), then "
+    "run `bench doctor --fix`; tasks FROM ubuntu:24.04 or 22.04 cannot be built until then"
+)
 
 
 def agent_images_check(client: DockerClient, fix: bool) -> Check:

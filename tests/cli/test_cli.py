@@ -180,13 +180,13 @@ def test_tasks_check_passes_the_examples(capsys, monkeypatch):
 
 @pytest.mark.docker
 def test_tasks_check_names_a_from_image_this_machine_cannot_have(tmp_path, capsys):
-    dockerfile = "FROM ubuntu:24.04\nCOPY --from=ghcr.io/astral-sh/uv:0.5 /uv /bin/\nRUN true\n"
+    dockerfile = "FROM ubuntu:20.04\nCOPY --from=ghcr.io/astral-sh/uv:0.5 /uv /bin/\nRUN true\n"
     _task(tmp_path, "ubuntu", dockerfile=dockerfile)
     assert main(["tasks", "check", str(tmp_path / "ubuntu")]) == 1
     out = capsys.readouterr().out
     assert (
-        f"{tmp_path}/ubuntu/environment/Dockerfile: FROM: The images ubuntu:24.04, "
+        f"{tmp_path}/ubuntu/environment/Dockerfile: FROM: The images ubuntu:20.04, "
         "ghcr.io/astral-sh/uv:0.5 are not present" in out
     )
-    assert "No stand-in is made for ubuntu:24.04" in out
+    assert "No stand-in is made for ubuntu:20.04" in out
     assert "Locally available stand-ins: " in out and "debian:bookworm" in out
