@@ -65,9 +65,14 @@ class ContentSecurityPolicy:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)
         if "Content-Security-Policy" not in response:
-            static = f"{request.scheme}://{request.get_host()}{settings.STATIC_URL}"
+            origin = f"{request.scheme}://{request.get_host()}"
+            static = f"{origin}{settings.STATIC_URL}"
+            # the Django admin's pages also load its translation catalogue (a script it serves)
+            scripts = (
+                f"{static} {origin}/admin/jsi18n/" if request.path.startswith("/admin/") else static
+            )
             response["Content-Security-Policy"] = (
-                f"default-src 'none'; script-src {static}; style-src {static}; "
+                f"default-src 'none'; script-src {scripts}; style-src {static}; "
                 "img-src 'self' data:; font-src 'self'; connect-src 'self'; "
                 "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
             )

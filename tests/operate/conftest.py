@@ -12,6 +12,7 @@ from runs.index.folder import index_path
 from runs.operations import roles
 from runs.operations.process import Request
 from tests.conftest import EXAMPLES
+from tests.e2e.browser import chromium  # noqa: F401 - a fixture for the browser tests
 from tests.jobfolders import result_doc, write_attempt, write_job, write_summary
 
 STARTED: list[Request] = []

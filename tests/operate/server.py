@@ -1,0 +1,86 @@
+"""`bench serve` in a subprocess on a free loopback port, with task roots and a jobs folder of the
+test's own and a user of each role, for the operating tests in a real browser."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import EXAMPLES, run_bench
+from tests.e2e.browser import free_port
+
+PASSWORD = "pw-for-the-tests-1"
+
+
+class Served:
+    def __init__(self, tmp_path: Path, env: dict[str, str]):
+        self.tasks = tmp_path / "tasks"
+        shutil.copytree(EXAMPLES, self.tasks / "examples")
+        self.jobs = tmp_path / "jobs"
+        self.jobs.mkdir()
+        self.env = {
+            **env,
+            "BENCH_TASK_ROOTS": str(self.tasks),
+            "BENCH_JOBS_DIR": str(self.jobs),
+            "BENCH_PASSWORD": PASSWORD,
+        }
+        for role in ("viewer", "operator", "admin"):
+            done = run_bench(["user", "add", role, "--role", role], env=self.env, cwd=tmp_path)
+            assert done.returncode == 0, done.stderr
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "benchflow_site.cli", "serve", "--port", str(self.port)],
+            cwd=tmp_path,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen(self.base + "/login/", timeout=1)
+                return
+            except OSError as exc:
+                if self.proc.poll() is not None:
+                    out = self.proc.stdout.read() if self.proc.stdout else ""
+                    raise RuntimeError(f"bench serve exited: {out}") from exc
+                time.sleep(0.2)
+        raise RuntimeError("bench serve did not answer within 60 s")
+
+    def login(self, browser: Any, role: str) -> Any:
+        """A page of a new browser context, logged in as the user of that role; it records any
+        content security policy violation in page.csp."""
+        page = browser.new_context().new_page()
+        page.csp = []
+        page.on(
+            "console",
+            lambda m: page.csp.append(m.text) if "Content Security Policy" in m.text else None,
+        )
+        page.goto(self.base + "/login/")
+        page.fill("input[name=username]", role)
+        page.fill("input[name=password]", PASSWORD)
+        page.click("button[type=submit], input[type=submit]")
+        page.wait_for_url(self.base + "/")
+        return page
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def containers_of(client: Any, job_name: str) -> list[str]:
+    """`docker ps -a` by the job's label."""
+    return [
+        c.name
+        for c in client.containers.list(all=True, filters={"label": f"benchflow.job={job_name}"})
+    ]
