@@ -14,4 +14,4 @@ echo "== tests on SQLite (the embedded default)"
 .venv/bin/pytest -q -p no:cacheprovider "$@"
 echo "== database tests on PostgreSQL"
 DATABASE_URL="${BENCH_TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/test}" \
-  .venv/bin/pytest -q -p no:cacheprovider -m "not browser" tests/runs/test_index.py tests/runs/test_results.py tests/runs/test_summary.py tests/cli tests/viewer
+  .venv/bin/pytest -q -p no:cacheprovider -m "not browser" tests/runs/test_index.py tests/runs/test_results.py tests/runs/test_summary.py tests/cli tests/viewer tests/operate/test_views.py
