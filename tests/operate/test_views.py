@@ -4,6 +4,7 @@ launch form's problems beside their fields, and nothing started when there is on
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -362,3 +363,20 @@ def test_a_running_jobs_resume_is_refused(serve, roots, done_job, users):
         proc.kill()
         proc.wait()
     time.sleep(0)
+
+
+def test_a_secret_agent_env_value_reaches_the_run_but_no_record(serve, roots, users):
+    response = _client(users["operator"]).post(
+        "/launch/", _launch_form(roots, agent_env="API_TOKEN=sk-very-secret-value-1\nMODE=fast")
+    )
+    assert response.status_code == 303
+    [request] = STARTED
+    # the run is given it (on its stdin, never a command line or a file)
+    assert request.body["agent_env"] == {"API_TOKEN": "sk-very-secret-value-1", "MODE": "fast"}
+    job = Job.objects.get(path=request.job_dir)
+    assert "sk-very-secret-value-1" not in json.dumps(job.settings)
+    assert job.settings["agent_env_secret_keys"] == ["API_TOKEN"]
+    assert job.settings["agent_env"] == {"MODE": "fast"}
+    from runs.models import Event
+
+    assert "sk-very-secret" not in json.dumps(list(Event.objects.values_list("payload", flat=True)))
