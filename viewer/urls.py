@@ -25,6 +25,7 @@ urlpatterns = [
     path("jobs/<str:job>/resume/", operate_views.resume, name="job-resume"),
     path("jobs/<str:job>/regrade/", operate_views.regrade, name="job-regrade"),
     path("jobs/<str:job>/console/", operate_views.console, name="job-console"),
+    path("jobs/<str:job>/regrades/", operate_views.job_regrades, name="job-regrades"),
     path("jobs/<str:job>/", views.job_page, name="job"),
     path("jobs/<str:job>/progress/", views.job_progress, name="job-progress"),
     path("jobs/<str:job>/trials/", views.job_trials, name="job-trials"),

@@ -177,9 +177,8 @@ def start(checked: Checked, launcher: Launcher, *, by: str = "") -> Path:
         raise UserError("refusing to start a run that has problems", problems=checked.problems)
     spec = dataclasses.replace(checked.spec, fresh=False, quiet=False)
     existed = bool(spec.job) and (spec.jobs_dir / str(spec.job)).is_dir()
-    job_dir = spec.jobs_dir / spec.job if spec.job else unique_job_dir(spec.jobs_dir)
+    job_dir = _claim_folder(spec)
     spec.job = job_dir.name
-    job_dir.mkdir(parents=True, exist_ok=True)
     from runs.operations import shown  # the ORM needs Django set up: only here
 
     shown.launched(job_dir, _settings(spec, checked.tasks, job_dir), by)
@@ -191,6 +190,22 @@ def start(checked: Checked, launcher: Launcher, *, by: str = "") -> Path:
             shutil.rmtree(job_dir, ignore_errors=True)
         raise
     return job_dir
+
+
+def _claim_folder(spec: RunSpec) -> Path:
+    """The named job's folder, or a new timestamped one claimed by its mkdir (two launches in the
+    same second get two folders)."""
+    if spec.job:
+        job_dir = spec.jobs_dir / spec.job
+        job_dir.mkdir(parents=True, exist_ok=True)
+        return job_dir
+    while True:
+        job_dir = unique_job_dir(spec.jobs_dir)
+        try:
+            job_dir.mkdir(parents=True)
+        except FileExistsError:
+            continue
+        return job_dir
 
 
 def recorded_secret_keys(job_dir: Path) -> list[str]:

@@ -12,6 +12,7 @@ from django.db import transaction
 from runs.index.writer import ensure_job, finish_job_rows, record_event, refresh_job
 from runs.jobfolder import read_json
 from runs.models import Job, JobState
+from runs.operations.control import lock_holder
 
 
 def _job_id(job_dir: Path) -> int | None:
@@ -50,8 +51,8 @@ def ended(job_dir: Path, why: str) -> None:
         if job_id is None:
             return
         job = Job.objects.only("state").get(pk=job_id)
-        if job.state != JobState.RUNNING:
-            return  # the run itself said how it ended
+        if job.state != JobState.RUNNING or lock_holder(job_dir) is not None:
+            return  # the run itself said how it ended, or another run holds the job
         ran = (job_dir / "evaluation.json").is_file()
         try:
             summary = read_json(job_dir / "summary.json") if ran else None

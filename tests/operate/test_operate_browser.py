@@ -85,6 +85,9 @@ def test_an_operator_launches_the_oracle_watches_it_finish_and_regrades_a_trial(
     regrade = json.loads((attempt / "regrade.json").read_text())
     assert regrade["latest"]["reason"] == "the check was too lenient"
     assert regrade["latest"]["by"] == "operator" and regrade["latest"]["new_reward"] == 0.0
+    # and the job's page lists it with its before and after
+    page.goto(f"{served.base}/jobs/{name}/")
+    page.wait_for_selector("#job-regrades td:has-text('pass->fail')")
     assert page.csp == []
 
 

@@ -380,3 +380,33 @@ def test_a_secret_agent_env_value_reaches_the_run_but_no_record(serve, roots, us
     from runs.models import Event
 
     assert "sk-very-secret" not in json.dumps(list(Event.objects.values_list("payload", flat=True)))
+
+
+@pytest.mark.django_db(transaction=True)  # the subscriber writes from a thread of its own
+def test_a_regrades_events_reach_the_index_and_show_before_and_after(serve, roots, done_job, users):
+    from runs import events as ev
+    from runs.index.regrades import RegradeIndex
+
+    # given the events a regrade emits, written by its index subscriber (its own thread)
+    index = RegradeIndex(done_job)
+    index(ev.RegradeStarted(done_job.name, "r1", 1, 4, "the check was too lenient", "operator"))
+    index(
+        ev.Regraded(
+            "hello-world",
+            "hello-world",
+            "hello-world__00000001",
+            "complete",
+            "pass->fail",
+            1.0,
+            0.0,
+        )
+    )
+    index.close()
+    # then open pages hear of them, and the job's page shows the before and after
+    from runs.models import Event
+
+    kinds = list(Event.objects.filter(job__name=done_job.name).values_list("kind", "trial_name"))
+    assert kinds[-2:] == [("regrade_started", ""), ("regraded", "hello-world")]
+    text = _client(users["viewer"]).get(f"/jobs/{done_job.name}/regrades/").content.decode()
+    assert "pass-&gt;fail" in text and "1.00" in text and "0.00" in text
+    assert "by operator: the check was too lenient" in text
