@@ -15,6 +15,7 @@ from benchflow_site import (
     regrade_cli,
     serve_cli,
     user_cli,
+    worker_cli,
 )
 from benchflow_site.django_setup import setup_django
 from runs import spec as run_spec
@@ -101,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve_cli.add_parsers(sub)
     user_cli.add_parser(sub)
     operate_cli.add_parser(sub)
+    worker_cli.add_parser(sub)
 
     px = sub.add_parser(
         "proxy",
@@ -133,11 +135,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _broker():  # noqa: ANN202 - Celery is imported only when there is a broker to use
+    if not os.environ.get("BENCHFLOW_REDIS_URL"):
+        return None
+    from benchflow_site.celery import CeleryBroker
+
+    return CeleryBroker()
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from benchflow_site.gateway import ProxyGateway
     from runs.jobs.preflight import prepare_run
 
-    return prepare_run(run_spec.from_args(args), setup_django=setup_django, gateway=ProxyGateway())
+    return prepare_run(
+        run_spec.from_args(args),
+        setup_django=setup_django,
+        gateway=ProxyGateway(),
+        broker=_broker(),
+    )
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
@@ -152,6 +167,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
         setup_django=setup_django,
         gateway=ProxyGateway(),
         redo=args.redo,
+        broker=_broker(),
     )
 
 
@@ -279,6 +295,7 @@ def main(argv: list[str] | None = None) -> int:
         "serve": serve_cli.run_serve,
         "user": user_cli.run,
         "_operate": operate_cli.run,
+        "worker": worker_cli.run,
     }
     try:
         if args.command == "eval":

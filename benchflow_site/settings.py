@@ -160,8 +160,18 @@ else:
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_ACKS_LATE = True
+# One message per slot: a busy worker reserves nothing a free one could run (with acks_late, the
+# messages of the attempts running count against it).
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
+CELERY_TASK_DEFAULT_QUEUE = "benchflow"
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# An attempt goes on while Redis restarts: its lease is in the database, not in the broker.
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
+# Redis redelivers a message not acked within this time (an attempt running longer than an hour
+# gets a second delivery, which finds its lease held and does nothing).
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 # The job folders `bench view` shows (os.pathsep-separated; each a job or a jobs folder); empty:
 # every job in the index (`bench serve`).

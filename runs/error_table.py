@@ -354,6 +354,20 @@ ERROR_CLASSES: tuple[ErrorClass, ...] = (
         "sandbox_resources records both figures.",
     ),
     ErrorClass(
+        "worker_setup",
+        "agent",
+        retried=True,
+        graded=False,
+        fault="setup",
+        markers=(),
+        cause="a worker could not run the attempt",
+        next="the worker's log and result.json's error (a job folder, task or secret not on that "
+        "machine)",
+        explain="A `bench worker` could not run the attempt at all: the job folder or the task is "
+        "not at the same path on its machine, the job's secret --agent-env value is not in its "
+        "environment, or the agent would not install there. Retried, possibly on another worker.",
+    ),
+    ErrorClass(
         "sandbox_setup",
         "agent",
         retried=True,

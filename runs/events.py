@@ -287,11 +287,78 @@ class AttemptCancelled(Event):
 
 
 @dataclass(frozen=True)
+class AttemptLost(Event):
+    """Its worker stopped renewing the attempt's lease (killed, say): the attempt runs again on
+    another worker, and the lost run (moved to the job's .lost/) counts for nothing."""
+
+    trial_name: str
+    rollout_name: str  # the lost run's folder, "" when it had none yet
+    worker: str
+
+
+@dataclass(frozen=True)
 class RetryScheduled(Event):
     trial_name: str
     attempt: int  # the attempt about to run
     error: str  # the error that made the last one retry
     backoff_s: float
+
+
+# --- scale-out: workers ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WorkersChosen(Event):
+    """The job's attempts run on `bench worker` processes through the broker, not in this process."""
+
+    queue: str
+    workers: tuple[str, ...]  # up when the job started, as `name (N slots)`
+    slots: int
+    adopted: tuple[str, ...] = ()  # trials an earlier run left running on a worker: not run again
+
+
+@dataclass(frozen=True)
+class WorkerStarted(Event):
+    """A `bench worker` is up (its own log)."""
+
+    worker: str
+    slots: int
+    queues: tuple[str, ...]
+    reaped: int  # containers of dead owners on this machine it removed on start
+
+
+@dataclass(frozen=True)
+class WorkerAttemptStarted(Event):
+    """A worker took an attempt (its own log: where each attempt ran)."""
+
+    worker: str
+    job_name: str
+    trial_name: str
+    attempt: int
+    rollout_name: str
+
+
+@dataclass(frozen=True)
+class WorkerAttemptEnded(Event):
+    """A worker is done with an attempt: finished (reward or error), cancelled, discarded, failed,
+    or taken from it (its lease lost)."""
+
+    worker: str
+    job_name: str
+    trial_name: str
+    rollout_name: str
+    state: str
+    seconds: float
+    reward: float | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class OrphansReaped(Event):
+    """A worker's sweep removed containers whose owning process on this machine died."""
+
+    worker: str
+    containers: int
 
 
 # --- budgets ------------------------------------------------------------------------------------

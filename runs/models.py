@@ -217,3 +217,93 @@ class Event(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["job", "seq"], name="unique_event_seq")]
+
+
+# --- scale-out: workers, the coordinators dispatching to them, and one lease per attempt ----------
+
+
+class Worker(models.Model):
+    """A `bench worker` process: it runs the attempts jobs dispatch to its queues."""
+
+    name = models.CharField(max_length=200, unique=True)  # host:pid
+    host = models.CharField(max_length=200)
+    pid = models.IntegerField()
+    slots = models.IntegerField()
+    queues = models.JSONField(default=list)
+    started_at = models.DateTimeField()
+    last_seen_at = models.DateTimeField()
+    stopped_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Dispatcher(models.Model):
+    """A coordinator (`bench run`) sending a job's attempts to workers; it is seen while it lives,
+    and a worker starts no attempt of one that has gone quiet."""
+
+    job_path = models.CharField(max_length=1000, db_index=True)
+    host = models.CharField(max_length=200)
+    pid = models.IntegerField()
+    cwd = models.CharField(max_length=1000)  # where -a script:./x.sh and relative paths were given
+    queue = models.CharField(max_length=200)
+    settings = models.JSONField(default=dict)  # the run's recorded settings (no secret values)
+    started_at = models.DateTimeField()
+    last_seen_at = models.DateTimeField()
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+
+class LeaseState(models.TextChoices):
+    QUEUED = "queued"  # in the broker's queue; no worker holds it
+    PREPARING = "preparing"  # a worker claimed it and is making its sandbox
+    READY = "ready"  # its sandbox is up; it waits for the coordinator's go
+    RUNNING = "running"
+    FINISHED = "finished"  # result.json written; `result` holds it
+    CANCELLED = "cancelled"  # stopped while it ran (a cap or a signal): `cancelled_record`
+    DISCARDED = "discarded"  # never started: its sandbox and folder are gone
+    FAILED = "failed"  # the worker could not run it at all: `error`
+    ABANDONED = "abandoned"  # its coordinator went away before a worker started it
+
+
+class Lease(models.Model):
+    """One attempt dispatched to workers. The broker carries only its id; this row is the truth.
+
+    A worker holds it by `claim` (bumped at each claim) and renews `expires_at` while it works;
+    every write of a worker names the claim it holds, so a worker that lost its lease changes
+    nothing. The coordinator requeues a lease whose holder stopped renewing it."""
+
+    dispatcher = models.ForeignKey(Dispatcher, on_delete=models.CASCADE, related_name="leases")
+    job_path = models.CharField(max_length=1000)
+    trial_name = models.CharField(max_length=300)
+    task_name = models.CharField(max_length=300)
+    task_path = models.CharField(max_length=1000)
+    trial_index = models.IntegerField(default=0)
+    attempt = models.IntegerField(default=1)
+    env_digest = models.CharField(max_length=100, blank=True, default="")
+    state = models.CharField(max_length=20, choices=LeaseState.choices, default=LeaseState.QUEUED)
+    worker = models.ForeignKey(
+        Worker, null=True, blank=True, on_delete=models.SET_NULL, related_name="leases"
+    )
+    claim = models.IntegerField(default=0)
+    rollout_name = models.CharField(max_length=300, blank=True, default="")
+    expires_at = models.DateTimeField(null=True, blank=True)
+    # "" | "discard" (never to start) | "stop" (stop it while it runs); `cancelled_by`: a cap's reason
+    cancel = models.CharField(max_length=10, blank=True, default="")
+    cancelled_by = models.TextField(blank=True, default="")
+    usage = models.JSONField(null=True, blank=True)  # what the worker's proxy counted so far
+    result = models.JSONField(null=True, blank=True)
+    cancelled_record = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True, default="")
+    lost = models.JSONField(default=list)  # earlier runs lost with their worker: rollout, worker
+    dispatched_at = models.DateTimeField(null=True, blank=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    collected_at = models.DateTimeField(null=True, blank=True)  # the coordinator had the outcome
+    work_s = models.FloatField(null=True, blank=True)  # the worker's own time on it
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["dispatcher", "state"], name="lease_dispatcher_state"),
+            models.Index(fields=["job_path", "state"], name="lease_job_state"),
+            models.Index(fields=["job_path", "rollout_name"], name="lease_job_rollout"),
+        ]

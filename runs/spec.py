@@ -66,6 +66,17 @@ def idle_timeout(text: str) -> float | None:
     return value
 
 
+WORKERS = ("auto", "on", "off")
+
+
+def workers_choice(text: str) -> str:
+    """--workers: auto, on or off."""
+    value = text.strip().lower()
+    if value not in WORKERS:
+        raise ValueError(f"expected auto, on or off, got {text!r}")
+    return value
+
+
 def env_pair(text: str) -> tuple[str, str]:
     if "=" not in text or text.startswith("="):
         raise ValueError(f"--agent-env takes KEY=VALUE, got {text!r}")
@@ -155,6 +166,15 @@ class RunSpec:
         parse=non_negative_int,
         metavar="N",
         record="warm_pool",
+    )
+    workers: str = option(
+        "auto",
+        flags=("--workers",),
+        help="where attempts run: on `bench worker` processes through BENCHFLOW_REDIS_URL (on), "
+        "in this process (off), or auto: on workers when Redis is set and a worker serves "
+        "$BENCHFLOW_QUEUE (default auto)",
+        parse=workers_choice,
+        metavar="auto|on|off",
     )
     trials: int = option(
         1,

@@ -84,6 +84,8 @@ class Index:
             self.attempt_finished(payload["result"], payload)
         elif isinstance(event, ev.AttemptCancelled):
             self.submit(self._attempt_cancelled, trial, event.rollout_name, payload)
+        elif isinstance(event, ev.AttemptLost):
+            self.submit(self._attempt_lost, trial, event.rollout_name, payload)
         elif isinstance(event, ev.JobFinished):
             self.finish_job(event.summary, event.state, payload)
         elif not isinstance(event, ev.Heartbeat):  # a heartbeat changes nothing a page shows
@@ -267,6 +269,16 @@ class Index:
             )
             refresh_trial(trial, True)
             self._changed("attempt_cancelled", trial_name, payload)
+
+    def _attempt_lost(self, trial_name: str, rollout: str, payload: Mapping[str, Any]) -> None:
+        """A run lost with its worker counts for nothing (the attempt runs again): its row goes."""
+        if trial_name not in self._trials or self.job_id is None:
+            return
+        with transaction.atomic():
+            trial = self._trials[trial_name]
+            Attempt.objects.filter(trial_id=trial, rollout_name=rollout).delete()
+            refresh_trial(trial, True)
+            self._changed("attempt_lost", trial_name, payload)
 
     def _changed(self, kind: str, trial_name: str, payload: Mapping[str, Any]) -> None:
         assert self.job_id is not None

@@ -158,6 +158,8 @@ class Reporter:
             ev.CostUnknown: lambda _e: self.warn(USD_UNKNOWN_WARNING),
             ev.RetryScheduled: self._retry,
             ev.AgentOutOfMemory: self._oom,
+            ev.WorkersChosen: self._workers,
+            ev.AttemptLost: self._lost,
             ev.AttemptFinished: self._finished,
             ev.Heartbeat: self._heartbeat,
             ev.UtilizationReported: self._utilization,
@@ -297,6 +299,29 @@ class Reporter:
         self.line(
             f"[{e.trial_name}] the agent was killed for lack of memory (memory_mb={e.memory_mb:g}); "
             "fix: raise memory_mb in the task's [environment]"
+        )
+
+    def _workers(self, e: ev.WorkersChosen) -> None:
+        if e.workers:
+            self.line(
+                f"Attempts run on {len(e.workers)} worker(s) of queue {e.queue}, {e.slots} slots: "
+                f"{', '.join(e.workers)}; -j caps how many run at once"
+            )
+        else:
+            self.line(
+                f"Attempts wait in queue {e.queue} until a worker takes them: no `bench worker` "
+                "is up yet"
+            )
+        if e.adopted:
+            self.line(
+                f"Still running on workers from the earlier run (not run again): {', '.join(e.adopted)}"
+            )
+
+    def _lost(self, e: ev.AttemptLost) -> None:
+        where = f" (the lost run is in .lost/{e.rollout_name})" if e.rollout_name else ""
+        self.line(
+            f"[{e.trial_name}] worker {e.worker or '?'} stopped renewing its lease: the attempt "
+            f"runs again on another worker{where}"
         )
 
     def _finished(self, e: ev.AttemptFinished) -> None:

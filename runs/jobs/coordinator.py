@@ -10,7 +10,7 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from runs import errors
 from runs import events as ev
@@ -19,9 +19,20 @@ from runs.jobs.console import effective_warm_pool
 from runs.jobs.utilization import Sample, Utilization
 from runs.results.trial_result import TrialResult
 from runs.sandboxes.docker import Sandbox
-from runs.trials.attempt import AttemptPlan, AttemptRunner, Prepared
+from runs.trials.attempt import AttemptPlan, Prepared
 
 HEARTBEAT_S = 45.0
+
+
+class Runner(Protocol):
+    """What runs attempts for the coordinator: runs.trials.attempt.AttemptRunner in process,
+    runs.workers.dispatch.RemoteRunner on workers."""
+
+    async def prepare(self, plan: AttemptPlan) -> Prepared: ...
+
+    async def run(self, prepared: Prepared) -> TrialResult: ...
+
+    def discard(self, prepared: Prepared) -> None: ...
 
 
 @dataclass
@@ -50,7 +61,7 @@ class Running:
 
 @dataclass
 class Coordinator:
-    runner: AttemptRunner
+    runner: Runner
     concurrency: int
     warm_pool: int
     retry_attempts: int

@@ -141,13 +141,16 @@ def plan_job(
     tasks: list[Task],
     trials: int,
     set_aside: Mapping[str, Collection[str]] | None = None,
+    running: frozenset[str] = frozenset(),
 ) -> Plan:
     """Tasks x repeats, minus the trials whose best attempt has a reward (even 0); attempts a redo
-    request set aside (`set_aside`: trial -> folders) do not count."""
+    request set aside (`set_aside`: trial -> folders) do not count, nor do those still `running`
+    on a worker, which this run takes over (neither ended nor earlier attempts)."""
     aside = set_aside or {}
     by_trial: dict[str, list[attempt_results.Attempt]] = {}
     for attempt in attempt_results.read_attempts(job_dir) if job_dir.is_dir() else []:
-        by_trial.setdefault(attempt.trial_name, []).append(attempt)
+        if attempt.folder not in running:
+            by_trial.setdefault(attempt.trial_name, []).append(attempt)
     earlier = [
         (a.trial_index, a.result if a.result is not None else _without_result(a))
         for attempts in by_trial.values()

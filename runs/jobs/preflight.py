@@ -23,6 +23,7 @@ from runs.problems import Problem, UserError, refusal
 from runs.sandboxes.resources import HostResources, grant, host_resources
 from runs.spec import RunSpec, value_problems
 from runs.tasks.load import Task, TaskError, load_tasks
+from runs.workers.broker import Broker
 
 
 def docker_client() -> Any:
@@ -236,8 +237,10 @@ def prepare_run(
     setup_django: Callable[[], None],
     reporter: Reporter | None = None,
     gateway: ModelGateway | None = None,
+    broker: Broker | None = None,
 ) -> int:
-    """Check, install the agent, then run the job; raises UserError for what stops it first."""
+    """Check, install the agent (where the attempts run), then run the job, in this process or on
+    workers through `broker`; raises UserError for what stops it first."""
     found = check_run(spec, gateway)
     if found.problems:
         raise refusal(found.problems)
@@ -249,18 +252,22 @@ def prepare_run(
     bus = ev.Bus(reporter)
     for event in task_warnings(found.tasks, host_resources(client), found.agent):
         bus.emit(event)
-    try:
-        found.agent.install(bus.emit)
-    except AgentError as exc:
-        raise UserError(f"-a {spec.agent}: {exc}", exit_code=1) from None
     setup_django()
     from runs.index import Index  # the ORM models need Django set up first
     from runs.jobs.run import JobRun
+    from runs.workers.choose import choose
 
+    scale_out = choose(spec.workers, broker)
+    if scale_out is None:  # each worker installs it where it runs
+        try:
+            found.agent.install(bus.emit)
+        except AgentError as exc:
+            raise UserError(f"-a {spec.agent}: {exc}", exit_code=1) from None
     index = Index()
     bus.subscribe(index)
     try:
-        return JobRun(spec, found.tasks, found.agent, reporter, client, gateway, bus).execute()
+        job = JobRun(spec, found.tasks, found.agent, reporter, client, gateway, bus, scale_out)
+        return job.execute()
     except JobLocked as exc:
         raise UserError(
             f"refusing to run: {exc}; wait for it to finish or stop it first", exit_code=1
@@ -307,7 +314,8 @@ def resume_job(
     setup_django: Callable[[], None],
     gateway: ModelGateway | None = None,
     redo: list[str] | None = None,
+    broker: Broker | None = None,
 ) -> int:
     spec = resume_spec(job_dir, agent_env, concurrency, redo)
     spec.quiet = quiet
-    return prepare_run(spec, setup_django=setup_django, gateway=gateway)
+    return prepare_run(spec, setup_django=setup_django, gateway=gateway, broker=broker)

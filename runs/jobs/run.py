@@ -12,6 +12,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from runs import events as ev
@@ -30,12 +31,16 @@ from runs.jobs.plan import (
     record_redo,
     set_aside,
 )
+from runs.problems import UserError
 from runs.results import summary as job_summary
 from runs.sandboxes.docker import Sandbox, SandboxFactory
 from runs.sandboxes.owners import reap_orphans
 from runs.spec import RunSpec
 from runs.tasks.load import Task
 from runs.trials.attempt import AttemptRunner
+from runs.workers.channel import Channel
+from runs.workers.choose import ScaleOut
+from runs.workers.dispatch import RemoteRunner
 
 SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143}
 
@@ -77,6 +82,7 @@ class JobRun:
         client: Any,
         gateway: ModelGateway | None = None,
         bus: ev.Bus | None = None,
+        scale_out: ScaleOut | None = None,
     ):
         self.spec, self.tasks, self.agent, self.reporter, self.client = (
             spec,
@@ -86,6 +92,7 @@ class JobRun:
             client,
         )
         self.gateway = gateway
+        self.scale_out = scale_out  # the attempts run on `bench worker` processes
         self.bus = bus or ev.Bus(reporter)
         self.live: set[Sandbox] = set()
         self.signals: list[str] = []
@@ -124,8 +131,13 @@ class JobRun:
             write_json(job_dir / "evaluation.json", settings)
         if spec.redo:
             record_redo(job_dir, spec.redo)
+        remote, adopted = await self._open_remote(job_dir, spec)
         plan = plan_job(
-            job_dir, self.tasks, spec.trials, set_aside(read_json(job_dir / "evaluation.json"))
+            job_dir,
+            self.tasks,
+            spec.trials,
+            set_aside(read_json(job_dir / "evaluation.json")),
+            running=frozenset(adopted),
         )
 
         budgets: dict[int, JobBudget] = {}
@@ -138,19 +150,30 @@ class JobRun:
             return budgets[repeat]
 
         budget = budget_for(0)
-        factory = SandboxFactory(self.client, job_dir.name, str(job_dir.resolve()))
-        proxy, agent = await self._start_proxy()
-        runner = AttemptRunner(spec, agent, factory, job_dir, bus.emit, self.live, proxy)
+        runner: AttemptRunner | RemoteRunner
+        in_flight: Callable[[str], int]
+        usage_of: Callable[[str], Any]
+        if remote is not None:  # the workers serve the model proxy for the attempts they run
+            proxy, runner, warm = None, remote, 0
+            uses_model = self.agent.calls_proxy() and self.gateway is not None
+            in_flight, usage_of = remote.in_flight, remote.usage
+        else:
+            factory = SandboxFactory(self.client, job_dir.name, str(job_dir.resolve()))
+            proxy, agent = await self._start_proxy()
+            runner = AttemptRunner(spec, agent, factory, job_dir, bus.emit, self.live, proxy)
+            warm, uses_model = spec.warm_pool, proxy is not None
+            in_flight = proxy.in_flight if proxy is not None else (lambda _key: 0)
+            usage_of = proxy.usage if proxy is not None else (lambda _key: None)
         coordinator = Coordinator(
             runner,
             spec.concurrency,
-            spec.warm_pool,
+            warm,
             spec.retry_attempts,
             budget,
             bus.emit,
-            uses_model=proxy is not None,
-            in_flight=proxy.in_flight if proxy is not None else (lambda _key: 0),
-            usage_of=proxy.usage if proxy is not None else (lambda _key: None),
+            uses_model=uses_model,
+            in_flight=in_flight,
+            usage_of=usage_of,
         )
         self.coordinator = coordinator
         bus.subscribe(coordinator.observe)
@@ -163,11 +186,13 @@ class JobRun:
                 len(plan.done),
                 plan.to_run,
                 spec.concurrency,
-                spec.warm_pool,
+                warm,
                 tuple(t.trial_name for wave in plan.waves for t in wave),
                 tuple((t.agent.token_budget, t.agent.turn_budget) for t in self.tasks),
             )
         )
+        if self.scale_out is not None:
+            bus.emit(self.scale_out.chosen(adopted_trials(remote, adopted)))
         for name in ("SIGINT", "SIGTERM"):
             loop.add_signal_handler(getattr(signal, name), self._on_signal, name)
         self.reporter.start_live(self._live_rows, lambda: self._counts(plan))
@@ -181,7 +206,29 @@ class JobRun:
             runner.remove_never_started()
             if proxy is not None:
                 await proxy.stop()
+            if remote is not None:
+                await remote.close()
         return self._finish(choice, plan, budgets, coordinator, time.monotonic() - t0)
+
+    async def _open_remote(
+        self, job_dir: Path, spec: RunSpec
+    ) -> tuple[RemoteRunner | None, list[str]]:
+        """In process: none, after making sure no worker still runs an attempt of this job (a
+        resume must not run it twice). On workers: the runner, and the rollouts an earlier run
+        left running on workers, which this run takes over."""
+        loop = asyncio.get_running_loop()
+        if self.scale_out is None:
+            if elsewhere := await loop.run_in_executor(None, running_elsewhere, job_dir):
+                raise UserError(
+                    f"attempts of {job_dir.name} still run on workers ({', '.join(elsewhere[:5])}); "
+                    "fix: resume it with BENCHFLOW_REDIS_URL set and a `bench worker` up, or wait "
+                    "until they end"
+                )
+            return None, []
+        s = self.scale_out
+        remote = RemoteRunner(job_dir, self.bus.emit, s.broker, Channel(s.redis_url), s.queue)
+        adopted = await remote.open(Path.cwd(), spec.recorded())
+        return remote, adopted
 
     async def _start_proxy(self) -> tuple[ModelGateway | None, Agent]:
         """The model gateway, in this loop, when the agent calls a model; the agent pointed at it."""
@@ -266,6 +313,18 @@ class JobRun:
             return SIGNAL_EXIT[signal_name]
         errored = (summary.get("errored") or 0) + (summary.get("verifier_errored") or 0)
         return 1 if errored else 0
+
+
+def running_elsewhere(job_dir: Path) -> list[str]:
+    from runs.workers.leases import running_elsewhere as held
+
+    return held(str(job_dir.resolve()))
+
+
+def adopted_trials(remote: RemoteRunner | None, adopted: list[str]) -> tuple[str, ...]:
+    if remote is None:
+        return ()
+    return tuple(r.trial_name for r in remote.rows.values() if r.rollout_name in adopted)
 
 
 def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:

@@ -1,0 +1,106 @@
+"""`bench worker`: a Celery worker on Redis that runs the attempts `bench run` dispatches.
+
+Celery's threads pool hands each attempt to the worker's one event loop (runs.workers.runtime),
+where it runs as in a `bench run`: attempts are Docker- and network-bound, and one process serves
+the model proxy for all of them (each sandbox reaches it on its own 127.0.0.1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import warnings
+
+from runs.problems import UserError
+from runs.spec import argparse_type, positive_int
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    worker = sub.add_parser(
+        "worker",
+        help="run the attempts that bench run sends through Redis (scale-out)",
+        description="Take attempts from the queue on BENCHFLOW_REDIS_URL and run them here in "
+        "Docker, as bench run does in process. Needs the jobs and tasks folders at the same paths "
+        "as where bench run runs, and the same database (DATABASE_URL) when on another machine. "
+        "Logs a line for each attempt it starts and ends. Ctrl-C lets the running attempts "
+        "finish; a second Ctrl-C stops them (they run again elsewhere).",
+    )
+    worker.add_argument(
+        "--concurrency",
+        "-c",
+        type=argparse_type(positive_int),
+        default=4,
+        metavar="N",
+        help="attempts this worker runs at once (its slots; default 4)",
+    )
+    worker.add_argument(
+        "--queues",
+        "-Q",
+        default="",
+        metavar="Q1,Q2",
+        help="queues to take attempts from (default: $BENCHFLOW_QUEUE, else benchflow)",
+    )
+    worker.add_argument(
+        "--name", default="", help="this worker's name on the dashboard (default: HOST:PID)"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from benchflow_site.django_setup import setup_django
+    from runs.jobs.preflight import docker_client
+    from runs.workers import config
+    from runs.workers.channel import redis_answers
+
+    url = config.redis_url()
+    if not url:
+        raise UserError(
+            "bench worker needs a broker; fix: export BENCHFLOW_REDIS_URL=redis://HOST:6379/0 (the "
+            "same as where bench run runs)"
+        )
+    if (why := redis_answers(url)) is not None:
+        raise UserError(f"Redis at {url} does not answer ({why}); fix: start it", exit_code=1)
+    queues = [q.strip() for q in (args.queues or config.queue()).split(",") if q.strip()]
+    client = docker_client()
+    setup_django()
+
+    from celery.exceptions import SecurityWarning
+
+    from benchflow_site.celery import app
+    from benchflow_site.gateway import ProxyGateway
+    from runs.workers.report import WorkerReporter
+    from runs.workers.runtime import WorkerRuntime
+
+    host, pid = socket.gethostname(), os.getpid()
+    name = args.name or f"{host}:{pid}"
+    runtime = WorkerRuntime(
+        name=name,
+        slots=args.concurrency,
+        queues=queues,
+        client=client,
+        gateway=ProxyGateway(),
+        redis_url=url,
+        emit=WorkerReporter(),
+    )
+    # Celery warns a root worker off; Docker's socket needs root here, and the worker runs no
+    # pickled messages (JSON only)
+    warnings.filterwarnings("ignore", category=SecurityWarning)
+    runtime.start()
+    try:
+        app.worker_main(
+            [
+                "--quiet",
+                "worker",
+                "--pool=threads",
+                f"--concurrency={args.concurrency}",
+                f"--queues={','.join(queues)}",
+                f"--hostname=bench-{pid}@{host}",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "--loglevel=WARNING",
+            ]
+        )
+    finally:
+        runtime.stop()
+    return 0

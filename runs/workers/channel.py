@@ -1,0 +1,115 @@
+"""Hints between a coordinator and its workers, as Redis lists: a worker's typed events and lease
+changes to the job's coordinator, the coordinator's go and stop to the worker holding a lease.
+
+Hints only wake the other side up quickly; the lease rows are the truth. So a hint lost (Redis
+restarted, say) costs at most a poll's delay, and an error here never stops an attempt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+EXPIRE_S = 24 * 3600  # hints nobody read (their reader died) do not stay in Redis for ever
+
+
+def events_key(job_path: str) -> str:
+    return f"benchflow:job:{hashlib.sha1(job_path.encode()).hexdigest()[:16]}:events"
+
+
+def control_key(lease: int) -> str:
+    return f"benchflow:lease:{lease}:control"
+
+
+def redis_answers(url: str) -> str | None:
+    """None when Redis answers at `url`, else why not."""
+    import redis
+
+    try:
+        redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2).ping()
+    except (redis.RedisError, OSError, ValueError) as exc:
+        return f"{exc.__class__.__name__}: {exc}"
+    return None
+
+
+class Channel:
+    """One Redis connection pool, used from one event loop."""
+
+    def __init__(self, url: str) -> None:
+        import redis.asyncio
+
+        self._redis = redis.asyncio.Redis.from_url(
+            url, socket_connect_timeout=2, health_check_interval=10
+        )
+        self.up = True  # False while Redis does not answer; the caller polls the database
+
+    async def send(self, key: str, message: dict[str, Any]) -> bool:
+        from redis.exceptions import RedisError
+
+        try:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                pipe.rpush(key, json.dumps(message, default=str))
+                pipe.expire(key, EXPIRE_S)
+                await pipe.execute()
+        except (RedisError, OSError) as exc:
+            self._down(exc)
+            return False
+        self.up = True
+        return True
+
+    async def receive(self, key: str, timeout: float) -> dict[str, Any] | None:
+        """The next message on `key`, or None after `timeout` seconds (or at once when Redis is
+        down: the caller's poll of the database carries on meanwhile)."""
+        from redis.exceptions import RedisError
+
+        try:
+            got = await self._redis.blpop([key], timeout=timeout)
+        except (RedisError, OSError) as exc:
+            self._down(exc)
+            await asyncio.sleep(min(timeout, 1.0))
+            return None
+        self.up = True
+        if got is None:
+            return None
+        try:
+            message = json.loads(got[1])
+        except ValueError:
+            return None
+        return message if isinstance(message, dict) else None
+
+    async def drop(self, key: str) -> None:
+        from redis.exceptions import RedisError
+
+        try:
+            await self._redis.delete(key)
+        except (RedisError, OSError) as exc:
+            self._down(exc)
+
+    async def server_id(self) -> str | None:
+        """Redis's run id: a new one means it restarted (and, without persistence, lost its
+        queues)."""
+        from redis.exceptions import RedisError
+
+        try:
+            info = await self._redis.info("server")
+        except (RedisError, OSError) as exc:
+            self._down(exc)
+            return None
+        self.up = True
+        return str(info.get("run_id") or "") or None
+
+    async def close(self) -> None:
+        try:
+            await self._redis.aclose()
+        except Exception:  # noqa: BLE001 - closing a connection that is already gone
+            pass
+
+    def _down(self, exc: BaseException) -> None:
+        if self.up:
+            log.warning("Redis does not answer (%s); carrying on from the database", exc)
+        self.up = False

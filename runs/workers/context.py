@@ -1,0 +1,146 @@
+"""What a worker needs to run a job's attempts with the same trial code as in process: the run's
+settings, its agent (installed here, pointed at this worker's model proxy), its tasks, and an
+AttemptRunner. Built once per coordinator run, on the first attempt of it this worker takes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runs import events as ev
+from runs.agents.base import AgentError
+from runs.agents.registry import resolve_agent
+from runs.gateway import ModelGateway
+from runs.models import Lease
+from runs.sandboxes.docker import Sandbox, SandboxFactory
+from runs.spec import RunSpec
+from runs.tasks.load import Task, TaskError, load_task
+from runs.trials.attempt import AttemptRunner
+
+
+class WorkerSetupError(Exception):
+    """This worker cannot run the job's attempts (its message says why and the fix)."""
+
+
+@dataclass(frozen=True)
+class LeaseInfo:
+    """What a lease names: the attempt, and the run it belongs to."""
+
+    job_path: str
+    job_name: str
+    trial_name: str
+    task_path: str
+    trial_index: int
+    attempt: int
+    env_digest: str
+    dispatcher: int
+    cwd: str
+    settings: dict[str, Any]
+
+
+def lease_info(lease: int) -> LeaseInfo:
+    row = (
+        Lease.objects.filter(pk=lease)
+        .values(
+            "job_path",
+            "trial_name",
+            "task_path",
+            "trial_index",
+            "attempt",
+            "env_digest",
+            "dispatcher_id",
+            "dispatcher__cwd",
+            "dispatcher__settings",
+        )
+        .get()
+    )
+    return LeaseInfo(
+        job_path=row["job_path"],
+        job_name=Path(row["job_path"]).name,
+        trial_name=row["trial_name"],
+        task_path=row["task_path"],
+        trial_index=row["trial_index"],
+        attempt=row["attempt"],
+        env_digest=row["env_digest"],
+        dispatcher=row["dispatcher_id"],
+        cwd=row["dispatcher__cwd"],
+        settings=row["dispatcher__settings"] or {},
+    )
+
+
+@dataclass
+class JobContext:
+    runner: AttemptRunner
+    live: set[Sandbox]
+    tasks: dict[str, Task] = field(default_factory=dict)
+
+    def task(self, path: str) -> Task:
+        if path not in self.tasks:
+            try:
+                self.tasks[path] = load_task(Path(path))
+            except TaskError as exc:
+                raise WorkerSetupError(
+                    f"the task {path} does not load on this worker: "
+                    + "; ".join(str(p) for p in exc.problems)
+                ) from None
+            except OSError as exc:
+                raise WorkerSetupError(
+                    f"the task folder {path} is not readable on this worker ({exc}); fix: share "
+                    "the tasks folder at the same path on every machine"
+                ) from None
+        return self.tasks[path]
+
+
+def worker_spec(info: LeaseInfo, environ: dict[str, str] | None = None) -> RunSpec:
+    """The run's recorded settings; secret --agent-env values (never recorded, never sent) come
+    from this worker's own environment."""
+    environ = dict(os.environ) if environ is None else environ
+    spec = RunSpec.from_recorded(info.settings)
+    missing = [k for k in info.settings.get("agent_env_secret_keys") or [] if k not in environ]
+    if missing:
+        raise WorkerSetupError(
+            f"the job's secret --agent-env {', '.join(missing)} is not in this worker's "
+            f"environment (secret values are never recorded or sent to workers); fix: export "
+            f"{missing[0]}=... where `bench worker` runs, and restart it"
+        )
+    for key in info.settings.get("agent_env_secret_keys") or []:
+        spec.agent_env[key] = environ[key]
+    return spec
+
+
+async def build_context(
+    info: LeaseInfo,
+    *,
+    client: Any,
+    gateway_port: Callable[[], Any],
+    gateway: ModelGateway | None,
+    emit: Callable[[ev.Event], None],
+) -> JobContext:
+    """The run's AttemptRunner on this worker; WorkerSetupError when it cannot be had here."""
+    job_dir = Path(info.job_path)
+    if not (job_dir / "evaluation.json").is_file():
+        raise WorkerSetupError(
+            f"the job folder {job_dir} is not on this worker (no evaluation.json there); fix: "
+            "share the jobs folder at the same path on every machine"
+        )
+    spec = worker_spec(info)
+    try:
+        agent = resolve_agent(spec.agent, model=spec.model, cwd=Path(info.cwd))
+        # npm installs of the agent CLIs happen once per version on each machine
+        await asyncio.get_running_loop().run_in_executor(None, agent.install, emit)
+    except AgentError as exc:
+        raise WorkerSetupError(f"-a {spec.agent} on this worker: {exc}") from None
+    proxy = None
+    if agent.calls_proxy():
+        if gateway is None:
+            raise WorkerSetupError("this worker has no model gateway for -m")
+        port = await gateway_port()
+        agent, proxy = agent.with_proxy(f"http://127.0.0.1:{port}"), gateway
+    live: set[Sandbox] = set()
+    factory = SandboxFactory(client, job_dir.name, str(job_dir.resolve()))
+    runner = AttemptRunner(spec, agent, factory, job_dir, emit, live, proxy)
+    return JobContext(runner, live)

@@ -1,0 +1,361 @@
+"""The coordinator's side of scale-out: an attempt runner whose attempts run on `bench worker`s.
+
+It has the AttemptRunner's shape (prepare / run / discard), so the coordinator decides -j, caps,
+retries and resume exactly as in process. `prepare` queues a lease (the broker carries its id
+only) and waits until a worker has the sandbox up; `run` gives it its slot and waits for its
+result; a cancel asks the worker to stop it and waits for what it spent. The worker's typed events
+come back through Redis and go out on the job's bus. A lease whose worker stopped renewing it is
+queued again (its lost run moved to `.lost/`), so the attempt runs once more, elsewhere, and
+counts once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from runs import events as ev
+from runs.jobfolder import NOT_STARTED_MARK, new_attempt_dir, write_json
+from runs.results.trial_result import TrialResult
+from runs.trials.prepared import AttemptPlan, Prepared
+from runs.workers import leases
+from runs.workers.broker import Broker
+from runs.workers.channel import Channel, control_key, events_key
+from runs.workers.config import LOST_DIR
+
+S = leases.S
+POLL_S = 1.0  # the database is read this often for every lease waited on (hints come sooner)
+SEEN_EVERY_S = 2.0
+STOP_WAIT_S = 60.0  # how long a cancel waits for the worker to stop the attempt and say so
+# what `prepare` waits for: the sandbox is up (or the attempt went no further)
+PREPARED = (S.READY, S.RUNNING, S.FINISHED, S.FAILED, S.CANCELLED, S.DISCARDED)
+DONE = (S.FINISHED, S.FAILED, S.CANCELLED, S.DISCARDED)  # nothing more happens to it
+
+
+@dataclass
+class RemotePrepared(Prepared):
+    lease: int = 0
+    claim: int = 0  # the claim its sandbox was prepared under
+    given: int = -1  # the claim the coordinator gave its go to
+
+
+class RemoteRunner:
+    """Runs a job's attempts on workers; one per job run, in the job's event loop."""
+
+    def __init__(
+        self,
+        job_dir: Path,
+        emit: Callable[[ev.Event], None],
+        broker: Broker,
+        channel: Channel,
+        queue: str,
+    ) -> None:
+        self.job_dir = job_dir
+        self.job_path = str(job_dir.resolve())
+        self.emit = emit
+        self.broker = broker
+        self.channel = channel
+        self.queue = queue
+        self.dispatcher = 0
+        self.rows: dict[int, leases.LeaseRow] = {}
+        self._changed: dict[int, asyncio.Event] = {}
+        self._adopted: dict[str, leases.LeaseRow] = {}
+        self._by_key: dict[str, int] = {}  # the rollout the coordinator knows an attempt by
+        self._unsent: set[int] = set()
+        self._seen_claimed: dict[int, float] = {}
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._removals: set[asyncio.Task[Any]] = set()
+        self._db = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="bench-leases")
+        self._server: str | None = None
+
+    # --- life -----------------------------------------------------------------------------------
+
+    async def db(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Lease rows are read and written in one thread of their own, off the event loop."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._db, lambda: fn(*args, **kwargs))
+
+    async def open(self, cwd: Path, settings: dict[str, Any]) -> list[str]:
+        """Register as the job's dispatcher and take over attempts an earlier coordinator left
+        running on workers; returns their rollouts (the plan must not count them as ended)."""
+        self.dispatcher = await self.db(
+            leases.open_dispatcher, self.job_path, str(cwd), self.queue, settings
+        )
+        adopted = await self.db(leases.adopt, self.job_path, self.dispatcher)
+        for row in adopted:
+            self._adopted[row.trial_name] = row
+            self._set(row)
+        self._server = await self.channel.server_id()
+        self._tasks = [
+            asyncio.create_task(self._read_hints()),
+            asyncio.create_task(self._poll()),
+        ]
+        return [row.rollout_name for row in adopted]
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.db(leases.close_dispatcher, self.dispatcher)
+        await self.channel.close()
+        self._db.shutdown(wait=True)
+
+    # --- the AttemptRunner's shape ------------------------------------------------------------
+
+    async def prepare(self, plan: AttemptPlan) -> Prepared:
+        """Queue the attempt for a worker and wait until its sandbox is up there."""
+        adopted = self._adopted.pop(plan.trial_name, None)
+        if adopted is not None:
+            lease = adopted.id
+            plan = replace(plan, attempt=adopted.attempt)
+        else:
+            lease = await self.db(
+                leases.create,
+                self.dispatcher,
+                job_path=self.job_path,
+                trial_name=plan.trial_name,
+                task_name=plan.task.name,
+                task_path=str(Path(plan.task.path).resolve()),
+                trial_index=plan.trial_index,
+                attempt=plan.attempt,
+                env_digest=plan.env_digest,
+                enqueue=self._enqueue,
+            )
+            self._set((await self.db(leases.rows, [lease]))[lease])
+        row = await self._wait(lease, lambda r: r.state in PREPARED)
+        now = time.monotonic()
+        prepared = RemotePrepared(
+            plan,
+            self.job_dir / (row.rollout_name or f"{plan.task.name}__unstarted"),
+            row.claimed_at.isoformat() if row.claimed_at else "",
+            self._seen_claimed.get(lease, now),
+            ready_at=now,
+            lease=lease,
+            claim=row.claim,
+        )
+        self._by_key[prepared.attempt_dir.name] = lease
+        if row.state == S.FAILED:
+            prepared.error, prepared.error_category = row.error, "worker_setup"
+        return prepared
+
+    async def run(self, prepared: Prepared) -> TrialResult:
+        """Give the attempt its slot on its worker and wait for its result; a cancel stops it
+        there and waits for what it spent (`prepared.cancelled_record`)."""
+        assert isinstance(prepared, RemotePrepared)
+        prepared.begin()
+        if prepared.error is not None:
+            return self._failed(prepared, prepared.error)
+        lease = prepared.lease
+        changed = self._event(lease)
+        try:
+            while True:
+                changed.clear()
+                row = self.rows[lease]
+                if row.state == S.READY and prepared.given != row.claim:
+                    prepared.given = row.claim
+                    if await self.db(leases.go, lease):
+                        await self.channel.send(control_key(lease), {"go": row.claim})
+                    continue
+                if row.state == S.FINISHED and row.result is not None:
+                    self._collected(lease)
+                    return TrialResult.from_json(row.result)
+                if row.state in (S.FAILED, S.CANCELLED, S.DISCARDED):
+                    # the worker gave up on it, or was stopped (a cold shutdown): retried as
+                    # infrastructure
+                    self._collected(lease)
+                    why = row.error or f"its worker {row.worker} stopped it ({row.state})"
+                    return self._failed(prepared, why)
+                await self._sleep_on(changed)
+        except asyncio.CancelledError:
+            await self._stop(prepared)
+            raise
+
+    def discard(self, prepared: Prepared) -> None:
+        """An attempt that never takes its slot: its worker removes the sandbox and the folder."""
+        if not isinstance(prepared, RemotePrepared) or prepared.lease == 0:
+            return
+        task = asyncio.get_running_loop().create_task(self._discard(prepared.lease))
+        self._removals.add(task)
+        task.add_done_callback(self._removals.discard)
+
+    async def drain(self) -> None:
+        while self._removals:
+            await asyncio.gather(*list(self._removals), return_exceptions=True)
+
+    def remove_never_started(self) -> None:
+        for mark in self.job_dir.glob(f"*__*/{NOT_STARTED_MARK}"):
+            if not (mark.parent / "result.json").exists():
+                shutil.rmtree(mark.parent, ignore_errors=True)
+
+    def in_flight(self, key: str) -> int:
+        usage = self.usage(key)
+        return int(getattr(usage, "in_flight", 0) or 0)
+
+    def usage(self, key: str) -> Any:
+        """What the worker's proxy counted for the attempt so far (its lease's last report)."""
+        row = self.rows.get(self._by_key.get(key, 0))
+        return SimpleNamespace(**row.usage) if row is not None and row.usage else None
+
+    # --- the lease's life -------------------------------------------------------------------------
+
+    def _enqueue(self, lease: int) -> None:
+        """After the lease's row is committed (a worker must find it): its id to the queue."""
+        try:
+            self.broker.enqueue(lease, self.queue)
+        except Exception:  # noqa: BLE001 - the broker is down: the poll sends it again
+            self._unsent.add(lease)
+        else:
+            self._unsent.discard(lease)
+
+    def _set(self, row: leases.LeaseRow) -> None:
+        old = self.rows.get(row.id)
+        if row.state != S.QUEUED and (old is None or old.claim != row.claim):
+            self._seen_claimed.setdefault(row.id, time.monotonic())
+        self.rows[row.id] = row
+        self._changed.setdefault(row.id, asyncio.Event()).set()
+
+    def _event(self, lease: int) -> asyncio.Event:
+        return self._changed.setdefault(lease, asyncio.Event())
+
+    async def _wait(self, lease: int, done: Callable[[leases.LeaseRow], bool]) -> leases.LeaseRow:
+        changed = self._event(lease)
+        while True:
+            changed.clear()  # before the row is read: a change from here on wakes the wait
+            if done(row := self.rows[lease]):
+                return row
+            await self._sleep_on(changed)
+
+    @staticmethod
+    async def _sleep_on(changed: asyncio.Event) -> None:
+        try:
+            await asyncio.wait_for(changed.wait(), POLL_S * 2)
+        except TimeoutError:
+            pass
+
+    async def _stop(self, prepared: RemotePrepared) -> None:
+        """Cancelled while it ran (a cap or a signal): the worker stops it and removes its sandbox;
+        for a cap, what its agent spent comes back with it."""
+        lease = prepared.lease
+        state = await self.db(leases.request_cancel, lease, "stop", prepared.cancelled_by)
+        await self.channel.send(control_key(lease), {"stop": prepared.cancelled_by})
+        if state not in leases.ENDED:
+            try:
+                await asyncio.wait_for(
+                    self._wait(lease, lambda r: r.state in leases.ENDED), STOP_WAIT_S
+                )
+            except TimeoutError:
+                pass
+        row = self.rows[lease]
+        if row.state == S.CANCELLED and prepared.cancelled_by is not None:
+            prepared.cancelled_record = row.cancelled_record
+        self._collected(lease)
+
+    async def _discard(self, lease: int) -> None:
+        state = await self.db(leases.request_cancel, lease, "discard")
+        if state not in leases.ENDED:
+            await self.channel.send(control_key(lease), {"discard": True})
+
+    def _collected(self, lease: int) -> None:
+        self._db.submit(leases.collected, lease)
+
+    def _failed(self, prepared: RemotePrepared, error: str) -> TrialResult:
+        """An attempt no worker could run: its own folder and result.json, as an infrastructure
+        failure the error table retries."""
+        plan = prepared.plan
+        folder = new_attempt_dir(self.job_dir, plan.task.name)
+        result = TrialResult(
+            task_name=plan.task.name,
+            rollout_name=folder.name,
+            trial_name=plan.trial_name,
+            trial_index=plan.trial_index,
+            attempt=plan.attempt,
+            agent="",
+            agent_name="",
+            model=None,
+            started_at=prepared.started_at,
+        )
+        result.fail(error, "worker_setup")
+        write_json(folder / "result.json", result.to_json())
+        return result
+
+    # --- hints and the poll -----------------------------------------------------------------------
+
+    async def _read_hints(self) -> None:
+        """Workers' events go out on the job's bus; lease changes refresh the row at once."""
+        key = events_key(self.job_path)
+        while True:
+            message = await self.channel.receive(key, 1.0)
+            if message is None:
+                continue
+            lease, claim = message.get("lease"), message.get("claim")
+            row = self.rows.get(lease) if isinstance(lease, int) else None
+            if "kind" in message:
+                if row is not None and claim != row.claim:
+                    continue  # a lost run's, still talking
+                try:
+                    event = ev.from_payload(message["kind"], message.get("payload") or {})
+                except (KeyError, TypeError):
+                    continue
+                self.emit(event)
+            elif row is not None:
+                self._set((await self.db(leases.rows, [row.id]))[row.id])
+
+    async def _poll(self) -> None:
+        """Each second: the rows of the leases waited on, expired leases taken back, ids the broker
+        did not take sent again; every 2 s the coordinator says it is alive."""
+        seen = 0.0
+        while True:
+            await asyncio.sleep(POLL_S)
+            try:
+                if time.monotonic() - seen >= SEEN_EVERY_S:
+                    seen = time.monotonic()
+                    await self._alive()
+                await self._poll_once()
+            except Exception:  # noqa: BLE001 - a database hiccup: the next poll tries again
+                continue
+
+    async def _alive(self) -> None:
+        await self.db(leases.dispatcher_seen, self.dispatcher)
+        server = await self.channel.server_id()
+        if server is not None and self._server is not None and server != self._server:
+            # Redis restarted: the queue it held went with it
+            self._unsent.update(i for i, r in self.rows.items() if r.state == S.QUEUED)
+        self._server = server or self._server
+
+    async def _poll_once(self) -> None:
+        waited = [i for i, r in self.rows.items() if r.state not in DONE]
+        for row in (await self.db(leases.rows, waited)).values():
+            self._set(row)
+            if row.state == S.ABANDONED and await self.db(leases.requeue_abandoned, row.id):
+                self._unsent.add(row.id)
+            elif row.state in leases.HELD and row.expires_at and row.expires_at < leases.now():
+                await self._lost(row)
+        loop = asyncio.get_running_loop()
+        for lease in list(self._unsent):
+            await loop.run_in_executor(None, self._enqueue, lease)
+
+    async def _lost(self, row: leases.LeaseRow) -> None:
+        """Its worker stopped renewing the lease (killed, say): queued again for another worker;
+        the lost run's folder goes to .lost/ so that nothing of it is counted."""
+        taken = await self.db(leases.requeue_expired, row.id, row.claim)
+        if taken is None:
+            return
+        self._set(taken)
+        if taken.state != S.QUEUED:
+            return  # it had been called off: it ends with its worker
+        if row.rollout_name:
+            lost = self.job_dir / LOST_DIR
+            lost.mkdir(exist_ok=True)
+            try:
+                (self.job_dir / row.rollout_name).rename(lost / row.rollout_name)
+            except OSError:
+                pass
+        self.emit(ev.AttemptLost(row.trial_name, row.rollout_name, row.worker))
+        self._unsent.add(row.id)

@@ -1,0 +1,249 @@
+"""The worker's side of scale-out: one attempt a coordinator dispatched, run here with the same
+trial code as in process (AttemptRunner), held by its lease.
+
+The worker claims the lease, prepares the sandbox, says it is ready and waits for the
+coordinator's go (the coordinator alone decides -j and caps), runs the attempt and writes its
+result to the lease. While it holds the lease it renews it and reports what its model proxy
+counted; a stop (a cap or a signal) or a lost lease cancels the attempt here. Its typed events go
+to the coordinator through Redis.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runs import events as ev
+from runs.trials.prepared import AttemptPlan, Prepared
+from runs.workers import leases
+from runs.workers.channel import control_key, events_key
+from runs.workers.config import LOST_DIR, dispatcher_stale_s, lease_s
+from runs.workers.context import JobContext, LeaseInfo, WorkerSetupError
+
+S = leases.S
+CHECK_S = 1.0  # the lease's row is read this often while held (the coordinator's hints come sooner)
+
+
+@dataclass
+class Held:
+    """A lease this worker holds, and what the coordinator asked of it."""
+
+    lease: int
+    claim: int
+    info: LeaseInfo
+    rollout: str = ""
+    go: asyncio.Event = field(default_factory=asyncio.Event)
+    order: str = ""  # "" | "discard" | "stop" | "lost"
+    stop_reason: str | None = None  # a cap's `budget reached: ...`; None for a signal
+    run_task: asyncio.Task[Any] | None = None
+    prepared: Prepared | None = None
+    usage_said: tuple[Any, ...] = ()
+
+    def command(self, order: str, reason: str | None = None) -> None:
+        """A discard, a stop or a loss: waiting for go ends, and a running attempt is cancelled."""
+        if self.order:
+            return
+        self.order, self.stop_reason = order, reason
+        if self.prepared is not None and order == "stop":
+            self.prepared.cancelled_by = reason  # timing.json says the cap cancelled it
+        self.go.set()
+        if self.run_task is not None and not self.run_task.done():
+            self.run_task.cancel()
+
+
+class LeaseRun:
+    """One lease on this worker, from its claim to its last write."""
+
+    def __init__(self, worker: Any, lease: int) -> None:
+        self.w = worker  # runs.workers.runtime.WorkerRuntime
+        self.lease = lease
+
+    async def __call__(self) -> None:
+        w, lease = self.w, self.lease
+        claim = await w.db(leases.claim, lease, w.worker_id, lease_s(), dispatcher_stale_s())
+        if claim is None:
+            return  # another worker holds it, it ended, or its coordinator is gone
+        started = time.monotonic()
+        info = await w.db(_lease_info, lease)
+        held = Held(lease, claim, info)
+        keeper = asyncio.create_task(self._keep(held))
+        try:
+            await self._run(held, started)
+        finally:
+            keeper.cancel()
+            w.held.pop(held.rollout, None)
+
+    async def _run(self, held: Held, started: float) -> None:
+        w, info = self.w, held.info
+        try:
+            context: JobContext = await w.context(info)
+            task = context.task(info.task_path)
+        except WorkerSetupError as exc:
+            await w.db(leases.failed, held.lease, held.claim, str(exc))
+            self._hint(held, "failed")
+            self._ended(held, "failed", started, error=str(exc))
+            return
+        runner = context.runner
+        plan = AttemptPlan(task, info.trial_name, info.trial_index, info.attempt, info.env_digest)
+        t = time.monotonic()
+        prepared = held.prepared = await runner.prepare(plan)
+        work_s = time.monotonic() - t
+        held.rollout = prepared.attempt_dir.name
+        w.held[held.rollout] = held
+        if not held.order and await w.db(leases.ready, held.lease, held.claim, held.rollout):
+            self._hint(held, "ready")
+            await held.go.wait()
+        if held.order:  # discarded before its go, or its lease was taken back
+            runner.discard(prepared)
+            if held.order != "lost":
+                await w.db(leases.discarded, held.lease, held.claim)
+                self._hint(held, "discarded")
+            self._ended(held, held.order if held.order == "lost" else "discarded", started)
+            return
+        w.emit(
+            ev.WorkerAttemptStarted(
+                w.name, info.job_name, info.trial_name, info.attempt, held.rollout
+            )
+        )
+        t = time.monotonic()
+        held.run_task = asyncio.create_task(runner.run(prepared))
+        try:
+            result = await asyncio.shield(held.run_task)
+        except asyncio.CancelledError:
+            if not held.run_task.cancelled():
+                raise  # this coroutine itself was cancelled (the worker is shutting down)
+            await self._stopped(held, prepared, work_s + time.monotonic() - t, started)
+            return
+        work_s += time.monotonic() - t
+        if await w.db(leases.finish, held.lease, held.claim, result.to_json(), work_s):
+            self._hint(held, "finished")
+            self._ended(held, "finished", started, result.reward, result.error)
+        else:  # taken back while it ran: another worker runs it; nothing of this run counts
+            self._salvage(held)
+            self._ended(held, "lost", started)
+
+    async def _stopped(self, held: Held, prepared: Prepared, work_s: float, started: float) -> None:
+        if held.order == "lost":
+            self._salvage(held)
+            self._ended(held, "lost", started)
+            return
+        record = prepared.cancelled_record
+        await self.w.db(leases.cancelled, held.lease, held.claim, record, work_s)
+        self._hint(held, "cancelled")
+        self._ended(held, "cancelled", started, error=held.stop_reason)
+
+    async def _keep(self, held: Held) -> None:
+        """While held (until the attempt is done here): the coordinator's hints, the lease renewed
+        every sixth of its time (and whenever what the proxy counted changed, which it reports),
+        its orders read once a second. A lease taken back stops the attempt here."""
+        w = self.w
+        renewed = time.monotonic()
+        while True:
+            message = await w.channel.receive(control_key(held.lease), CHECK_S)
+            if message is not None:
+                self._on_hint(held, message)
+            usage = w.usage_report(held)
+            if time.monotonic() - renewed >= lease_s() / 6 or usage is not None:
+                if not await w.db(leases.renew, held.lease, held.claim, lease_s(), usage):
+                    held.command("lost")
+                    return
+                renewed = time.monotonic()
+            orders = await w.db(leases.orders, held.lease, held.claim, dispatcher_stale_s())
+            if orders is None:
+                held.command("lost")
+                return
+            self._on_orders(held, *orders)
+
+    def _on_hint(self, held: Held, message: dict[str, Any]) -> None:
+        if message.get("go") == held.claim:
+            held.go.set()
+        elif "stop" in message:
+            held.command("stop", message.get("stop") or None)
+        elif message.get("discard"):
+            held.command("discard")
+
+    def _on_orders(self, held: Held, state: str, cancel: str, reason: str, fresh: bool) -> None:
+        if cancel == "stop":
+            held.command("stop", reason or None)
+        elif cancel == "discard" or (state in (S.PREPARING, S.READY) and not fresh):
+            held.command("discard")  # called off, or its coordinator is gone
+        elif state == S.RUNNING:
+            held.go.set()
+
+    def _hint(self, held: Held, change: str) -> None:
+        message = {"lease": held.lease, "claim": held.claim, "change": change}
+        self.w.post(events_key(held.info.job_path), message)
+
+    def _ended(
+        self,
+        held: Held,
+        state: str,
+        started: float,
+        reward: float | None = None,
+        error: str | None = None,
+    ) -> None:
+        info = held.info
+        self.w.emit(
+            ev.WorkerAttemptEnded(
+                self.w.name,
+                info.job_name,
+                info.trial_name,
+                held.rollout,
+                state,
+                time.monotonic() - started,
+                reward,
+                error,
+            )
+        )
+
+    def _salvage(self, held: Held) -> None:
+        """A run whose lease was taken back wrote on after its folder went to .lost/: what it wrote
+        goes there too, so no stray folder counts as an attempt."""
+        job_dir = Path(held.info.job_path)
+        stray = job_dir / held.rollout
+        if held.rollout and stray.is_dir():
+            target = job_dir / LOST_DIR / held.rollout
+            if target.exists():
+                target = target.with_name(f"{held.rollout}.{held.claim}")
+            target.parent.mkdir(exist_ok=True)
+            try:
+                stray.rename(target)
+            except OSError:
+                shutil.rmtree(stray, ignore_errors=True)
+
+
+def _lease_info(lease: int) -> LeaseInfo:
+    from runs.workers.context import lease_info
+
+    return lease_info(lease)
+
+
+def forward(
+    post: Callable[[str, dict[str, Any]], None], held: dict[str, Held]
+) -> Callable[[ev.Event], None]:
+    """The AttemptRunner's emit on a worker: each event to its job's coordinator, named by the
+    lease it belongs to (an event of a run that lost its lease is dropped there)."""
+
+    def emit(event: ev.Event) -> None:
+        rollout = getattr(event, "rollout_name", None)
+        h = held.get(rollout) if isinstance(rollout, str) else None
+        if h is None:
+            return
+        message = {"lease": h.lease, "claim": h.claim, "kind": event.kind}
+        message["payload"] = event.to_payload()
+        post(events_key(h.info.job_path), message)
+
+    return emit
+
+
+def usage_of(usage: Any) -> dict[str, Any] | None:
+    """What the proxy counted, as the lease's JSON."""
+    if not dataclasses.is_dataclass(usage) or isinstance(usage, type):
+        return None
+    return dataclasses.asdict(usage)

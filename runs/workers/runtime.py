@@ -1,0 +1,199 @@
+"""A `bench worker` process: one event loop where its attempts run (as in a `bench run`) and its
+model proxy serves their sandboxes, its row in the database (seen every 2 s), and a sweep that
+removes this machine's containers whose owning process died (a worker killed mid-attempt).
+
+Celery's threads hand each attempt (a lease id) to `run`, which blocks until the attempt is done
+here; the attempt itself runs in the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from runs import events as ev
+from runs.gateway import ModelGateway
+from runs.sandboxes.docker import reap_orphans
+from runs.workers import leases
+from runs.workers.channel import Channel
+from runs.workers.config import reap_every_s
+from runs.workers.context import JobContext, LeaseInfo, WorkerSetupError, build_context
+from runs.workers.execute import Held, LeaseRun, forward, usage_of
+
+SEEN_EVERY_S = 2.0
+MAX_CONTEXTS = 32  # runs remembered (their agent, tasks, image cache); the oldest goes first
+
+_current: WorkerRuntime | None = None
+
+
+def current() -> WorkerRuntime:
+    """The runtime `bench worker` started in this process (the Celery task's way to it)."""
+    if _current is None:
+        raise RuntimeError("no worker runtime in this process: start it with `bench worker`")
+    return _current
+
+
+class WorkerRuntime:
+    def __init__(
+        self,
+        *,
+        name: str,
+        slots: int,
+        queues: list[str],
+        client: Any,
+        gateway: ModelGateway | None,
+        redis_url: str,
+        emit: Callable[[ev.Event], None],
+    ) -> None:
+        self.name, self.slots, self.queues = name, slots, queues
+        self.client = client
+        self.gateway = gateway
+        self.redis_url = redis_url
+        self.emit = emit
+        self.worker_id = 0
+        self.held: dict[str, Held] = {}  # by rollout: whose events go to which coordinator
+        self.loop = asyncio.new_event_loop()
+        self.channel: Channel
+        self._db = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="bench-leases")
+        self._contexts: dict[int, JobContext] = {}
+        self._context_lock: asyncio.Lock
+        self._gateway_port = 0
+        self._outbox: asyncio.Queue[tuple[str, dict[str, Any]]]
+        self._stopping = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    # --- the process ----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        global _current
+        try:
+            import uvloop
+
+            self.loop = uvloop.new_event_loop()  # the model proxy's figures are uvloop's
+        except ImportError:  # pragma: no cover - uvloop is a dependency
+            pass
+        self.loop.set_default_executor(
+            concurrent.futures.ThreadPoolExecutor(max_workers=max(16, 3 * self.slots + 4))
+        )
+        ready = threading.Event()
+        loop_thread = threading.Thread(
+            target=self._serve, args=(ready,), name="bench-worker-loop", daemon=True
+        )
+        loop_thread.start()
+        ready.wait()
+        self.worker_id = leases.register_worker(self.name, self.slots, self.queues)
+        reaped = reap_orphans(self.client)
+        self.emit(ev.WorkerStarted(self.name, self.slots, tuple(self.queues), len(reaped)))
+        seen = threading.Thread(target=self._seen, name="bench-worker-seen", daemon=True)
+        seen.start()
+        self._threads = [loop_thread, seen]
+        _current = self
+
+    def _serve(self, ready: threading.Event) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.channel = Channel(self.redis_url)
+        self._context_lock = asyncio.Lock()
+        self._outbox = asyncio.Queue()
+        self.loop.create_task(self._send())
+        self.loop.call_soon(ready.set)
+        self.loop.run_forever()
+
+    def run(self, lease: int) -> None:
+        """Run the lease's attempt here (from a Celery thread); returns when it is done here."""
+        asyncio.run_coroutine_threadsafe(LeaseRun(self, lease)(), self.loop).result()
+
+    def stop(self) -> None:
+        """After Celery's warm shutdown (no attempt running): the row says stopped, sandboxes of
+        attempts cut short are removed."""
+        self._stopping.set()
+        future = asyncio.run_coroutine_threadsafe(self._close(), self.loop)
+        try:
+            future.result(timeout=60)
+        except Exception:  # noqa: BLE001 - stopping anyway
+            pass
+        leases.worker_stopped(self.worker_id)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+    async def _close(self) -> None:
+        for context in self._contexts.values():
+            await context.runner.drain()
+            for sandbox in list(context.live):
+                await asyncio.get_running_loop().run_in_executor(None, sandbox.remove)
+        if self._gateway_port and self.gateway is not None:
+            await self.gateway.stop()
+        await self.channel.close()
+
+    def _seen(self) -> None:
+        """Every 2 s: this worker is alive; every BENCHFLOW_REAP_EVERY_S: this machine's containers
+        whose owner died (another worker killed mid-attempt) are removed."""
+        reaped_at = time.monotonic()
+        while not self._stopping.wait(SEEN_EVERY_S):
+            try:
+                leases.worker_seen(self.worker_id)
+                if time.monotonic() - reaped_at >= reap_every_s():
+                    reaped_at = time.monotonic()
+                    if removed := reap_orphans(self.client):
+                        self.emit(ev.OrphansReaped(self.name, len(removed)))
+            except Exception:  # noqa: BLE001 - the database or engine hiccuped: next time
+                continue
+
+    # --- for the attempts -------------------------------------------------------------------------
+
+    async def db(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._db, fn, *args)
+
+    async def context(self, info: LeaseInfo) -> JobContext:
+        async with self._context_lock:
+            if info.dispatcher not in self._contexts:
+                if len(self._contexts) >= MAX_CONTEXTS:
+                    self._contexts.pop(next(iter(self._contexts)))
+                self._contexts[info.dispatcher] = await build_context(
+                    info,
+                    client=self.client,
+                    gateway_port=self._start_gateway,
+                    gateway=self.gateway,
+                    emit=forward(self.post, self.held),
+                )
+            return self._contexts[info.dispatcher]
+
+    async def _start_gateway(self) -> int:
+        if not self._gateway_port:
+            assert self.gateway is not None
+            try:
+                self._gateway_port = await self.gateway.start()
+            except OSError as exc:
+                raise WorkerSetupError(f"the model proxy did not start here: {exc}") from None
+        return self._gateway_port
+
+    def post(self, key: str, message: dict[str, Any]) -> None:
+        """Queue a hint for the coordinator, from any thread; sent in order, one at a time."""
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self.loop:
+            self._outbox.put_nowait((key, message))
+        else:
+            self.loop.call_soon_threadsafe(self._outbox.put_nowait, (key, message))
+
+    async def _send(self) -> None:
+        while True:
+            key, message = await self._outbox.get()
+            await self.channel.send(key, message)
+
+    def usage_report(self, held: Held) -> dict[str, Any] | None:
+        """What the proxy counted for the held attempt, when it changed since last said."""
+        if self.gateway is None or not self._gateway_port or not held.rollout:
+            return None
+        usage = self.gateway.usage(held.rollout)
+        if usage is None:
+            return None
+        said = (usage.turns, usage.total_tokens, usage.in_flight, usage.cost_usd)
+        if said == held.usage_said:
+            return None
+        held.usage_said = said
+        return usage_of(usage)
