@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.databases import Postgres, postgres_url
+
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples" / "tasks"
 # tests/tasksets/ are task folders: their tests run inside sandboxes, not in this suite
@@ -35,12 +37,43 @@ def docker_client():
     return client
 
 
+@pytest.fixture(scope="session")
+def postgres_template():
+    """On a PostgreSQL run of the suite: the template the tests' own databases are copied from."""
+    url = postgres_url()
+    if url is None:
+        yield None
+        return
+    pg = Postgres(url)
+    pg.make_template()
+    yield pg
+    pg.drop_all()
+
+
 @pytest.fixture
-def bench_env(tmp_path):
-    """Environment for a `bench` subprocess: its own state folder (SQLite index) under tmp_path."""
+def bench_database(postgres_template):
+    """The database of the `bench` processes a test starts: its own PostgreSQL database on a
+    PostgreSQL run, else None (SQLite in the test's state folder)."""
+    if postgres_template is None:
+        yield None
+        return
+    url = postgres_template.create()
+    yield url
+    postgres_template.drop(url)
+
+
+@pytest.fixture
+def bench_env(tmp_path, bench_database):
+    """Environment for a `bench` subprocess: its own state folder under tmp_path, and its own
+    database (SQLite there, or PostgreSQL when the suite runs on it)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     env["BENCHFLOW_HOME"] = str(tmp_path / "state")
-    env.pop("DATABASE_URL", None) if not os.environ.get("BENCH_TEST_DATABASE_URL") else None
+    if bench_database is not None:
+        env["DATABASE_URL"] = bench_database
+    else:
+        env.pop("DATABASE_URL", None)
+    for key in ("BENCHFLOW_REDIS_URL", "BENCHFLOW_QUEUE"):  # embedded unless a test says so
+        env.pop(key, None)
     return env
 
 

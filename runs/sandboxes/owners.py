@@ -19,12 +19,16 @@ LABEL_ATTEMPT = "benchflow.attempt"
 
 
 def pid_start(pid: int) -> str:
-    """The kernel's start time of a process: tells a live owner from a reused pid."""
+    """The kernel's start time of a live process: tells a live owner from a reused pid; "" for a
+    process that is gone, or dead and not yet reaped by its parent (a zombie)."""
     try:
         with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
         return ""
+    if len(fields) < 20 or fields[0] in ("Z", "X"):
+        return ""
+    return fields[19]
 
 
 def reap_orphans(client: docker.DockerClient) -> list[str]:

@@ -357,5 +357,6 @@ class RemoteRunner:
                 (self.job_dir / row.rollout_name).rename(lost / row.rollout_name)
             except OSError:
                 pass
+            shutil.rmtree(self.job_dir / ".staging" / row.rollout_name, ignore_errors=True)
         self.emit(ev.AttemptLost(row.trial_name, row.rollout_name, row.worker))
         self._unsent.add(row.id)

@@ -17,7 +17,7 @@ from typing import Any
 
 from runs import events as ev
 from runs.gateway import ModelGateway
-from runs.sandboxes.docker import reap_orphans
+from runs.sandboxes.owners import reap_orphans
 from runs.workers import leases
 from runs.workers.channel import Channel
 from runs.workers.config import reap_every_s

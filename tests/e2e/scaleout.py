@@ -1,0 +1,198 @@
+"""Real scale-out for tests: `bench worker` processes on a real Redis, sharing the test's database
+(SQLite in its folder, or its own PostgreSQL database) and folders with the `bench run` it starts.
+
+Each test gets its own Celery queue, so workers of other tests (or of other people's runs on the
+same Redis) never take its attempts.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.databases import query
+
+SHARED_REDIS = "redis://127.0.0.1:6379/12"  # a db number of its own on the machine's Redis
+
+
+def redis_up(url: str) -> bool:
+    import redis
+
+    try:
+        return bool(redis.Redis.from_url(url, socket_connect_timeout=1).ping())
+    except (redis.RedisError, OSError):
+        return False
+
+
+def shared_redis() -> str:
+    """The machine's Redis (`.ci/run` starts one when none answers); a test fails without it in CI."""
+    if not redis_up(SHARED_REDIS):
+        if os.environ.get("CI"):
+            pytest.fail(f"Redis does not answer at {SHARED_REDIS} (.ci/run starts it)")
+        pytest.skip(f"Redis does not answer at {SHARED_REDIS}")
+    return SHARED_REDIS
+
+
+class PrivateRedis:
+    """A redis-server of the test's own on a free port, which the test may stop and start again
+    (the machine's shared one is never restarted)."""
+
+    def __init__(self, folder: Path) -> None:
+        if shutil.which("redis-server") is None:
+            pytest.fail("redis-server is not installed (.ci/run installs it)")
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.folder = folder
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.folder),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        wait_for(lambda: redis_up(self.url), 10, "the private Redis to answer")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()  # as a crash would: nothing saved (it saves nothing anyway)
+            self.proc.wait(10)
+
+
+def wait_for(condition: Callable[[], object], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+class Cluster:
+    """Workers and runs of one test: same env (Redis, queue, database, short leases), same cwd."""
+
+    def __init__(
+        self, env: dict[str, str], cwd: Path, redis_url: str, database: str | None
+    ) -> None:
+        self.cwd = cwd
+        self.database = database
+        self.env = {
+            **env,
+            "BENCHFLOW_REDIS_URL": redis_url,
+            "BENCHFLOW_QUEUE": f"test-{uuid.uuid4().hex[:10]}",
+            "BENCHFLOW_LEASE_S": "4",  # a killed worker's attempt runs again after about 4 s
+            "BENCHFLOW_REAP_EVERY_S": "2",
+            "PYTHONUNBUFFERED": "1",
+        }
+        self.workers: list[subprocess.Popen[bytes]] = []
+        self.logs: dict[int, Path] = {}
+        # migrated once, before several processes open the database at the same time
+        subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "from benchflow_site.django_setup import setup_django; setup_django()",
+            ],
+            env=self.env,
+            check=True,
+            timeout=300,
+        )
+
+    def start_worker(self, slots: int = 2) -> subprocess.Popen[bytes]:
+        log = self.cwd / f"worker-{len(self.workers) + 1}.log"
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "benchflow_site.cli", "worker", "--concurrency", str(slots)],
+                cwd=self.cwd,
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        self.workers.append(proc)
+        self.logs[proc.pid] = log
+        wait_for(lambda: " up: " in self.log(proc), 60, f"worker {proc.pid} to start")
+        return proc
+
+    def log(self, worker: subprocess.Popen[bytes]) -> str:
+        return self.logs[worker.pid].read_text(errors="replace")
+
+    def started(self, worker: subprocess.Popen[bytes]) -> list[str]:
+        """Trials the worker's log says it started."""
+        return [
+            line.split("] started ", 1)[1].split(" (", 1)[0]
+            for line in self.log(worker).splitlines()
+            if "] started " in line
+        ]
+
+    def bench(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "benchflow_site.cli", *args],
+            cwd=self.cwd,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+    def bench_in_background(self, *args: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "benchflow_site.cli", *args],
+            cwd=self.cwd,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def query(self, sql: str, *args: object) -> list[tuple]:
+        sqlite = str(Path(self.env["BENCHFLOW_HOME"]) / "benchflow.sqlite3")
+        return query(self.database, sqlite, sql, *args)
+
+    def leases(self, job: Path) -> list[tuple[str, str, str, str]]:
+        """(trial, state, worker name, lost runs as JSON text) of the job's leases."""
+        rows = self.query(
+            "SELECT l.trial_name, l.state, COALESCE(w.name, ''), l.lost FROM runs_lease l "
+            "LEFT JOIN runs_worker w ON w.id = l.worker_id WHERE l.job_path = %s ORDER BY l.id",
+            str(job.resolve()),
+        )
+        return [(t, s, w, str(lost)) for t, s, w, lost in rows]
+
+    def stop(self) -> None:
+        for proc in self.workers:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.workers:
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+
+
+def worker_name(cluster: Cluster, worker: subprocess.Popen[bytes]) -> str:
+    line = next(x for x in cluster.log(worker).splitlines() if " up: " in x)
+    return line.split("worker ", 1)[1].split(" up:", 1)[0]
