@@ -17,6 +17,7 @@ from benchflow_site import (
     user_cli,
     worker_cli,
 )
+from benchflow_site.broker import broker
 from benchflow_site.django_setup import setup_django
 from runs import spec as run_spec
 from runs.problems import UserError
@@ -135,14 +136,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _broker():  # noqa: ANN202 - Celery is imported only when there is a broker to use
-    if not os.environ.get("BENCHFLOW_REDIS_URL"):
-        return None
-    from benchflow_site.celery import CeleryBroker
-
-    return CeleryBroker()
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     from benchflow_site.gateway import ProxyGateway
     from runs.jobs.preflight import prepare_run
@@ -151,7 +144,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         run_spec.from_args(args),
         setup_django=setup_django,
         gateway=ProxyGateway(),
-        broker=_broker(),
+        broker=broker(),
     )
 
 
@@ -167,7 +160,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
         setup_django=setup_django,
         gateway=ProxyGateway(),
         redo=args.redo,
-        broker=_broker(),
+        broker=broker(),
     )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from benchflow_site.broker import broker
 from benchflow_site.django_setup import setup_django
 
 ARGV = [sys.executable, "-m", "benchflow_site.cli", "_operate"]
@@ -22,4 +23,4 @@ def run(args: Any) -> int:
     from runs.operations.process import Request
 
     request = Request.from_json(sys.stdin.read())
-    return execute(request, setup_django=setup_django, gateway=ProxyGateway())
+    return execute(request, setup_django=setup_django, gateway=ProxyGateway(), broker=broker())

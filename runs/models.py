@@ -6,6 +6,8 @@ hold what the dashboard's pages sort, filter and sum, so no page reads a folder 
 
 from __future__ import annotations
 
+import uuid
+
 from django.db import models
 
 
@@ -265,6 +267,10 @@ class LeaseState(models.TextChoices):
     ABANDONED = "abandoned"  # its coordinator went away before a worker started it
 
 
+def new_uid() -> str:
+    return uuid.uuid4().hex
+
+
 class Lease(models.Model):
     """One attempt dispatched to workers. The broker carries only its id; this row is the truth.
 
@@ -273,6 +279,8 @@ class Lease(models.Model):
     nothing. The coordinator requeues a lease whose holder stopped renewing it."""
 
     dispatcher = models.ForeignKey(Dispatcher, on_delete=models.CASCADE, related_name="leases")
+    # names its hints in Redis, which other databases' leases (with the same ids) may share
+    uid = models.CharField(max_length=32, default=new_uid)
     job_path = models.CharField(max_length=1000)
     trial_name = models.CharField(max_length=300)
     task_name = models.CharField(max_length=300)

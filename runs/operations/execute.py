@@ -18,6 +18,7 @@ from runs.operations.control import OPERATION_PID
 from runs.operations.launch import spec_from_payload
 from runs.operations.process import CONSOLE_LOG, Request
 from runs.problems import UserError
+from runs.workers.broker import Broker
 
 
 class Stopped(Exception):
@@ -45,6 +46,7 @@ def execute(
     setup_django: Callable[[], None],
     gateway: ModelGateway | None = None,
     console_to_file: bool = False,
+    broker: Broker | None = None,
 ) -> int:
     """Run one operation to its end; returns the exit code `bench run` (or `bench regrade`) would.
 
@@ -60,7 +62,7 @@ def execute(
     try:
         with _console(job_dir, console_to_file):
             try:
-                code = _dispatch(request, setup_django, gateway)
+                code = _dispatch(request, setup_django, gateway, broker)
                 why = "ended"
             except UserError as exc:
                 print(f"bench: {exc}", file=sys.stderr, flush=True)
@@ -82,11 +84,14 @@ def execute(
 
 
 def _dispatch(
-    request: Request, setup_django: Callable[[], None], gateway: ModelGateway | None
+    request: Request,
+    setup_django: Callable[[], None],
+    gateway: ModelGateway | None,
+    broker: Broker | None = None,
 ) -> int:
-    if request.kind == "run":
+    if request.kind == "run":  # its attempts on workers when they are up (--workers auto)
         spec = spec_from_payload(request.body)
-        return prepare_run(spec, setup_django=setup_django, gateway=gateway)
+        return prepare_run(spec, setup_django=setup_django, gateway=gateway, broker=broker)
     if request.kind == "regrade":
         from runs.operations.regrade import run_regrade
 

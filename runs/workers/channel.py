@@ -22,8 +22,8 @@ def events_key(job_path: str) -> str:
     return f"benchflow:job:{hashlib.sha1(job_path.encode()).hexdigest()[:16]}:events"
 
 
-def control_key(lease: int) -> str:
-    return f"benchflow:lease:{lease}:control"
+def control_key(lease_uid: str) -> str:
+    return f"benchflow:lease:{lease_uid}:control"
 
 
 def redis_answers(url: str) -> str | None:

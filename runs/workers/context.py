@@ -30,6 +30,7 @@ class WorkerSetupError(Exception):
 class LeaseInfo:
     """What a lease names: the attempt, and the run it belongs to."""
 
+    uid: str
     job_path: str
     job_name: str
     trial_name: str
@@ -46,6 +47,7 @@ def lease_info(lease: int) -> LeaseInfo:
     row = (
         Lease.objects.filter(pk=lease)
         .values(
+            "uid",
             "job_path",
             "trial_name",
             "task_path",
@@ -59,6 +61,7 @@ def lease_info(lease: int) -> LeaseInfo:
         .get()
     )
     return LeaseInfo(
+        uid=row["uid"],
         job_path=row["job_path"],
         job_name=Path(row["job_path"]).name,
         trial_name=row["trial_name"],

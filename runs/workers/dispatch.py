@@ -161,7 +161,7 @@ class RemoteRunner:
                 if row.state == S.READY and prepared.given != row.claim:
                     prepared.given = row.claim
                     if await self.db(leases.go, lease):
-                        await self.channel.send(control_key(lease), {"go": row.claim})
+                        await self.channel.send(control_key(row.uid), {"go": row.claim})
                     continue
                 if row.state == S.FINISHED and row.result is not None:
                     self._collected(lease)
@@ -244,7 +244,7 @@ class RemoteRunner:
         for a cap, what its agent spent comes back with it."""
         lease = prepared.lease
         state = await self.db(leases.request_cancel, lease, "stop", prepared.cancelled_by)
-        await self.channel.send(control_key(lease), {"stop": prepared.cancelled_by})
+        await self.channel.send(control_key(self.rows[lease].uid), {"stop": prepared.cancelled_by})
         if state not in leases.ENDED:
             try:
                 await asyncio.wait_for(
@@ -255,12 +255,16 @@ class RemoteRunner:
         row = self.rows[lease]
         if row.state == S.CANCELLED and prepared.cancelled_by is not None:
             prepared.cancelled_record = row.cancelled_record
+        elif row.state == S.FINISHED and row.result and prepared.cancelled_by is not None:
+            # it finished on its worker as the cap cancelled it here: its result.json stands, and
+            # the cap counts what it spent, as it would a cancelled attempt's
+            prepared.cancelled_record = finished_record(row.result, prepared.cancelled_by)
         self._collected(lease)
 
     async def _discard(self, lease: int) -> None:
         state = await self.db(leases.request_cancel, lease, "discard")
         if state not in leases.ENDED:
-            await self.channel.send(control_key(lease), {"discard": True})
+            await self.channel.send(control_key(self.rows[lease].uid), {"discard": True})
 
     def _collected(self, lease: int) -> None:
         self._db.submit(leases.collected, lease)
@@ -360,3 +364,14 @@ class RemoteRunner:
             shutil.rmtree(self.job_dir / ".staging" / row.rollout_name, ignore_errors=True)
         self.emit(ev.AttemptLost(row.trial_name, row.rollout_name, row.worker))
         self._unsent.add(row.id)
+
+
+def finished_record(result: dict[str, Any], cancelled_by: str) -> dict[str, Any]:
+    """What the cap counts of an attempt that finished as it cancelled it: its spend (a timing.json
+    record's shape: runs.trials.attempt.cancelled_record)."""
+    return {
+        "total": (result.get("timing") or {}).get("total"),
+        "cancelled": True,
+        "cancelled_by": cancelled_by,
+        "agent_result": result.get("agent_result") or {},
+    }

@@ -78,6 +78,7 @@ class LeaseRun:
         finally:
             keeper.cancel()
             w.held.pop(held.rollout, None)
+            await w.channel.drop(control_key(info.uid))
 
     async def _run(self, held: Held, started: float) -> None:
         w, info = self.w, held.info
@@ -96,9 +97,12 @@ class LeaseRun:
         work_s = time.monotonic() - t
         held.rollout = prepared.attempt_dir.name
         w.held[held.rollout] = held
-        if not held.order and await w.db(leases.ready, held.lease, held.claim, held.rollout):
-            self._hint(held, "ready")
-            await held.go.wait()
+        if not held.order:
+            if await w.db(leases.ready, held.lease, held.claim, held.rollout):
+                self._hint(held, "ready")
+                await held.go.wait()
+            else:  # taken back while its sandbox was prepared
+                held.command("lost")
         if held.order:  # discarded before its go, or its lease was taken back
             runner.discard(prepared)
             if held.order != "lost":
@@ -145,7 +149,7 @@ class LeaseRun:
         w = self.w
         renewed = time.monotonic()
         while True:
-            message = await w.channel.receive(control_key(held.lease), CHECK_S)
+            message = await w.channel.receive(control_key(held.info.uid), CHECK_S)
             if message is not None:
                 self._on_hint(held, message)
             usage = w.usage_report(held)

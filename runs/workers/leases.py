@@ -48,6 +48,7 @@ class LeaseRow:
     error: str
     trial_name: str
     attempt: int
+    uid: str
 
 
 ROW_FIELDS = (
@@ -64,6 +65,7 @@ ROW_FIELDS = (
     "error",
     "trial_name",
     "attempt",
+    "uid",
 )
 
 
@@ -82,6 +84,7 @@ def _row(values: Mapping[str, Any]) -> LeaseRow:
         error=values["error"],
         trial_name=values["trial_name"],
         attempt=values["attempt"],
+        uid=values["uid"],
     )
 
 
