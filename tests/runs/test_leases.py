@@ -1,0 +1,189 @@
+"""Leases of dispatched attempts: every change is a conditional UPDATE, so racing workers and the
+coordinator each win or lose cleanly (on SQLite and on PostgreSQL, as the suite runs)."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+import pytest
+
+from runs.models import Dispatcher, Lease, LeaseState
+from runs.workers import leases
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+S = LeaseState
+JOB = "/jobs/2026-01-01__00-00-00"
+
+
+def dispatcher() -> int:
+    return leases.open_dispatcher(JOB, "/work", "q", {"agent": "oracle"})
+
+
+def queued(dispatcher_id: int, trial: str = "hello", enqueued: list[int] | None = None) -> int:
+    return leases.create(
+        dispatcher_id,
+        job_path=JOB,
+        trial_name=trial,
+        task_name=trial,
+        task_path=f"/tasks/{trial}",
+        trial_index=0,
+        attempt=1,
+        env_digest="sha256:x",
+        enqueue=(enqueued if enqueued is not None else []).append,
+    )
+
+
+def test_a_lease_is_enqueued_after_its_row_is_committed():
+    # given a lease created inside an outer transaction
+    from django.db import transaction
+
+    sent: list[int] = []
+    d = dispatcher()
+    with transaction.atomic():
+        lease = queued(d, enqueued=sent)
+        # then nothing is sent while a worker could not yet see the row
+        assert sent == []
+    assert sent == [lease]
+
+
+def test_of_two_workers_claiming_the_same_lease_exactly_one_gets_it():
+    # given a queued lease and two workers racing for it from two threads
+    d = dispatcher()
+    lease = queued(d)
+    first = leases.register_worker("host:1", 2, ["q"])
+    second = leases.register_worker("host:2", 2, ["q"])
+    got: dict[int, int | None] = {}
+    barrier = threading.Barrier(2)
+
+    def take(worker: int) -> None:
+        from django.db import connection
+
+        barrier.wait()
+        got[worker] = leases.claim(lease, worker, 30, 60)
+        connection.close()
+
+    threads = [threading.Thread(target=take, args=(w,)) for w in (first, second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    # then one claim won (claim number 1), the other got nothing
+    assert sorted(got.values(), key=lambda c: c or 0) == [None, 1]
+    row = Lease.objects.get(pk=lease)
+    winner = next(w for w, c in got.items() if c == 1)
+    assert (row.state, row.worker_id, row.claim) == (S.PREPARING, winner, 1)
+
+
+def test_a_worker_whose_lease_was_taken_back_changes_nothing():
+    # given a worker that claimed a lease and stopped renewing it (its time ran out)
+    d = dispatcher()
+    lease = queued(d)
+    dead = leases.register_worker("host:1", 1, ["q"])
+    claim = leases.claim(lease, dead, 30, 60)
+    assert claim == 1 and leases.ready(lease, claim, "hello__00000001")
+    assert leases.requeue_expired(lease, claim) is None  # not expired yet: it holds
+    Lease.objects.filter(pk=lease).update(expires_at=leases.now() - timedelta(seconds=1))
+    # when the coordinator takes it back, and another worker claims it
+    back = leases.requeue_expired(lease, claim)
+    assert back is not None and back.state == S.QUEUED and back.rollout_name == ""
+    other = leases.register_worker("host:2", 1, ["q"])
+    assert leases.claim(lease, other, 30, 60) == 2
+    # then the first worker's writes, naming its old claim, all fail
+    assert not leases.renew(lease, claim, 30, {"total_tokens": 5})
+    assert not leases.ready(lease, claim, "hello__00000001")
+    assert not leases.finish(lease, claim, {"rewards": {"reward": 1.0}}, 1.0)
+    assert leases.orders(lease, claim, 60) is None
+    row = Lease.objects.get(pk=lease)
+    assert (row.state, row.worker_id, row.result) == (S.PREPARING, other, None)
+    assert row.lost == [{"rollout": "hello__00000001", "worker": "host:1"}]
+
+
+def test_the_attempt_runs_only_after_the_coordinators_go_and_its_result_is_kept():
+    d = dispatcher()
+    lease = queued(d)
+    worker = leases.register_worker("host:1", 1, ["q"])
+    claim = leases.claim(lease, worker, 30, 60)
+    assert claim is not None
+    assert not leases.go(lease)  # no sandbox yet
+    assert leases.ready(lease, claim, "hello__00000001")
+    assert not leases.finish(lease, claim, {"x": 1}, 1.0)  # no go yet: it cannot have run
+    assert leases.go(lease)
+    assert not leases.go(lease)  # given once
+    assert leases.orders(lease, claim, 60) == (S.RUNNING, "", "", True)
+    assert leases.finish(lease, claim, {"rewards": {"reward": 1.0}}, 2.5)
+    row = leases.rows([lease])[lease]
+    assert (row.state, row.result) == (S.FINISHED, {"rewards": {"reward": 1.0}})
+
+
+def test_a_cancel_discards_a_queued_lease_at_once_and_asks_a_holder_to_stop():
+    d = dispatcher()
+    waiting, running = queued(d, "a"), queued(d, "b")
+    assert leases.request_cancel(waiting, "discard") == S.DISCARDED
+    worker = leases.register_worker("host:1", 1, ["q"])
+    # a discarded lease is no longer claimed
+    assert leases.claim(waiting, worker, 30, 60) is None
+    claim = leases.claim(running, worker, 30, 60)
+    assert claim is not None and leases.ready(running, claim, "b__1") and leases.go(running)
+    assert leases.request_cancel(running, "stop", "budget reached: x") == S.RUNNING
+    assert leases.orders(running, claim, 60) == (S.RUNNING, "stop", "budget reached: x", True)
+    record = {"total": 1.0, "cancelled": True, "cancelled_by": "budget reached: x"}
+    assert leases.cancelled(running, claim, record, 1.0)
+    assert Lease.objects.get(pk=running).cancelled_record == record
+
+
+def test_an_expired_lease_the_coordinator_had_called_off_ends_instead_of_running_again():
+    d = dispatcher()
+    lease = queued(d)
+    worker = leases.register_worker("host:1", 1, ["q"])
+    claim = leases.claim(lease, worker, 30, 60)
+    assert claim is not None
+    leases.request_cancel(lease, "discard")
+    Lease.objects.filter(pk=lease).update(expires_at=leases.now() - timedelta(seconds=1))
+    row = leases.requeue_expired(lease, claim)
+    assert row is not None and row.state == S.DISCARDED
+
+
+def test_no_worker_starts_an_attempt_of_a_coordinator_gone_quiet():
+    # given a lease whose coordinator was last seen two minutes ago
+    d = dispatcher()
+    lease = queued(d)
+    Dispatcher.objects.filter(pk=d).update(last_seen_at=leases.now() - timedelta(minutes=2))
+    worker = leases.register_worker("host:1", 1, ["q"])
+    # then a worker does not take it: it is abandoned
+    assert leases.claim(lease, worker, 30, 60) is None
+    assert Lease.objects.get(pk=lease).state == S.ABANDONED
+    # and when its coordinator turns out alive, it queues it again
+    leases.dispatcher_seen(d)
+    assert leases.requeue_abandoned(lease)
+    assert leases.claim(lease, worker, 30, 60) == 1
+
+
+def test_a_resume_adopts_running_attempts_and_calls_off_the_rest():
+    # given an earlier coordinator's leases: one running on a worker, one with its sandbox up, one
+    # queued
+    old = dispatcher()
+    running, ready, waiting = queued(old, "a"), queued(old, "b"), queued(old, "c")
+    worker = leases.register_worker("host:1", 3, ["q"])
+    for lease, rollout in ((running, "a__1"), (ready, "b__1")):
+        claim = leases.claim(lease, worker, 30, 60)
+        assert claim is not None and leases.ready(lease, claim, rollout)
+    assert leases.go(running)
+    # when a new coordinator of the same job opens
+    new = dispatcher()
+    adopted = leases.adopt(JOB, new)
+    # then it holds the running one; the others will not run for the old one
+    assert [(r.trial_name, r.rollout_name) for r in adopted] == [("a", "a__1")]
+    assert Lease.objects.get(pk=running).dispatcher_id == new
+    assert Lease.objects.get(pk=ready).cancel == "discard"
+    assert Lease.objects.get(pk=waiting).state == S.ABANDONED
+    assert sorted(leases.running_elsewhere(JOB)) == ["a", "b"]
+
+
+def test_live_workers_are_those_seen_lately_that_serve_the_queue():
+    leases.register_worker("host:1", 2, ["q"])
+    leases.register_worker("host:2", 4, ["other"])
+    gone = leases.register_worker("host:3", 1, ["q"])
+    leases.worker_stopped(gone)
+    assert leases.live_workers("q") == [("host:1", 2)]

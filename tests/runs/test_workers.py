@@ -1,0 +1,134 @@
+"""Scale-out's own seams: where a job's attempts run (--workers), what a worker needs of a run
+(settings, its own secrets), and the lines an operator reads."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from runs import events as ev
+from runs.problems import UserError
+from runs.workers import leases
+from runs.workers.choose import choose
+from runs.workers.context import LeaseInfo, WorkerSetupError, worker_spec
+from runs.workers.dispatch import finished_record
+from runs.workers.report import WorkerReporter
+from tests.conftest import said
+
+
+class Broker:
+    def enqueue(self, lease: int, queue: str) -> None: ...
+
+
+UNREACHABLE = "redis://127.0.0.1:1/0"  # nothing listens on port 1
+
+
+def test_without_redis_a_job_runs_in_process_unless_workers_are_asked_for(monkeypatch):
+    monkeypatch.delenv("BENCHFLOW_REDIS_URL", raising=False)
+    assert choose("auto", Broker()) is None
+    assert choose("off", Broker()) is None
+    with pytest.raises(UserError, match="BENCHFLOW_REDIS_URL=redis://"):
+        choose("on", None)
+
+
+def test_an_unreachable_redis_is_refused_for_on_and_passed_over_for_auto(monkeypatch):
+    monkeypatch.setenv("BENCHFLOW_REDIS_URL", UNREACHABLE)
+    assert choose("auto", Broker()) is None
+    with pytest.raises(UserError, match="does not answer") as caught:
+        choose("on", Broker())
+    assert caught.value.exit_code == 1
+
+
+@pytest.mark.django_db
+def test_auto_runs_on_workers_only_when_one_serves_the_queue(monkeypatch):
+    from tests.e2e.scaleout import shared_redis
+
+    monkeypatch.setenv("BENCHFLOW_REDIS_URL", shared_redis())
+    monkeypatch.setenv("BENCHFLOW_QUEUE", "q-unit")
+    assert choose("auto", Broker()) is None  # Redis answers, but no worker is up
+    chosen = choose("on", Broker())  # attempts wait in the queue for one
+    assert chosen is not None and chosen.workers == []
+    leases.register_worker("host:7", 3, ["q-unit"])
+    chosen = choose("auto", Broker())
+    assert chosen is not None and chosen.workers == [("host:7", 3)]
+    assert chosen.chosen() == ev.WorkersChosen("q-unit", ("host:7 (3 slots)",), 3, ())
+
+
+def info(settings: dict) -> LeaseInfo:
+    return LeaseInfo("u", "/j/x", "x", "hello", "/t/hello", 0, 1, "", 1, "/w", settings)
+
+
+def test_a_worker_takes_the_runs_secret_values_from_its_own_environment():
+    settings = {
+        "tasks_dir": "tasks",
+        "agent": "oracle",
+        "agent_env": {"MODE": "fast"},
+        "agent_env_secret_keys": ["API_TOKEN"],
+        "concurrency": 8,
+    }
+    spec = worker_spec(info(settings), {"API_TOKEN": "s3cr3t-value-1234"})
+    assert spec.agent_env == {"MODE": "fast", "API_TOKEN": "s3cr3t-value-1234"}
+    assert spec.concurrency == 8
+    with pytest.raises(WorkerSetupError, match="export API_TOKEN=... where `bench worker` runs"):
+        worker_spec(info(settings), {})
+
+
+def test_what_a_cap_counts_of_an_attempt_that_finished_as_it_cancelled_it():
+    result = {"timing": {"total": 4.5}, "agent_result": {"total_tokens": 2000, "cost_usd": 0.01}}
+    record = finished_record(result, "budget reached: 5,000 tokens")
+    assert record == {
+        "total": 4.5,
+        "cancelled": True,
+        "cancelled_by": "budget reached: 5,000 tokens",
+        "agent_result": {"total_tokens": 2000, "cost_usd": 0.01},
+    }
+
+
+def test_the_console_says_where_attempts_run_and_which_were_lost():
+    lines = said(
+        ev.WorkersChosen("benchflow", ("a:1 (2 slots)", "b:2 (2 slots)"), 4, ("t3",)),
+        ev.WorkersChosen("benchflow", (), 0),
+        ev.AttemptLost("t1", "t1__0000abcd", "a:1"),
+    )
+    assert lines == [
+        "Attempts run on 2 worker(s) of queue benchflow, 4 slots: a:1 (2 slots), b:2 (2 slots); "
+        "-j caps how many run at once",
+        "Still running on workers from the earlier run (not run again): t3",
+        "Attempts wait in queue benchflow until a worker takes them: no `bench worker` is up yet",
+        "[t1] worker a:1 stopped renewing its lease: the attempt runs again on another worker "
+        "(the lost run is in .lost/t1__0000abcd)",
+    ]
+
+
+def test_a_workers_log_names_each_trial_it_starts_and_ends():
+    out = io.StringIO()
+    log = WorkerReporter(out)
+    log(ev.WorkerStarted("vm:12", 2, ("benchflow",), 1))
+    log(ev.WorkerAttemptStarted("vm:12", "2026-01-01__00-00-00", "hello", 1, "hello__1"))
+    log(
+        ev.WorkerAttemptEnded(
+            "vm:12", "2026-01-01__00-00-00", "hello", "hello__1", "finished", 3.21, 1.0
+        )
+    )
+    log(ev.WorkerAttemptEnded("vm:12", "j", "bye", "bye__2", "lost", 9.0))
+    log(ev.WorkerAttemptEnded("vm:12", "j", "x", "", "failed", 0.1, error="no folder here"))
+    lines = [line.split(" ", 1)[1] for line in out.getvalue().splitlines()]  # without the time
+    assert lines == [
+        "worker vm:12 up: 2 slot(s), queue(s) benchflow; removed 1 container(s) left by dead "
+        "processes",
+        "[vm:12] started hello (attempt 1, hello__1) of job 2026-01-01__00-00-00",
+        "[vm:12] ended hello (hello__1): reward 1 after 3.2s",
+        "[vm:12] ended bye (bye__2): its lease was taken back (it runs elsewhere; nothing of "
+        "this run counts) after 9.0s",
+        "[vm:12] ended x: could not run it: no folder here after 0.1s",
+    ]
+
+
+def test_worker_events_cross_processes_as_payloads():
+    for event in (
+        ev.AttemptLost("t", "t__1", "w"),
+        ev.WorkersChosen("q", ("w (1 slots)",), 1, ("t",)),
+        ev.WorkerAttemptEnded("w", "j", "t", "t__1", "finished", 1.0, 0.5, None),
+    ):
+        assert ev.from_payload(event.kind, event.to_payload()) == event
