@@ -18,6 +18,7 @@ from django.shortcuts import render
 from runs.models import Attempt, Job, Trial
 from runs.results import files
 from runs.results import transcript as calls
+from runs.workers.overview import attempt_workers
 from viewer import queries
 
 INLINE = ("agent/", "verifier/", "config.json", "timing.json", "steps/")
@@ -69,6 +70,9 @@ def trial_page(request: HttpRequest, job: str, trial: str) -> HttpResponse:
     row = queries.get_job(job)
     trial_row = queries.get_trial(row, trial)
     attempts = queries.attempts(trial_row)
+    ran_on = attempt_workers(row.path, [a.rollout_name for a in attempts])
+    for a in attempts:  # where each ran: a worker's name, or the bench run itself
+        a.worker = ran_on.get(a.rollout_name, "")  # type: ignore[attr-defined]
     wanted = request.GET.get("attempt")
     chosen = next((a for a in attempts if a.rollout_name == wanted), None)
     if chosen is None:

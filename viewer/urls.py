@@ -4,7 +4,7 @@ job by name, a trial among that job's trials, an attempt among that trial's atte
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from viewer import compare_views, operate_views, trial_views, views
+from viewer import compare_views, operate_views, trial_views, views, workers_views
 
 app_name = "viewer"
 
@@ -13,6 +13,7 @@ urlpatterns = [
     path("jobs/", views.jobs, name="jobs-list"),
     path("jobs/table/", views.jobs_table, name="jobs-table"),
     path("compare/", compare_views.compare, name="compare"),
+    path("workers/", workers_views.workers, name="workers"),
     path(
         "login/",
         auth_views.LoginView.as_view(template_name="viewer/login.html"),

@@ -1,0 +1,51 @@
+"""What the dashboard shows of scale-out: the workers (host, slots, attempts running, last seen)
+and which worker ran each attempt."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from runs.models import Lease, Worker
+from runs.workers.config import worker_alive_s
+from runs.workers.leases import HELD, now
+
+
+@dataclass
+class WorkerRow:
+    name: str
+    host: str
+    slots: int
+    queues: list[str]
+    started_at: datetime
+    last_seen_at: datetime
+    state: str  # up | stopped | gone (not seen lately, never said it stopped: killed, say)
+    seen_s: float  # seconds since it was last seen
+    running: list[tuple[str, str]] = field(default_factory=list)  # (job name, trial name)
+
+
+def workers(limit: int = 200) -> list[WorkerRow]:
+    """The workers, the most lately seen first, with the attempts each holds now."""
+    at = now()
+    by_id: dict[int, WorkerRow] = {}
+    for w in Worker.objects.order_by("-last_seen_at")[:limit]:
+        seen = max((at - w.last_seen_at).total_seconds(), 0.0)
+        state = "stopped" if w.stopped_at else "up" if seen <= worker_alive_s() else "gone"
+        by_id[w.pk] = WorkerRow(
+            w.name, w.host, w.slots, list(w.queues or []), w.started_at, w.last_seen_at, state, seen
+        )
+    held = Lease.objects.filter(worker_id__in=list(by_id), state__in=HELD, expires_at__gte=at)
+    for worker_id, job_path, trial in held.order_by("id").values_list(
+        "worker_id", "job_path", "trial_name"
+    ):
+        by_id[worker_id].running.append((Path(job_path).name, trial))
+    return list(by_id.values())
+
+
+def attempt_workers(job_path: str, rollouts: Iterable[str]) -> dict[str, str]:
+    """rollout -> the worker that ran it, for the job's attempts that ran on workers."""
+    wanted = [r for r in rollouts if r]
+    found = Lease.objects.filter(job_path=job_path, rollout_name__in=wanted, worker__isnull=False)
+    return dict(found.values_list("rollout_name", "worker__name"))

@@ -1,0 +1,77 @@
+"""The dashboard shows the workers (host, slots, attempts running, last seen) and, on a trial's
+page, the worker each attempt ran on."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from runs.index.folder import index_path
+from runs.models import Worker
+from runs.workers import leases
+from tests.jobfolders import result_doc, write_attempt, write_job, write_summary
+
+pytestmark = pytest.mark.django_db
+
+
+def held_lease(job_path: str, trial: str, worker: int, rollout: str) -> int:
+    d = leases.open_dispatcher(job_path, "/work", "benchflow", {})
+    lease = leases.create(
+        d,
+        job_path=job_path,
+        trial_name=trial,
+        task_name=trial,
+        task_path=f"/tasks/{trial}",
+        trial_index=0,
+        attempt=1,
+        env_digest="",
+        enqueue=lambda _id: None,
+    )
+    claim = leases.claim(lease, worker, 30, 60)
+    assert claim is not None and leases.ready(lease, claim, rollout) and leases.go(lease)
+    return claim
+
+
+def test_the_workers_page_lists_each_worker_with_its_slots_attempts_and_last_seen(client):
+    # given a worker running an attempt, one stopped, and one killed (not seen for a minute)
+    busy = leases.register_worker("gpu-box:101", 4, ["benchflow"])
+    held_lease("/jobs/2026-01-01__00-00-00", "hello", busy, "hello__00000001")
+    stopped = leases.register_worker("cpu-box:7", 2, ["benchflow"])
+    leases.worker_stopped(stopped)
+    killed = leases.register_worker("cpu-box:9", 2, ["benchflow", "big"])
+    Worker.objects.filter(pk=killed).update(last_seen_at=leases.now() - timedelta(minutes=1))
+    # when
+    page = client.get("/workers/").content.decode()
+    # then
+    row = page[page.index("gpu-box:101") :].split("</tr>", 1)[0]
+    assert '<td class="up">up</td>' in row and '<td class="num">4</td>' in row
+    assert '<td class="num">1</td>' in row  # one attempt running
+    assert 'href="/jobs/2026-01-01__00-00-00/hello/"' in row and ">hello</a>" in row
+    assert "s ago" in row
+    assert '<td class="stopped">stopped</td>' in page[page.index("cpu-box:7") :].split("</tr>")[0]
+    gone = page[page.index("cpu-box:9") :].split("</tr>")[0]
+    assert '<td class="gone">gone</td>' in gone and "benchflow, big" in gone
+    assert "1m 0s ago" in gone
+    assert 'href="/workers/">Workers</a>' in page
+
+
+def test_with_no_worker_the_page_says_attempts_run_in_process(client):
+    page = client.get("/workers/").content.decode()
+    assert "No worker has started" in page
+
+
+def test_a_trials_page_names_the_worker_each_attempt_ran_on(client, view_root):
+    # given a job whose first attempt of hello was lost with its worker and ran again on another
+    job = write_job(view_root, plan=["hello", "local"])
+    write_attempt(job, "hello__00000002", result_doc("hello", "hello__00000002", 1.0))
+    write_attempt(job, "local__00000003", result_doc("local", "local__00000003", 1.0))
+    write_summary(job, passed=2)
+    index_path(job)
+    worker = leases.register_worker("box-b:22", 2, ["benchflow"])
+    held_lease(str(job.resolve()), "hello", worker, "hello__00000002")
+    # when / then
+    page = client.get(f"/jobs/{job.name}/hello/").content.decode()
+    assert "<th>Worker</th>" in page and '<td class="muted">box-b:22</td>' in page
+    other = client.get(f"/jobs/{job.name}/local/").content.decode()
+    assert '<td class="muted">in process</td>' in other
