@@ -154,6 +154,8 @@ class JobRun:
         in_flight: Callable[[str], int]
         usage_of: Callable[[str], Any]
         if remote is not None:  # the workers serve the model proxy for the attempts they run
+            # no warm pool: a worker's slots are its Celery threads, each running one attempt,
+            # so a sandbox prepared ahead would hold a slot an attempt could run in
             proxy, runner, warm = None, remote, 0
             uses_model = self.agent.calls_proxy() and self.gateway is not None
             in_flight, usage_of = remote.in_flight, remote.usage

@@ -70,6 +70,8 @@ class RemoteRunner:
         self._by_key: dict[str, int] = {}  # the rollout the coordinator knows an attempt by
         self._unsent: set[int] = set()
         self._seen_claimed: dict[int, float] = {}
+        self._floor: dict[int, int] = {}  # the lowest claim whose hints still count
+        self._collected_at: dict[int, Any] = {}
         self._tasks: list[asyncio.Task[Any]] = []
         self._removals: set[asyncio.Task[Any]] = set()
         self._db = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="bench-leases")
@@ -104,6 +106,7 @@ class RemoteRunner:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.db(leases.close_dispatcher, self.dispatcher)
+        await self.db(leases.collected, self._collected_at)
         await self.channel.close()
         self._db.shutdown(wait=True)
 
@@ -221,6 +224,13 @@ class RemoteRunner:
         self.rows[row.id] = row
         self._changed.setdefault(row.id, asyncio.Event()).set()
 
+    def _newer(self, row: leases.LeaseRow, claim: int, state: Any) -> bool:
+        """A hint tells of a later state than the row as known here (hints of a claim taken back
+        are stale whatever they say)."""
+        if claim < self._floor.get(row.id, 0) or claim < row.claim:
+            return False
+        return claim > row.claim or ORDER.get(state, 0) > ORDER.get(row.state, 0)
+
     def _event(self, lease: int) -> asyncio.Event:
         return self._changed.setdefault(lease, asyncio.Event())
 
@@ -267,7 +277,8 @@ class RemoteRunner:
             await self.channel.send(control_key(self.rows[lease].uid), {"discard": True})
 
     def _collected(self, lease: int) -> None:
-        self._db.submit(leases.collected, lease)
+        """When the coordinator had the outcome (the benchmark's clock), written at the end in one go."""
+        self._collected_at[lease] = leases.now()
 
     def _failed(self, prepared: RemotePrepared, error: str) -> TrialResult:
         """An attempt no worker could run: its own folder and result.json, as an infrastructure
@@ -308,8 +319,9 @@ class RemoteRunner:
                 except (KeyError, TypeError):
                     continue
                 self.emit(event)
-            elif row is not None:
-                self._set((await self.db(leases.rows, [row.id]))[row.id])
+            elif row is not None and isinstance(change := message.get("change"), dict):
+                if isinstance(claim, int) and self._newer(row, claim, change.get("state")):
+                    self._set(replace(row, claim=claim, **_fields(change)))
 
     async def _poll(self) -> None:
         """Each second: the rows of the leases waited on, expired leases taken back, ids the broker
@@ -336,6 +348,11 @@ class RemoteRunner:
     async def _poll_once(self) -> None:
         waited = [i for i, r in self.rows.items() if r.state not in DONE]
         for row in (await self.db(leases.rows, waited)).values():
+            known = self.rows[row.id]
+            if row.claim < known.claim or (
+                row.claim == known.claim and ORDER.get(row.state, 0) < ORDER.get(known.state, 0)
+            ):
+                continue  # read before a change a hint already told of
             self._set(row)
             if row.state == S.ABANDONED and await self.db(leases.requeue_abandoned, row.id):
                 self._unsent.add(row.id)
@@ -352,6 +369,7 @@ class RemoteRunner:
         if taken is None:
             return
         self._set(taken)
+        self._floor[row.id] = row.claim + 1
         if taken.state != S.QUEUED:
             return  # it had been called off: it ends with its worker
         if row.rollout_name:
@@ -375,3 +393,12 @@ def finished_record(result: dict[str, Any], cancelled_by: str) -> dict[str, Any]
         "cancelled_by": cancelled_by,
         "agent_result": result.get("agent_result") or {},
     }
+
+
+# a lease's states in the order one claim goes through them
+ORDER = {S.QUEUED: 0, S.PREPARING: 1, S.READY: 2, S.RUNNING: 3, **dict.fromkeys(DONE, 4)}
+HINTED = ("state", "rollout_name", "worker", "result", "cancelled_record", "error")
+
+
+def _fields(change: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in change.items() if k in HINTED}

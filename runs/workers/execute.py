@@ -87,7 +87,7 @@ class LeaseRun:
             task = context.task(info.task_path)
         except WorkerSetupError as exc:
             await w.db(leases.failed, held.lease, held.claim, str(exc))
-            self._hint(held, "failed")
+            self._hint(held, S.FAILED, error=str(exc))
             self._ended(held, "failed", started, error=str(exc))
             return
         runner = context.runner
@@ -99,7 +99,7 @@ class LeaseRun:
         w.held[held.rollout] = held
         if not held.order:
             if await w.db(leases.ready, held.lease, held.claim, held.rollout):
-                self._hint(held, "ready")
+                self._hint(held, S.READY)
                 await held.go.wait()
             else:  # taken back while its sandbox was prepared
                 held.command("lost")
@@ -107,7 +107,7 @@ class LeaseRun:
             runner.discard(prepared)
             if held.order != "lost":
                 await w.db(leases.discarded, held.lease, held.claim)
-                self._hint(held, "discarded")
+                self._hint(held, S.DISCARDED)
             self._ended(held, held.order if held.order == "lost" else "discarded", started)
             return
         w.emit(
@@ -125,8 +125,9 @@ class LeaseRun:
             await self._stopped(held, prepared, work_s + time.monotonic() - t, started)
             return
         work_s += time.monotonic() - t
-        if await w.db(leases.finish, held.lease, held.claim, result.to_json(), work_s):
-            self._hint(held, "finished")
+        document = result.to_json()
+        if await w.db(leases.finish, held.lease, held.claim, document, work_s):
+            self._hint(held, S.FINISHED, result=document)
             self._ended(held, "finished", started, result.reward, result.error)
         else:  # taken back while it ran: another worker runs it; nothing of this run counts
             self._salvage(held)
@@ -139,7 +140,7 @@ class LeaseRun:
             return
         record = prepared.cancelled_record
         await self.w.db(leases.cancelled, held.lease, held.claim, record, work_s)
-        self._hint(held, "cancelled")
+        self._hint(held, S.CANCELLED, cancelled_record=record)
         self._ended(held, "cancelled", started, error=held.stop_reason)
 
     async def _keep(self, held: Held) -> None:
@@ -180,8 +181,14 @@ class LeaseRun:
         elif state == S.RUNNING:
             held.go.set()
 
-    def _hint(self, held: Held, change: str) -> None:
-        message = {"lease": held.lease, "claim": held.claim, "change": change}
+    def _hint(self, held: Held, state: str, **row: Any) -> None:
+        """The lease's new state (just written to its row), with what the coordinator reads of
+        it: it need not read the row to act (it does once a second anyway)."""
+        message = {
+            "lease": held.lease,
+            "claim": held.claim,
+            "change": {"state": state, "rollout_name": held.rollout, "worker": self.w.name, **row},
+        }
         self.w.post(events_key(held.info.job_path), message)
 
     def _ended(

@@ -194,8 +194,11 @@ def requeue_abandoned(lease: int) -> bool:
     return Lease.objects.filter(pk=lease, state=S.ABANDONED).update(state=S.QUEUED) == 1
 
 
-def collected(lease: int) -> None:
-    Lease.objects.filter(pk=lease).update(collected_at=now())
+def collected(when: Mapping[int, datetime]) -> None:
+    """When the coordinator had each lease's outcome."""
+    with transaction.atomic():
+        for lease, at in when.items():
+            Lease.objects.filter(pk=lease).update(collected_at=at)
 
 
 def adopt(job_path: str, dispatcher: int) -> list[LeaseRow]:

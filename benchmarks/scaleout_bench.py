@@ -1,0 +1,236 @@
+"""Scale-out against in process: N trivial attempts through two `bench worker`s of two slots each,
+against the same job in the `bench run` process at -j 4 (its default warm pool), measured in the
+same run, alternating, medians of several rounds.
+
+Figures, from each job's summary.json and its leases in the database:
+- the whole job's time on workers / in process (summary.json elapsed_sec of each);
+- dispatch overhead per attempt: the coordinator's time on an attempt (lease created to outcome
+  collected) minus the worker's own time on it (claim to result written, less the wait for its
+  go): the broker, the claims, the hints and the polls; median over the attempts;
+- slots idle while attempts waited: from the first attempt dispatched to the last, the share of
+  the four slots' time no attempt held (claimed to finished), and the longest gap on a slot.
+
+    .venv/bin/python benchmarks/scaleout_bench.py [--tasks 200] [--rounds 3]
+
+Needs Redis on 127.0.0.1:6379 (its db 12, a queue of its own). Writes benchmarks/results/scaleout.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+REDIS = "redis://127.0.0.1:6379/12"
+WORKERS, SLOTS, J = 2, 2, 4
+
+
+def make_tasks(root: Path, n: int) -> None:
+    """The trivial tasks of run_bench.py: one shared image, a one-line solution and test."""
+    for i in range(n):
+        t = root / f"trivial-{i:03d}"
+        for sub in ("environment", "tests", "solution"):
+            (t / sub).mkdir(parents=True)
+        (t / "task.toml").write_text('version = "1.0"\n[agent]\ntimeout_sec = 60\n')
+        (t / "instruction.md").write_text("Write hello to /app/out.txt.\n")
+        (t / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
+        (t / "solution" / "solve.sh").write_text("#!/bin/bash\necho hello > /app/out.txt\n")
+        (t / "tests" / "test.sh").write_text(
+            '#!/bin/bash\n[ "$(cat /app/out.txt)" = hello ] && echo 1 > /logs/verifier/reward.txt'
+            " || echo 0 > /logs/verifier/reward.txt\n"
+        )
+
+
+def bench(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "benchflow_site.cli", *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
+
+
+def start_workers(env: dict[str, str], cwd: Path) -> list[subprocess.Popen[bytes]]:
+    procs = []
+    for i in range(WORKERS):
+        log = open(cwd / f"worker-{i}.log", "wb")  # noqa: SIM115 - open while the worker runs
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "benchflow_site.cli", "worker", "-c", str(SLOTS)],
+                env=env,
+                cwd=cwd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if all(" up: " in (cwd / f"worker-{i}.log").read_text() for i in range(WORKERS)):
+            return procs
+        time.sleep(0.2)
+    raise SystemExit("the workers did not start; see worker-*.log in " + str(cwd))
+
+
+def run_job(mode: str, env: dict[str, str], cwd: Path, n: int) -> tuple[Path, float, float]:
+    jobs = cwd / f"jobs-{mode}"
+    flag = "on" if mode == "workers" else "off"
+    t0 = time.monotonic()
+    proc = bench(
+        [
+            "run",
+            "tasks",
+            "-a",
+            "oracle",
+            "-j",
+            str(J),
+            "--workers",
+            flag,
+            "--jobs-dir",
+            str(jobs),
+            "--fresh",
+            "--quiet",
+        ],
+        env,
+        cwd,
+    )
+    wall = time.monotonic() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"bench run ({mode}) failed:\n{proc.stdout}\n{proc.stderr}")
+    job = max(p for p in jobs.iterdir() if p.is_dir())
+    summary = json.loads((job / "summary.json").read_text())
+    if summary["passed"] != n:
+        raise SystemExit(f"{mode}: {summary['passed']} of {n} passed")
+    return job, float(summary["elapsed_sec"]), wall
+
+
+def lease_figures(job: Path) -> dict[str, Any]:
+    """Dispatch overhead and slot use from the job's leases (read through the ORM)."""
+    from runs.models import Lease
+
+    rows = list(
+        Lease.objects.filter(job_path=str(job.resolve())).values(
+            "dispatched_at", "claimed_at", "finished_at", "collected_at", "work_s", "worker__name"
+        )
+    )
+    overheads = [
+        (r["collected_at"] - r["dispatched_at"]).total_seconds() - r["work_s"]
+        for r in rows
+        if r["collected_at"] and r["work_s"] is not None
+    ]
+    start = min(r["dispatched_at"] for r in rows)
+    end = max(r["dispatched_at"] for r in rows)  # after this no attempt waits to be dispatched
+    window = (end - start).total_seconds()
+    busy = 0.0
+    gaps: list[float] = []
+    by_worker: dict[str, list[tuple[float, float]]] = {}
+    for r in rows:
+        a = (r["claimed_at"] - start).total_seconds()
+        b = (r["finished_at"] - start).total_seconds()
+        busy += max(0.0, min(b, window) - max(a, 0.0))
+        by_worker.setdefault(r["worker__name"], []).append((a, b))
+    for spans in by_worker.values():
+        # a slot frees at one attempt's end; the next attempt it takes shows the gap
+        ends = sorted(b for _, b in spans if b < window)
+        starts = sorted(a for a, _ in spans)
+        for e in ends:
+            nxt = [a for a in starts if a >= e]
+            if nxt:
+                gaps.append(nxt[0] - e)
+    to_claim = [(r["claimed_at"] - r["dispatched_at"]).total_seconds() for r in rows]
+    to_collect = [
+        (r["collected_at"] - r["finished_at"]).total_seconds() for r in rows if r["collected_at"]
+    ]
+    return {
+        "attempts": len(rows),
+        "dispatched_to_claimed_ms_median": round(statistics.median(to_claim) * 1000, 1),
+        "finished_to_collected_ms_median": round(statistics.median(to_collect) * 1000, 1),
+        "dispatch_overhead_ms_median": round(statistics.median(overheads) * 1000, 1),
+        "dispatch_overhead_ms_p90": round(
+            sorted(overheads)[int(0.9 * (len(overheads) - 1))] * 1000, 1
+        ),
+        "waiting_window_s": round(window, 1),
+        "slots_idle_share_while_waiting": round(1 - busy / (WORKERS * SLOTS * window), 4)
+        if window
+        else None,
+        "slot_gap_ms_median": round(statistics.median(gaps) * 1000, 1) if gaps else None,
+        "slot_gap_ms_max": round(max(gaps) * 1000, 1) if gaps else None,
+        "workers_used": len(by_worker),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tasks", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="scaleout-bench-"))
+    make_tasks(root / "tasks", args.tasks)
+    env = {
+        **os.environ,
+        "BENCHFLOW_HOME": str(root / "state"),
+        "BENCHFLOW_REDIS_URL": REDIS,
+        "BENCHFLOW_QUEUE": f"bench-{uuid.uuid4().hex[:8]}",
+        "PYTHONUNBUFFERED": "1",
+    }
+    env.pop("DATABASE_URL", None)
+    os.environ.update({k: env[k] for k in ("BENCHFLOW_HOME",)})
+    os.environ.pop("DATABASE_URL", None)
+    from benchflow_site.django_setup import setup_django
+
+    setup_django()  # migrates the benchmark's own database before the workers open it
+    workers = start_workers(env, root)
+    rounds = []
+    try:
+        run_job("local", env, root, args.tasks)  # images built and caches warm for both sides
+        for i in range(args.rounds):
+            order = ("local", "workers") if i % 2 == 0 else ("workers", "local")
+            measured: dict[str, Any] = {}
+            for mode in order:
+                job, elapsed, wall = run_job(mode, env, root, args.tasks)
+                measured[mode] = {"elapsed_s": elapsed, "wall_s": round(wall, 2)}
+                if mode == "workers":
+                    measured[mode].update(lease_figures(job))
+            measured["ratio"] = round(
+                measured["workers"]["elapsed_s"] / measured["local"]["elapsed_s"], 3
+            )
+            rounds.append(measured)
+            print(json.dumps({"round": i + 1, **measured}), flush=True)
+    finally:
+        for w in workers:
+            w.terminate()
+        for w in workers:
+            w.wait(60)
+    result = {
+        "tasks": args.tasks,
+        "workers": WORKERS,
+        "slots_each": SLOTS,
+        "j": J,
+        "ratio_median": statistics.median(r["ratio"] for r in rounds),
+        "ratios": [r["ratio"] for r in rounds],
+        "dispatch_overhead_ms_median": statistics.median(
+            r["workers"]["dispatch_overhead_ms_median"] for r in rounds
+        ),
+        "slots_idle_share_while_waiting_median": statistics.median(
+            r["workers"]["slots_idle_share_while_waiting"] for r in rounds
+        ),
+        "rounds": rounds,
+        "machine": {"cpus": os.cpu_count()},
+    }
+    out = REPO / "benchmarks" / "results" / "scaleout.json"
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps({k: v for k, v in result.items() if k != "rounds"}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
