@@ -92,7 +92,8 @@ def attempt_folders(job: Path) -> list[Path]:
 
 
 def containers_of(docker_client, job: Path) -> list:
-    return docker_client.containers.list(all=True, filters={"label": f"benchflow.job={job.name}"})
+    label = f"benchflow.job_dir={job.resolve()}"
+    return docker_client.containers.list(all=True, filters={"label": label})
 
 
 def attempt_rows(cluster: Cluster, job: Path) -> dict[str, int]:
