@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from benchflow_site.django_setup import setup_django
 from runs import events as ev
 from runs.regrade.report import console_line
 from runs.spec import argparse_type, positive_int
@@ -90,13 +91,22 @@ def run(args: argparse.Namespace) -> int:
     for no job folder reaches `bench`'s own exit-2 path)."""
     from runs.regrade.regrade import regrade_job
 
-    report = regrade_job(
-        args.job,
-        tasks_dir=args.tasks_dir,
-        reason=args.reason,
-        concurrency=args.concurrency,
-        emit=(lambda _event: None) if args.json else _printed,
-    )
+    # each regraded trial is also an event in the index, so the dashboard's open pages show it
+    setup_django()
+    from runs.index.regrades import RegradeIndex
+
+    index = RegradeIndex(args.job)
+    bus = ev.Bus((lambda _event: None) if args.json else _printed, index)
+    try:
+        report = regrade_job(
+            args.job,
+            tasks_dir=args.tasks_dir,
+            reason=args.reason,
+            concurrency=args.concurrency,
+            emit=bus.emit,
+        )
+    finally:
+        index.close()
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     elif report.exit_code == 2:

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import run_bench
+from tests.conftest import EXAMPLES, run_bench
 from tests.operate.server import PASSWORD, Served, containers_of
 
 pytestmark = pytest.mark.docker
@@ -150,3 +150,35 @@ def test_a_cli_job_is_resumed_and_a_trial_rerun_from_the_browser(served, tmp_pat
     assert done.returncode == 0, done.stderr
     assert "2 done, 0 to run" in done.stdout
     assert len(_results(job)["hello-world"]) == 2
+
+
+def test_a_regrade_from_the_cli_reaches_the_dashboards_index(tmp_path, bench_env, docker_client):
+    import sqlite3
+
+    done = run_bench(
+        [
+            "run",
+            str(EXAMPLES),
+            "-a",
+            "oracle",
+            "-i",
+            "hello-world",
+            "--save-outputs",
+            "--jobs-dir",
+            "jobs",
+            "--quiet",
+        ],
+        env=bench_env,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    [job] = [p for p in (tmp_path / "jobs").iterdir() if p.is_dir()]
+    done = run_bench(
+        ["regrade", str(job), "--reason", "from a terminal"], env=bench_env, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "[REGRADE] hello-world: same" in done.stdout
+    db = Path(bench_env["BENCHFLOW_HOME"]) / "benchflow.sqlite3"
+    with sqlite3.connect(db) as conn:
+        kinds = [r[0] for r in conn.execute("SELECT kind FROM runs_event ORDER BY id")]
+    assert kinds[-2:] == ["regrade_started", "regraded"]
