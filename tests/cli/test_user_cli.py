@@ -68,3 +68,38 @@ def test_without_a_terminal_or_bench_password_it_says_how(tmp_path, bench_env):
 def test_an_unknown_role_is_refused_by_the_parser(tmp_path, bench_env):
     done = run_bench(["user", "add", "x", "--role", "boss"], env=bench_env, cwd=tmp_path)
     assert done.returncode == 2 and "invalid choice: 'boss'" in done.stderr
+
+
+def test_the_password_is_read_from_the_terminal_twice(tmp_path, bench_env):
+    import os
+    import pty
+
+    bench_env.pop("BENCH_PASSWORD", None)
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: bench user add on a terminal of its own
+        os.chdir(tmp_path)
+        os.execve(
+            sys.executable,
+            [sys.executable, "-m", "benchflow_site.cli", "user", "add", "tess", "--role", "viewer"],
+            {**bench_env, "PYTHONPATH": str(REPO)},
+        )
+    seen = b""
+
+    def until(text: bytes) -> None:
+        nonlocal seen
+        while text not in seen:
+            seen += os.read(fd, 1024)
+
+    until(b"Password for tess: ")
+    os.write(fd, b"typed at a terminal 9\n")
+    until(b"Again: ")
+    os.write(fd, b"typed at a terminal 9\n")
+    until(b"Added tess (viewer).")
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert b"typed at a terminal" not in seen  # not echoed
+    assert _role_and_login(bench_env, "tess", "typed at a terminal 9") == [
+        "viewer",
+        "False",
+        "False",
+    ]
