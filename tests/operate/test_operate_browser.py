@@ -40,6 +40,18 @@ def _launch(
     return page.url.rstrip("/").rsplit("/", 1)[-1]
 
 
+def _finished(page, job: Path, timeout_s: float = 300) -> None:
+    """The job's page shows it finished; else fail with what its console log says."""
+    try:
+        page.wait_for_selector("#progress b.finished", timeout=timeout_s * 1000)
+    except Exception as exc:  # noqa: BLE001 - say why, not only that it timed out
+        log = job / "console.log"
+        said = log.read_text()[-3000:] if log.is_file() else "(no console.log)"
+        raise AssertionError(
+            f"{job.name} not shown finished: {exc}\nconsole.log:\n{said}"
+        ) from None
+
+
 def _attempts(job: Path) -> dict[str, list[dict]]:
     found: dict[str, list[dict]] = {}
     for result in job.glob("*__*/result.json"):
@@ -57,10 +69,10 @@ def test_an_operator_launches_the_oracle_watches_it_finish_and_regrades_a_trial(
         page, served, include=["hello-world", "count-words", "partial-credit"], save_outputs=True
     )
     # then its page follows it to the end without a reload
-    page.wait_for_selector("#progress b.finished", timeout=180_000)
+    job = served.jobs / name
+    _finished(page, job)
     page.locator("#trials td.passed").nth(1).wait_for(timeout=60_000)
     assert page.evaluate("window.__notReloaded") is True
-    job = served.jobs / name
     # the same job folder, summary and console log as `bench run` writes and prints
     assert (job / "evaluation.json").is_file() and (job / "summary.json").is_file()
     console = (job / "console.log").read_text()
@@ -177,8 +189,8 @@ def test_an_admin_reruns_errored_trials_from_the_admin_panel(chromium, served, d
     grade.write_text("#!/bin/bash\nexit 0\n")
     page = served.login(chromium, "admin")
     name = _launch(page, served, include=["hello-world", "count-words"])
-    page.wait_for_selector("#progress b.finished", timeout=180_000)
     job = served.jobs / name
+    _finished(page, job)
     before = _attempts(job)
     assert before["count-words"][0]["rewards"] is None
     # when the verifier is fixed and the admin resumes the job from the admin panel
@@ -190,7 +202,7 @@ def test_an_admin_reruns_errored_trials_from_the_admin_panel(chromium, served, d
     page.wait_for_selector("li.success")
     # then the job runs again (shown running at once) and finishes
     page.goto(f"{served.base}/jobs/{name}/")
-    page.wait_for_selector("#progress b.finished", timeout=180_000)
+    _finished(page, job)
     page.locator("#trials td.passed").nth(1).wait_for(timeout=60_000)
     # the errored trial ran again and passed; the passed one did not run again
     after = _attempts(job)
