@@ -1,11 +1,16 @@
 """Fragments rendered once per job state: when a hint reaches fifty open pages, they all ask for
 the same fragment at the same sequence number, and all but the first get the stored bytes.
 
-The key is the view, the request's path and query, the visitor, and the job's state (its
-`last_seq`, read before the fragment's rows are: rows at least as new as the key). A page sends
-the sequence number of the hint it acts on (`X-Bench-Seq`, set by static/viewer/live.js); a
-stored fragment for exactly that state is answered in the event loop, with no database query and
-no hop to Django's one thread for sync views, which would queue fifty renders one after another.
+The key is the request's path and query and the job's state (its `last_seq`, read before the
+fragment's rows are: rows at least as new as the key). A page sends the sequence number of the
+hint it acts on (`X-Bench-Seq`, set by static/viewer/live.js); a stored fragment for that state
+is answered in the event loop, in front of Django (`StoredFragments`), with no hop to Django's
+threads, which would queue fifty requests one after another.
+
+A stored fragment is shared by everyone who may see the dashboard, so only views that declare
+they depend on nothing of the visitor (`once_per_seq`: no user, no CSRF token, no message) are
+stored; under `bench serve` the fast path answers only a request whose session is a logged-in
+user's, checked as Django checks it (viewer/sessions.py), and leaves everything else to Django.
 """
 
 from __future__ import annotations
@@ -19,12 +24,14 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 
+from viewer import sessions
+
 KEEP = 256  # fragments stored (a few KB each)
-_store: OrderedDict[tuple[Any, ...], bytes] = OrderedDict()
+_store: OrderedDict[tuple[str, int], bytes] = OrderedDict()
 _lock = threading.Lock()
 
 
-def _get(key: tuple[Any, ...]) -> bytes | None:
+def _get(key: tuple[str, int]) -> bytes | None:
     with _lock:
         body = _store.get(key)
         if body is not None:
@@ -32,41 +39,46 @@ def _get(key: tuple[Any, ...]) -> bytes | None:
         return body
 
 
-def _put(key: tuple[Any, ...], body: bytes) -> None:
+def _put(key: tuple[str, int], body: bytes) -> None:
     with _lock:
         _store[key] = body
         while len(_store) > KEEP:
             _store.popitem(last=False)
 
 
+def _asked_seq(request: HttpRequest) -> int | None:
+    seq = request.headers.get("X-Bench-Seq", "")
+    return int(seq) if seq.isdigit() else None
+
+
 def once_per_seq(
     state: Callable[[HttpRequest, dict[str, Any]], tuple[int, int]],
 ) -> Callable[[Callable[..., HttpResponse]], Callable[..., Any]]:
     """Serve the view's response from the store while `state(request, kwargs)` (a job's id and
-    last_seq, or the jobs' newest event and count) is unchanged."""
+    last_seq, or the jobs' newest event and count) is unchanged. The view must not depend on who
+    asks: its bytes go to every visitor (tests/viewer/test_fragments.py renders each for two)."""
 
     def wrap(view: Callable[..., HttpResponse]) -> Callable[..., Any]:
-        def render(
-            request: HttpRequest, kwargs: dict[str, Any], base: tuple[Any, ...]
-        ) -> HttpResponse:
-            key = (*base, state(request, kwargs)[1])
-            body = _get(key)
-            if body is not None:
-                return HttpResponse(body)
-            response = view(request, **kwargs)
-            if response.status_code == 200 and not response.streaming:
-                _put(key, response.content)
-            return response
-
         @wraps(view)
         def inner(request: HttpRequest, **kwargs: Any) -> HttpResponse:
-            base = (request.get_full_path(), request.user.pk)
-            seq = request.headers.get("X-Bench-Seq", "")
-            if seq.isdigit():
-                body = _get((*base, int(seq)))
-                if body is not None:
-                    return HttpResponse(body)
-            return render(request, kwargs, base)
+            path = request.get_full_path()
+            asked = _asked_seq(request)
+            if asked is not None and (body := _get((path, asked))) is not None:
+                return HttpResponse(body)
+            now = state(request, kwargs)[1]
+            body = _get((path, now))
+            if body is not None:
+                response = HttpResponse(body)
+            else:
+                response = view(request, **kwargs)
+                if response.status_code != 200 or response.streaming:
+                    return response
+                body = response.content
+                _put((path, now), body)
+            # rendered at a state at least as new as the one asked for: good for that one too
+            if asked is not None and asked <= now:
+                _put((path, asked), body)
+            return response
 
         return inner
 
@@ -81,6 +93,7 @@ _HEADERS = [
     (b"x-content-type-options", b"nosniff"),
     (b"referrer-policy", b"same-origin"),
     (b"cross-origin-opener-policy", b"same-origin"),
+    (b"vary", b"Cookie"),
 ]
 
 
@@ -89,12 +102,13 @@ class StoredFragments:
     answered from the store when it holds that fragment, and when it is being rendered for
     another page, that render's bytes are shared; only the first request of a state goes through
     Django's request cycle (whose thread hops cost a few ms a request: fifty pages after one hint
-    would queue). Only where no login is asked (`bench view`; an anonymous visitor's key) and for
-    a Host Django accepts; anything else goes on to Django as it is."""
+    would queue). Only for a Host Django accepts, and under `bench serve` only for a logged-in
+    user's session; anything else goes on to Django as it is."""
 
     def __init__(self, app: Any):
         self.app = app
-        self.rendering: dict[tuple[Any, ...], asyncio.Future[bytes | None]] = {}
+        self.rendering: dict[tuple[str, int], asyncio.Future[bytes | None]] = {}
+        self.sessions = sessions.SessionCheck()
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         key = _key(scope) if scope["type"] == "http" and scope["method"] == "GET" else None
@@ -104,41 +118,38 @@ class StoredFragments:
         body = _get(key)
         if body is None and key in self.rendering:
             body = await asyncio.shield(self.rendering[key])
-        if body is not None:
+        if body is not None and await self._may_see(scope):
             headers = [*_HEADERS, (b"content-length", str(len(body)).encode())]
             await send({"type": "http.response.start", "status": 200, "headers": headers})
             await send({"type": "http.response.body", "body": body})
             return
+        if key in self.rendering:
+            await self.app(scope, receive, send)
+            return
         future: asyncio.Future[bytes | None] = asyncio.get_running_loop().create_future()
         self.rendering[key] = future
-        status, parts = 0, []
-
-        async def capture(message: dict[str, Any]) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            elif message["type"] == "http.response.body":
-                parts.append(message.get("body", b""))
-            await send(message)
-
         try:
-            await self.app(scope, receive, capture)
+            await self.app(scope, receive, send)
         finally:
-            body = b"".join(parts) if status == 200 else None
-            if body is not None:
-                _put(key, body)
             del self.rendering[key]
-            future.set_result(body)
+            # stored by once_per_seq when the view is a shared fragment; else nothing to share
+            future.set_result(_get(key))
+
+    async def _may_see(self, scope: dict[str, Any]) -> bool:
+        from django.conf import settings
+
+        if not settings.LOGIN_REQUIRED:
+            return True
+        key = sessions.session_key(scope)
+        return bool(key) and await self.sessions.logged_in(key)
 
 
-def _key(scope: dict[str, Any]) -> tuple[Any, ...] | None:
+def _key(scope: dict[str, Any]) -> tuple[str, int] | None:
     """The store's key of a fragment request the fast path may answer, else None."""
     from django.conf import settings
     from django.http.request import split_domain_port, validate_host
     from django.utils.encoding import escape_uri_path, iri_to_uri
 
-    if settings.LOGIN_REQUIRED:
-        return None
     headers = dict(scope.get("headers") or ())
     seq = headers.get(b"x-bench-seq", b"").decode("latin-1")
     if not seq.isdigit():
@@ -149,4 +160,4 @@ def _key(scope: dict[str, Any]) -> tuple[Any, ...] | None:
     path = escape_uri_path(scope.get("root_path", "") + scope["path"])
     query = scope.get("query_string", b"").decode("latin-1")
     full = path + ("?" + iri_to_uri(query) if query else "")
-    return (full, None, int(seq))
+    return (full, int(seq))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
@@ -79,12 +81,6 @@ def job_page(request: HttpRequest, job: str) -> HttpResponse:
 
 
 @once_per_seq(_job_seq)
-def job_progress(request: HttpRequest, job: str) -> HttpResponse:
-    row = queries.get_job(job)
-    return render(request, "viewer/_progress.html", _progress_context(row))
-
-
-@once_per_seq(_job_seq)
 def job_trials(request: HttpRequest, job: str) -> HttpResponse:
     row = queries.get_job(job)
     return render(request, "viewer/_trials.html", _trials_context(request, row))
@@ -94,6 +90,21 @@ def job_trials(request: HttpRequest, job: str) -> HttpResponse:
 def job_grid(request: HttpRequest, job: str) -> HttpResponse:
     row = queries.get_job(job)
     return render(request, "viewer/_grid.html", {"job": row, "squares": queries.outcomes_grid(row)})
+
+
+@once_per_seq(_job_seq)
+def job_live(request: HttpRequest, job: str) -> HttpResponse:
+    """What a hint changed on the job page, in one response (one request per hint per page):
+    the progress and the trials page the visitor is on (the trials' own query), and after a
+    trial finished (`?parts=finished`) the outcomes grid and the chart's series too."""
+    request.GET = request.GET.copy()  # the trials' links are made from the query, without parts
+    finished = request.GET.pop("parts", [""])[-1] == "finished"
+    row = queries.get_job(job)
+    context = {**_trials_context(request, row), **_progress_context(row), "finished": finished}
+    if finished:
+        context["squares"] = queries.outcomes_grid(row)
+        context["chart"] = json.dumps(queries.utilization_series(row), separators=(",", ":"))
+    return render(request, "viewer/_live.html", context)
 
 
 def job_chart(request: HttpRequest, job: str) -> JsonResponse:

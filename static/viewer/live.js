@@ -1,6 +1,13 @@
 // Live hints for the dashboard's pages: one websocket per page; each hint (job, seq, kind, trial)
-// makes the page's htmx parts fetch what changed over HTTP. No polling: the socket pushes, and a
-// page that reconnects asks what it missed (?after=<seq>) before it listens again.
+// makes the page fetch what changed over HTTP. No polling: the socket pushes, and a page that
+// reconnects asks what it missed (?after=<seq>) before it listens again.
+//
+// The job page asks for everything a hint changed in one request (data-live: progress, the
+// trials page it shows, and after a finished trial the grid and the chart's series; each part
+// replaces its namesake, htmx out-of-band swaps). It asks at once, not after a timer; hints that
+// arrive while a request is out are answered by one more request when it returns, so none is
+// lost and a burst costs two. Other pages' parts listen for bench:* events (htmx queues the
+// last trigger of an element while its request is out).
 (function () {
   "use strict";
   var body = document.body;
@@ -8,29 +15,49 @@
   if (!path || !window.WebSocket) return;
   var seq = Number(body.dataset.seq || 0);
   var eventsUrl = body.dataset.events || "";
+  var liveUrl = body.dataset.live || "";
   var trial = body.dataset.trial || "";
   var badge = document.getElementById("live");
   var delay = 500;
-  var pending = {};
-  var lastSeq = 0; // of the last hint: the job's (job page) or the newest event's (jobs list)
-
-  // Hints arrive in bursts: one refresh per kind of change every 50 ms, and never one lost
-  // (a hint after a refresh was sent schedules the next).
-  function fire(name) {
-    if (pending[name]) return;
-    pending[name] = true;
-    setTimeout(function () {
-      pending[name] = false;
-      htmx.trigger(body, name);
-    }, 50);
-  }
+  var lastSeq = 0; // of the last hint: the job's (job page) or 0 (jobs list: no job state)
+  var out = false; // a live request is out
+  var wanted = null; // what the hints since it was sent ask for: null, "changed" or "finished"
 
   var FINISHED = ["attempt_finished", "attempt_cancelled", "job_finished", "job_started", "indexed", "resync", "regraded"];
+  var STATE = ["job_finished", "job_started", "indexed", "resync"];
+
+  function ask() {
+    var query = [];
+    var trials = document.getElementById("trials");
+    var own = trials ? (trials.dataset.query || "").replace(/^\?/, "") : "";
+    if (own) query.push(own);
+    if (wanted === "finished") query.push("parts=finished");
+    wanted = null;
+    out = true;
+    var url = liveUrl + (query.length ? "?" + query.join("&") : "");
+    var headers = { "HX-Request": "true" };
+    if (lastSeq) headers["X-Bench-Seq"] = String(lastSeq);
+    fetch(url, { headers: headers, credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.text() : ""; })
+      .then(function (html) { if (html) htmx.swap(body, html, { swapStyle: "none" }); })
+      .catch(function () {})
+      .then(function () {
+        out = false;
+        if (wanted) ask();
+      });
+  }
 
   function changed(kind, who) {
-    fire("bench:changed");
-    if (FINISHED.indexOf(kind) !== -1) fire("bench:finished");
-    if (trial && (who === trial || kind === "resync" || kind === "indexed")) fire("bench:trial");
+    var finished = FINISHED.indexOf(kind) !== -1;
+    if (liveUrl) {
+      wanted = finished || wanted === "finished" ? "finished" : "changed";
+      if (!out) ask();
+    } else {
+      htmx.trigger(body, "bench:changed");
+      if (finished) htmx.trigger(body, "bench:finished");
+    }
+    if (STATE.indexOf(kind) !== -1) htmx.trigger(body, "bench:state");
+    if (trial && (who === trial || kind === "resync" || kind === "indexed")) htmx.trigger(body, "bench:trial");
   }
 
   function catchUp() {
@@ -40,6 +67,7 @@
       .then(function (d) {
         if (d.last_seq > seq) {
           seq = d.last_seq;
+          lastSeq = seq;
           changed("resync", "");
         }
       })
