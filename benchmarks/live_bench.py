@@ -64,6 +64,7 @@ def writer(home: str, jobs: str, trials: int, sessions: int, out: str) -> None:
     print(json.dumps(_log_in(sessions)), flush=True)
     sys.stdin.readline()
     sent: dict[str, float] = {}
+    committed: dict[str, float] = {}
     for i, name in enumerate(names):
         rollout = f"{name}__{i:08x}"
         index.attempt_created(name, name, 0, rollout, 1)
@@ -80,9 +81,11 @@ def writer(home: str, jobs: str, trials: int, sessions: int, out: str) -> None:
         }
         sent[name] = time.time()
         index.attempt_finished(result)
+        # the writer thread runs this right after the finish's transaction committed
+        index.submit(lambda name=name: committed.__setitem__(name, time.time()))
         time.sleep(GAP_S / 2)
     index.close()
-    Path(out).write_text(json.dumps(sent))
+    Path(out).write_text(json.dumps({"sent": sent, "committed": committed}))
 
 
 def _log_in(n: int) -> list[str]:
@@ -339,14 +342,14 @@ def one_round(mode: str, n_clients: int, procs: int, trials: int) -> dict[str, A
                 p.stdin.write("stop\n")
                 p.stdin.flush()
                 pages.extend(json.loads(p.stdout.readline()))
-            sent = json.loads(Path(out).read_text())
+            written = json.loads(Path(out).read_text())
         finally:
             for p in [*pool, server]:
                 p.terminate()
                 p.wait(10)
             if w.poll() is None:
                 w.kill()
-    return _figures(mode, pages, sent, n_clients, trials, cpu0, cpu1, busy0, busy1)
+    return _figures(mode, pages, written, n_clients, trials, cpu0, cpu1, busy0, busy1)
 
 
 def _wait_for(port: int) -> None:
@@ -368,7 +371,7 @@ def _pct(values: list[float], q: float) -> float:
 def _figures(
     mode: str,
     pages: list[dict[str, Any]],
-    sent: dict[str, float],
+    written: dict[str, dict[str, float]],
     n_clients: int,
     trials: int,
     cpu0: dict[str, float],
@@ -376,6 +379,8 @@ def _figures(
     busy0: tuple[float, float],
     busy1: tuple[float, float],
 ) -> dict[str, Any]:
+    sent = written["sent"]
+    commits = sorted((t - sent[n]) * 1000 for n, t in written["committed"].items())
     latencies = sorted((t - sent[n]) * 1000 for p in pages for n, t in p["seen"].items())
     hints = sorted((t - sent[n]) * 1000 for p in pages for n, (t, _) in p["hints"].items())
     failed = [f for p in pages for f in p["failed"]]
@@ -389,6 +394,7 @@ def _figures(
         "p50_ms": round(statistics.median(latencies), 1),
         "p95_ms": _pct(latencies, 0.95),
         "max_ms": round(latencies[-1], 1),
+        "commit_p50_ms": round(statistics.median(commits), 1),
         "hint_p50_ms": round(statistics.median(hints), 1),
         "hint_p95_ms": _pct(hints, 0.95),
         "requests_per_client_per_trial": round(

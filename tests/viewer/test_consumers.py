@@ -119,3 +119,21 @@ async def test_hints_go_through_redis_when_it_is_configured(settings):
     assert (hint["seq"], hint["trial"]) == (seq, "hello")
     assert watch._state.task is None
     await page.disconnect()
+
+
+def test_on_sqlite_the_watch_reads_the_event_table_itself():
+    """SQLite: the watch reads new rows on its own connection, in the loop (no thread hop); on
+    another database it asks the ORM."""
+    from django.db import connection
+
+    read = watch._sqlite_reader()
+    if connection.vendor != "sqlite":
+        assert read is None
+        return
+    assert read is not None
+    job = _job()
+    before = Job.objects.get(pk=job.pk).last_seq
+    seq = _event(job.pk, "attempt_finished", "hello")
+    rows = read(0)
+    assert rows[-1][1:] == (job.pk, seq, "attempt_finished", "hello") and seq > before
+    assert read(rows[-1][0]) == []

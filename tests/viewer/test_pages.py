@@ -290,3 +290,17 @@ def test_chart_data_has_the_runners_utilization_reports(client, job):
         record_event(Job.objects.get().pk, "utilization_reported", "", {"setup": 0.5, "agent": 2.0})
     data = client.get(f"/jobs/{job.name}/chart.json").json()
     assert 2.5 in data["busy"] and len(data["busy"]) == len(data["x"])
+
+
+@pytest.mark.parametrize(
+    "trial", ["hello", "a b#c", "50%", "t<script>", "naïve", "x@y:z~!$&'()*+,;=", "a?b"]
+)
+def test_a_trial_url_is_the_one_reverse_makes(trial, job):
+    from django.urls import reverse
+
+    from viewer.templatetags.bench import trial_url
+
+    assert trial_url(trial, job.name) == reverse("viewer:trial", args=[job.name, trial])
+    assert trial_url(trial, "job with space") == reverse(
+        "viewer:trial", args=["job with space", trial]
+    )
