@@ -109,3 +109,84 @@ def test_dot_dot_paths_are_refused_in_the_browser(chromium, viewer, tmp_path):
         response = page.goto(viewer.base + path)
         assert response is not None and response.status == 404, path
         assert "above the jobs" not in page.content()
+
+
+# The index's writer as `bench run` drives it: a job of three trials, one started and finished
+# each time a line comes on stdin.
+WRITER = """
+import sys
+from datetime import datetime
+from pathlib import Path
+from benchflow_site.django_setup import setup_django
+setup_django()
+from runs.index import Index
+index = Index()
+names = ["alpha", "beta", "gamma"]
+index.open_job(Path("jobs/2026-12-02__12-00-00"), {"agent": "oracle", "plan": names, "trials": 1})
+index.submit(lambda: None).result()
+print("ready", flush=True)
+for i, name in enumerate(names):
+    sys.stdin.readline()
+    rollout = f"{name}__{i:08x}"
+    index.attempt_created(name, name, 0, rollout, 1)
+    now = datetime.now().isoformat()
+    result = {"started_at": now, "finished_at": now,"task_name": name, "trial_name": name, "trial_index": 0, "rollout_name": rollout,
+              "attempt": 1, "rewards": {"reward": float(i % 2 == 0)}, "timing": {"total": 1.0}}
+    index.attempt_finished(result)
+    index.submit(lambda: None).result()
+index.close()
+"""
+
+
+def test_each_hint_updates_the_job_page_with_one_request(chromium, tmp_path, bench_env):
+    (tmp_path / "jobs" / "2026-12-02__12-00-00").mkdir(parents=True)
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER],
+        cwd=tmp_path,
+        env=bench_env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert writer.stdin is not None and writer.stdout is not None
+    assert writer.stdout.readline().strip() == "ready"
+    viewer = Viewer(tmp_path, bench_env, ["jobs"])
+    try:
+        page = chromium.new_page()
+        asked: list[str] = []
+        page.goto(viewer.base + "/jobs/2026-12-02__12-00-00/")
+        page.wait_for_selector("#live.on")
+        page.wait_for_selector("#grid .sq")
+        page.evaluate("window.__notReloaded = true")
+        page.on("request", lambda r: asked.append(r.url))
+        # when the first trial finishes (passed), the progress, the trials and the grid change
+        writer.stdin.write("next\n")
+        writer.stdin.flush()
+        page.locator("#progress", has_text="1 / 3").wait_for(timeout=30_000)
+        page.locator("#grid .sq.r10").first.wait_for(timeout=30_000)
+        page.locator("#trials td.passed").first.wait_for(timeout=30_000)
+        # and with the trials filtered to the failed ones, the next hints keep that filter
+        page.click("#trials .filters a:text('failed')")
+        page.locator("#trials", has_text="0 trial(s)").wait_for(timeout=30_000)
+        writer.stdin.write("next\n")
+        writer.stdin.flush()
+        page.locator("#progress", has_text="2 / 3").wait_for(timeout=30_000)
+        page.locator("#trials td.failed", has_text="failed").first.wait_for(timeout=30_000)
+        assert page.locator("#trials tbody tr").count() == 1
+        writer.stdin.write("next\n")
+        writer.stdin.flush()
+        page.locator("#progress", has_text="3 / 3").wait_for(timeout=30_000)
+        page.locator("#grid .sq.r10").nth(1).wait_for(timeout=30_000)
+        assert page.evaluate("window.__notReloaded") is True
+        # and the chart is drawn from the series the last finish brought
+        assert "uplot" in (page.get_attribute("#chart > div", "class") or "")
+    finally:
+        writer.communicate(timeout=60)
+        viewer.stop()
+    # one request per hint at most (two hints a trial: started, finished), and nothing per part
+    live = [u for u in asked if "/live/" in u]
+    parts = [u for u in asked if any(p in u for p in ("/grid/", "/chart.json", "/progress/"))]
+    assert parts == [] and 3 <= len(live) <= 6, asked
+    assert any("parts=finished" in u for u in live)
+    after_filter = [u for u in live[live.index(next(u for u in live if "show=failed" in u)) :]]
+    assert all("show=failed" in u for u in after_filter), live
