@@ -43,7 +43,14 @@ TARGET_P95_MS = 250.0
 REDIS_URL = "redis://127.0.0.1:6379/12"  # this benchmark's own database number
 GAP_S = float(os.environ.get("LIVE_BENCH_GAP_S", "1.0"))
 JOB = "2026-12-02__12-00-00"
-FINISHED = {"attempt_finished", "attempt_cancelled", "job_finished", "job_started", "regraded"}
+FINISHED = {
+    "attempt_finished",
+    "attempt_cancelled",
+    "job_finished",
+    "job_started",
+    "regrade_started",
+    "regraded",
+}
 
 
 def writer(home: str, jobs: str, trials: int, sessions: int, out: str) -> None:

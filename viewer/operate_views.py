@@ -142,14 +142,5 @@ def console(request: HttpRequest, job: str) -> HttpResponse:
 
 def job_regrades(request: HttpRequest, job: str) -> HttpResponse:
     """The job's regrades from the index's events: each regraded trial's before and after."""
-    from runs.models import Event
-
     row = queries.get_job(job)
-    events = Event.objects.filter(job=row, kind__in=("regrade_started", "regraded")).order_by(
-        "-seq"
-    )
-    runs = [e.payload for e in events if e.kind == "regrade_started"][:20]
-    trials = [e for e in events if e.kind == "regraded"][:200]
-    return render(
-        request, "viewer/_job_regrades.html", {"job": row, "runs": runs, "trials": trials}
-    )
+    return render(request, "viewer/_job_regrades.html", {"job": row, **queries.job_regrades(row)})

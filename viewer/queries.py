@@ -221,3 +221,14 @@ def utilization_series(job: Job) -> dict[str, list[Any]]:
         series["finished"].append(done)
         series["busy"].append(busy)
     return series
+
+
+def job_regrades(job: Job) -> dict[str, list[Any]]:
+    """The job's regrades from the index's events: each run (who, why, how many trials) and each
+    regraded trial's before and after, newest first."""
+    events = Event.objects.filter(job=job, kind__in=("regrade_started", "regraded")).order_by(
+        "-seq"
+    )
+    runs = [e.payload for e in events if e.kind == "regrade_started"][:20]
+    trials = [e for e in events if e.kind == "regraded"][:200]
+    return {"runs": runs, "trials": trials}

@@ -96,7 +96,8 @@ def job_grid(request: HttpRequest, job: str) -> HttpResponse:
 def job_live(request: HttpRequest, job: str) -> HttpResponse:
     """What a hint changed on the job page, in one response (one request per hint per page):
     the progress and the trials page the visitor is on (the trials' own query), and after a
-    trial finished (`?parts=finished`) the outcomes grid and the chart's series too."""
+    trial finished or was regraded (`?parts=finished`) the outcomes grid, the chart's series and
+    the regrades too."""
     request.GET = request.GET.copy()  # the trials' links are made from the query, without parts
     finished = request.GET.pop("parts", [""])[-1] == "finished"
     row = queries.get_job(job)
@@ -104,6 +105,7 @@ def job_live(request: HttpRequest, job: str) -> HttpResponse:
     if finished:
         context["squares"] = queries.outcomes_grid(row)
         context["chart"] = json.dumps(queries.utilization_series(row), separators=(",", ":"))
+        context.update(queries.job_regrades(row))
     return render(request, "viewer/_live.html", context)
 
 

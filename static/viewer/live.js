@@ -3,10 +3,10 @@
 // reconnects asks what it missed (?after=<seq>) before it listens again.
 //
 // The job page asks for everything a hint changed in one request (data-live: progress, the
-// trials page it shows, and after a finished trial the grid and the chart's series; each part
-// replaces its namesake, htmx out-of-band swaps). It asks at once, not after a timer; hints that
-// arrive while a request is out are answered by one more request when it returns, so none is
-// lost and a burst costs two. Other pages' parts listen for bench:* events (htmx queues the
+// trials page it shows, and after a finished or regraded trial the grid, the chart's series and
+// the regrades; each part replaces its namesake, htmx out-of-band swaps). It asks at once, not
+// after a timer; hints that arrive while a request is out are answered by one more request when
+// it returns, so none is lost and a burst costs two. Other pages' parts listen for bench:* events (htmx queues the
 // last trigger of an element while its request is out).
 (function () {
   "use strict";
@@ -23,7 +23,7 @@
   var out = false; // a live request is out
   var wanted = null; // what the hints since it was sent ask for: null, "changed" or "finished"
 
-  var FINISHED = ["attempt_finished", "attempt_cancelled", "job_finished", "job_started", "indexed", "resync", "regraded"];
+  var FINISHED = ["attempt_finished", "attempt_cancelled", "job_finished", "job_started", "indexed", "resync", "regrade_started", "regraded"];
   var STATE = ["job_finished", "job_started", "indexed", "resync"];
 
   function ask() {

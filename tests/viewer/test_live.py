@@ -39,6 +39,7 @@ def test_a_finished_trial_brings_the_grid_and_the_charts_series_too(client, job)
     assert set(data) == {"x", "running", "finished", "busy"} and len(data["x"]) == len(
         data["finished"]
     )
+    assert 'hx-swap-oob="innerHTML"' in _part(page, "job-regrades")
 
 
 def test_the_trials_part_is_the_page_the_visitor_is_on(client, view_root):
