@@ -27,11 +27,11 @@ from django.http import HttpRequest, HttpResponse
 from viewer import sessions
 
 KEEP = 256  # fragments stored (a few KB each)
-_store: OrderedDict[tuple[str, int], bytes] = OrderedDict()
+_store: OrderedDict[tuple[str | int, ...], bytes] = OrderedDict()
 _lock = threading.Lock()
 
 
-def _get(key: tuple[str, int]) -> bytes | None:
+def _get(key: tuple[str | int, ...]) -> bytes | None:
     with _lock:
         body = _store.get(key)
         if body is not None:
@@ -39,7 +39,7 @@ def _get(key: tuple[str, int]) -> bytes | None:
         return body
 
 
-def _put(key: tuple[str, int], body: bytes) -> None:
+def _put(key: tuple[str | int, ...], body: bytes) -> None:
     with _lock:
         _store[key] = body
         while len(_store) > KEEP:
@@ -55,8 +55,10 @@ def once_per_seq(
     state: Callable[[HttpRequest, dict[str, Any]], tuple[int, int]],
 ) -> Callable[[Callable[..., HttpResponse]], Callable[..., Any]]:
     """Serve the view's response from the store while `state(request, kwargs)` (a job's id and
-    last_seq, or the jobs' newest event and count) is unchanged. The view must not depend on who
-    asks: its bytes go to every visitor (tests/viewer/test_fragments.py renders each for two)."""
+    last_seq, or the number of jobs and of their events) is unchanged; a page naming a sequence
+    number (X-Bench-Seq) gets what was rendered at a state whose last number is at least that.
+    The view must not depend on who asks: its bytes go to every visitor
+    (tests/viewer/test_fragments.py renders each for two)."""
 
     def wrap(view: Callable[..., HttpResponse]) -> Callable[..., Any]:
         @wraps(view)
@@ -65,8 +67,8 @@ def once_per_seq(
             asked = _asked_seq(request)
             if asked is not None and (body := _get((path, asked))) is not None:
                 return HttpResponse(body)
-            now = state(request, kwargs)[1]
-            body = _get((path, now))
+            now = state(request, kwargs)
+            body = _get((path, *now))
             if body is not None:
                 response = HttpResponse(body)
             else:
@@ -74,9 +76,9 @@ def once_per_seq(
                 if response.status_code != 200 or response.streaming:
                     return response
                 body = response.content
-                _put((path, now), body)
+                _put((path, *now), body)
             # rendered at a state at least as new as the one asked for: good for that one too
-            if asked is not None and asked <= now:
+            if asked is not None and asked <= now[-1]:
                 _put((path, asked), body)
             return response
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 
+from django.db.models import Count, Sum
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
-from runs.models import Event, Job
+from runs.models import Job
 from viewer import queries
 from viewer.fragments import once_per_seq
 
@@ -19,9 +20,11 @@ def _job_seq(request: HttpRequest, kwargs: dict[str, object]) -> tuple[int, int]
 
 
 def _all_seq(request: HttpRequest, kwargs: dict[str, object]) -> tuple[int, int]:
-    """Every job's state at once: the newest event, and how many jobs there are."""
-    last = Event.objects.order_by("-id").values_list("id", flat=True).first() or 0
-    return last, Job.objects.count()
+    """Every job's state at once: how many jobs there are, and their events in all (an event adds
+    one to its job's last_seq in its own transaction, so every committed change moves the sum;
+    the newest event's id would not on PostgreSQL, where ids are not given in commit order)."""
+    row = Job.objects.aggregate(jobs=Count("id"), events=Sum("last_seq"))
+    return row["jobs"], row["events"] or 0
 
 
 def _int(value: str | None, default: int = 0) -> int:

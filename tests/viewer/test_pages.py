@@ -304,3 +304,16 @@ def test_a_trial_url_is_the_one_reverse_makes(trial, job):
     assert trial_url(trial, "job with space") == reverse(
         "viewer:trial", args=["job with space", trial]
     )
+
+
+def test_the_jobs_list_follows_a_jobs_progress_when_no_job_is_added(client, job):
+    # the table was stored by the number of jobs: a job's progress never showed on the list
+    from django.db import transaction
+
+    from runs.index.writer import record_event
+
+    assert "another-agent" not in client.get("/jobs/table/").content.decode()
+    with transaction.atomic():
+        Job.objects.update(agent="another-agent")
+        record_event(Job.objects.get().pk, "attempt_finished", "hello", {})
+    assert "another-agent" in client.get("/jobs/table/").content.decode()
