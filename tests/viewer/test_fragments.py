@@ -219,3 +219,27 @@ def test_a_session_cookie_is_read_from_the_scope():
     scope = {"headers": [(b"host", b"x"), (b"cookie", b"csrftoken=a; sessionid=abc123")]}
     assert sessions.session_key(scope) == "abc123"
     assert sessions.session_key({"headers": [(b"cookie", b"csrftoken=a")]}) == ""
+
+
+@pytest.mark.parametrize(
+    "engine",
+    ["django.contrib.sessions.backends.db", "django.contrib.sessions.backends.cached_db"],
+)
+def test_sessions_are_checked_as_django_checks_them(engine, settings):
+    """One query for all (database sessions) or one session at a time (any other engine): the
+    same answer as Django's auth."""
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    settings.SESSION_ENGINE = engine
+    users = get_user_model().objects
+    keys = {}
+    for name in ("alice", "bob", "carol"):
+        client = Client()
+        client.force_login(users.create(username=name))
+        keys[name] = client.cookies["sessionid"].value
+    users.filter(username="bob").update(is_active=False)
+    carol = users.get(username="carol")
+    carol.set_password("changed-pw-789")
+    carol.save()
+    assert sessions.logged_in_keys([*keys.values(), "no-such-session"]) == {keys["alice"]}
