@@ -122,6 +122,28 @@ class Square:
         """0-100: how blue the square is (its reward)."""
         return round(100 * self.reward) if self.reward is not None else 0
 
+    # The square's class and tooltip, made here rather than by the template's branches: a live
+    # response after a finished trial holds one square per trial (10,000 in a large job).
+    @property
+    def css(self) -> str:
+        if self.state in ("running", "waiting", "not_run"):
+            return self.state
+        if self.reward is not None:
+            return f"r{round(10 * self.reward)}"
+        if self.outcome in ("errored", "verifier_errored", "interrupted"):
+            return self.outcome
+        return "unscored"
+
+    @property
+    def title(self) -> str:
+        if self.reward is not None:
+            what = f"reward {self.reward:.2f}"
+        elif self.outcome:
+            what = f"{self.outcome} — {self.cause}" if self.cause else self.outcome
+        else:
+            what = self.state
+        return f"{self.name}: {what}"
+
 
 def cause_text(category: str) -> str:
     cls = errors.lookup(category) if category else None

@@ -7,6 +7,7 @@ import json
 from django.db.models import Count, Sum
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.template.loader import render_to_string
 
 from runs.models import Job
 from viewer import queries
@@ -37,6 +38,13 @@ def _int(value: str | None, default: int = 0) -> int:
 JOBS_SHOWN = 200
 
 
+def _fragment(request: HttpRequest, template: str, context: dict[str, object]) -> HttpResponse:
+    """A shared fragment (once_per_seq): rendered without the context processors, so nothing of
+    the visitor (user, permissions, CSRF token, messages) is in it or costs a query; the request
+    is there for the query string of its links."""
+    return HttpResponse(render_to_string(template, {**context, "request": request}))
+
+
 def _jobs_context() -> dict[str, object]:
     jobs = queries.job_list()
     return {"jobs": jobs[:JOBS_SHOWN], "total": jobs.count(), "shown": JOBS_SHOWN}
@@ -48,7 +56,7 @@ def jobs(request: HttpRequest) -> HttpResponse:
 
 @once_per_seq(_all_seq)
 def jobs_table(request: HttpRequest) -> HttpResponse:
-    return render(request, "viewer/_jobs_table.html", _jobs_context())
+    return _fragment(request, "viewer/_jobs_table.html", _jobs_context())
 
 
 def _trials_context(request: HttpRequest, job: queries.Job) -> dict[str, object]:
@@ -86,13 +94,15 @@ def job_page(request: HttpRequest, job: str) -> HttpResponse:
 @once_per_seq(_job_seq)
 def job_trials(request: HttpRequest, job: str) -> HttpResponse:
     row = queries.get_job(job)
-    return render(request, "viewer/_trials.html", _trials_context(request, row))
+    return _fragment(request, "viewer/_trials.html", _trials_context(request, row))
 
 
 @once_per_seq(_job_seq)
 def job_grid(request: HttpRequest, job: str) -> HttpResponse:
     row = queries.get_job(job)
-    return render(request, "viewer/_grid.html", {"job": row, "squares": queries.outcomes_grid(row)})
+    return _fragment(
+        request, "viewer/_grid.html", {"job": row, "squares": queries.outcomes_grid(row)}
+    )
 
 
 @once_per_seq(_job_seq)
@@ -109,7 +119,7 @@ def job_live(request: HttpRequest, job: str) -> HttpResponse:
         context["squares"] = queries.outcomes_grid(row)
         context["chart"] = json.dumps(queries.utilization_series(row), separators=(",", ":"))
         context.update(queries.job_regrades(row))
-    return render(request, "viewer/_live.html", context)
+    return _fragment(request, "viewer/_live.html", context)
 
 
 def job_chart(request: HttpRequest, job: str) -> JsonResponse:

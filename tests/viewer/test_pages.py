@@ -317,3 +317,24 @@ def test_the_jobs_list_follows_a_jobs_progress_when_no_job_is_added(client, job)
         Job.objects.update(agent="another-agent")
         record_event(Job.objects.get().pk, "attempt_finished", "hello", {})
     assert "another-agent" in client.get("/jobs/table/").content.decode()
+
+
+@pytest.mark.parametrize(
+    ("fields", "css", "title"),
+    [
+        (("t", "", "running", None, ""), "running", "t: running"),
+        (("t", "", "waiting", None, ""), "waiting", "t: waiting"),
+        (("t", "", "not_run", None, ""), "not_run", "t: not_run"),
+        (("t", "passed", "done", 1.0, ""), "r10", "t: reward 1.00"),
+        (("t", "failed", "done", 0.25, ""), "r2", "t: reward 0.25"),
+        (("t", "errored", "done", None, "no space (task problem)"), "errored", None),
+        (("t", "verifier_errored", "done", None, ""), "verifier_errored", "t: verifier_errored"),
+        (("t", "", "done", None, ""), "unscored", "t: done"),
+    ],
+)
+def test_a_grid_square_says_its_outcome_by_class_and_tooltip(fields, css, title):
+    from viewer.queries import Square
+
+    square = Square(*fields)
+    assert square.css == css
+    assert square.title == (title or "t: errored — no space (task problem)")
