@@ -420,6 +420,10 @@ def _figures(
         },
         "machine_busy": f"{busy / total:.0%}" if total else "-",
         "others_cpu_s": round(max(0.0, busy - ours), 1),
+        # cores the machine's other work held during the round, of os.cpu_count()
+        "others_cores": round(max(0.0, busy - ours) / (total / (os.cpu_count() or 1)), 2)
+        if total
+        else 0.0,
     }
 
 
