@@ -24,7 +24,7 @@ IMAGE_MARKS = ("not present locally", "no image registry is reachable")
 
 
 def check(root: Path) -> list[dict]:
-    from runs.tasks.check import check_tasks
+    from runs.task_check import check_tasks
 
     from runs.sandboxes.docker import connect
 

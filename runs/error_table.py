@@ -482,7 +482,7 @@ ERROR_CLASSES: tuple[ErrorClass, ...] = (
         markers=_m(115, "verifier could not reach a host"),
         cause="the tests could not reach a host",
         next="the error quotes the line naming the host; bake what the tests fetch into the task "
-        "image, or run where that host is reachable (only Debian's mirror and PyPI "
+        "image, or run where that host is reachable (only Debian's and Ubuntu's archives, PyPI and npm "
         "answer here)",
         explain="The tests printed that a host name did not resolve or no route led to it (curl's "
         "'Could not resolve host', pip's 'Temporary failure in name resolution', ...), and did "

@@ -37,7 +37,14 @@ from runs.sandboxes.rootfs import (
     remove_tree,
     retag,
 )
-from runs.sandboxes.ubuntu import RELEASE_LABEL, RELEASES, build_ubuntu_images, ubuntu_image_status
+from runs.sandboxes.ubuntu import (
+    NOBLE_PYTHON,
+    RELEASE_LABEL,
+    RELEASES,
+    build_ubuntu_images,
+    ubuntu_image_status,
+)
+from runs.sandboxes.ubuntu import PYTHON_TAGS as UBUNTU_PYTHON_TAGS
 
 # Bump when any recipe below changes: images at an older version get rebuilt.
 BASE_VERSION = 1
@@ -253,10 +260,18 @@ def untruthful(tag: str, labels: dict[str, str] | None) -> str | None:
 def no_stand_in_reason(name: str) -> str:
     """Why no offline stand-in exists for the image `name`."""
     python = _PYTHON_TAG.match(name)
-    if python and python.group(1) != BOOKWORM_PYTHON:
+    bare = name.removeprefix("docker.io/").removeprefix("library/")
+    if python and bare in PYTHON_TAGS + UBUNTU_PYTHON_TAGS:
         return (
-            f"No stand-in is made for {name}: Debian bookworm, the base built offline here, has "
-            f"Python {BOOKWORM_PYTHON} only, and a stand-in must carry the version its tag names."
+            "Its stand-in is built by `bench doctor --fix` (or `scripts/setup.sh`); if that "
+            "failed, `bench doctor` says why."
+        )
+    if python:
+        made = ", ".join(PYTHON_TAGS + UBUNTU_PYTHON_TAGS)
+        return (
+            f"No stand-in is made for {name}: the bases built offline here hold Python "
+            f"{BOOKWORM_PYTHON} (Debian bookworm) and {NOBLE_PYTHON} (Ubuntu 24.04) only, made "
+            f"as {made}; a stand-in must carry the version (and system) its tag names."
         )
     ubuntu = _UBUNTU_TAG.match(name)
     if ubuntu and any(ubuntu.group(1) in (r.version, r.codename) for r in RELEASES):

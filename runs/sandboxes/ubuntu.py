@@ -26,6 +26,7 @@ from runs.sandboxes.engine import SETUP_HINT, Log
 from runs.sandboxes.rootfs import (
     CA_LABEL,
     DOCKER_CLEAN,
+    FROM_LABEL,
     HOST_CA_BUNDLE,
     LABEL,
     VERSION_LABEL,
@@ -73,7 +74,11 @@ class Release:
 
 
 RELEASES = (Release("noble", "24.04", True, True), Release("jammy", "22.04", False, False))
-UBUNTU_TAGS = tuple(tag for r in RELEASES for tag in r.tags)
+# Python 3.12 is Ubuntu 24.04's own: the one base here that holds it. Tagged python:3.12[-slim]
+# only (never -bookworm: Debian's own 3.12 is not this), labelled with the OS it runs on.
+NOBLE_PYTHON = "3.12"
+PYTHON_TAGS = ("python:3.12-slim", "python:3.12")
+UBUNTU_TAGS = (*(tag for r in RELEASES for tag in r.tags), *PYTHON_TAGS)
 
 
 class UbuntuArchiveError(RuntimeError):
@@ -203,6 +208,22 @@ def _dockerfile(release: Release, ca_files: list[Path], ca: str) -> str:
     )
 
 
+PYTHON_DOCKERFILE = f"""FROM ubuntu:24.04
+RUN apt-get update \\
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \\
+      python3 python3-pip python3-venv \\
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin \\
+ && ln -sf /usr/bin/python3 /usr/local/bin/python \\
+ && ln -sf /usr/bin/pip3 /usr/local/bin/pip \\
+ && rm -f /usr/lib/python3*/EXTERNALLY-MANAGED \\
+ && userdel --remove ubuntu \\
+ && python3 -c 'import sys; assert sys.version_info[:2] == (3, 12)' && pip --version
+ENV PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1 LANG=C.UTF-8
+LABEL {FROM_LABEL}="{{base_id}}" benchflow.base.python="{NOBLE_PYTHON}" benchflow.base.note="Ubuntu 24.04's python3 ({NOBLE_PYTHON}), standing in for python:{NOBLE_PYTHON} images (which are Debian-based)"
+CMD ["python3"]
+"""
+
+
 def build_ubuntu_images(
     client: DockerClient, *, force: bool = False, log: Log = print
 ) -> list[str]:
@@ -217,7 +238,7 @@ def build_ubuntu_images(
         if force or not all(_state(client, tag, ca) in ("current", "foreign") for tag in r.tags)
     ]
     if not wanted:
-        return []
+        return _python(client, ca, log)
     keyring_file = keyring(log)
     for release in wanted:
         fresh = force or not is_current(labels_of(client, release.rootfs_tag), UBUNTU_VERSION)
@@ -235,6 +256,23 @@ def build_ubuntu_images(
         image = client.images.get(first)
         for tag in others:
             built += retag(client, image, tag, log)
+    built += _python(client, ca, log)
+    return built
+
+
+def _python(client: DockerClient, ca: str, log: Log) -> list[str]:
+    """python:3.12[-slim] over the ubuntu:24.04 stand-in (rebuilt when that is)."""
+    first, *others = PYTHON_TAGS
+    labels, base = labels_of(client, first), client.images.get(RELEASES[0].tags[0])
+    built = []
+    if is_foreign(labels):
+        log(f"keeping {first}: it is a real image, not a stand-in")
+    elif (labels or {}).get(FROM_LABEL) != base.id or not is_current(labels, UBUNTU_VERSION):
+        build(client, first, PYTHON_DOCKERFILE.format(base_id=base.id), {}, log)
+        built.append(first)
+    image = client.images.get(first)
+    for tag in others:
+        built += retag(client, image, tag, log)
     return built
 
 

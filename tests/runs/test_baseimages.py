@@ -218,11 +218,15 @@ def test_doctor_passes_engine_and_image_checks(client: docker.DockerClient) -> N
     assert checks["base images"].status == "PASS"
 
 
-def test_a_python_version_bookworm_lacks_has_no_stand_in_and_the_message_says_why() -> None:
-    text = explain_missing_image("python:3.12-slim", ["python:3.11-slim"])
-    assert "No stand-in is made for python:3.12-slim" in text
-    assert "Python 3.11 only" in text and "carry the version its tag names" in text
-    assert baseimages.no_stand_in_reason("python:3.11-slim") == ""
+def test_a_python_version_no_base_holds_has_no_stand_in_and_the_message_says_why() -> None:
+    text = explain_missing_image("python:3.13-slim", ["python:3.11-slim"])
+    assert "No stand-in is made for python:3.13-slim" in text
+    assert "Python 3.11 (Debian bookworm) and 3.12 (Ubuntu 24.04) only" in text
+    assert "carry the version (and system) its tag names" in text
+    # a 3.12 tag naming Debian is not the Ubuntu-based stand-in either
+    assert "No stand-in is made" in baseimages.no_stand_in_reason("python:3.12-slim-bookworm")
+    assert "`bench doctor --fix`" in baseimages.no_stand_in_reason("python:3.12-slim")
+    assert "`bench doctor --fix`" in baseimages.no_stand_in_reason("python:3.11-slim")
 
 
 @pytest.mark.parametrize(

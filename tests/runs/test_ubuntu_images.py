@@ -157,3 +157,16 @@ def test_the_doctor_names_an_unreachable_archive(client: docker.DockerClient, mo
     assert "missing: ubuntu:24.04" in check.detail
     assert "the Ubuntu archive (http://127.0.0.1:" in check.detail
     assert check.fix.startswith("let this machine reach http://archive.ubuntu.com/ubuntu")
+
+
+@pytest.mark.docker
+def test_python_312_is_ubuntu_2404s_with_pip_and_no_extra_user(client: docker.DockerClient) -> None:
+    script = (
+        "python -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])' && . /etc/os-release "
+        "&& echo $VERSION_ID && ls /usr/lib/python3*/EXTERNALLY-MANAGED 2>/dev/null | wc -l "
+        "&& (id ubuntu >/dev/null 2>&1 && echo user || echo nouser) && pip --version | cut -c1-3"
+    )
+    out = client.containers.run("python:3.12-slim", ["sh", "-c", script], remove=True)
+    assert out.decode().split() == ["3.12", "24.04", "0", "nouser", "pip"]
+    assert client.images.get("python:3.12").id == client.images.get("python:3.12-slim").id
+    assert client.images.get("python:3.12-slim").labels["benchflow.base.python"] == "3.12"
