@@ -100,9 +100,8 @@ def _compose_problems(task: Task, client: Any) -> list[str]:
         memory_mb=task.sandbox.memory_mb,
     )
     env = compose.interpolation_env(file, task.sandbox.env, variables)
-    no_network = task.sandbox.network_mode == "no-network"
     try:
-        model = compose.resolve(file, file.parent, "benchflow-check", env, no_network)
+        model = compose.resolve(file, file.parent, "benchflow-check", env)
     except compose.ComposeError as exc:
         return [f"{exc}; fix: correct the file (`docker compose config` says the same)"]
     problems = []

@@ -1,16 +1,16 @@
 """Multi-container sandboxes: a task's environment/docker-compose.yaml run by Docker Compose.
 
 As Harbor does it: a base file declares the `main` service (the task's image, kept alive with
-`sleep infinity`, /logs mounted, the task's CPUs and memory), the task's file is layered over it
-(it may add to main and declare further services, networks and volumes), and a no-network task
-gets a last file putting main on `network_mode: none`. `docker compose config` merges them and
-resolves the variables Harbor's base file offers (MAIN_IMAGE_NAME, CONTEXT_DIR, CPUS, MEMORY,
-HOST_*_LOGS_PATH, ...). The runner then puts its own settings on the merged model (the attempt's
-labels on every container, network and volume, so the reaper and a cancel find them; main's
-image with the agent's layer, its mounts, init), builds the sidecars' images once per build
-context, and has Compose create and start the project (`up --wait`: healthchecks gate
-`depends_on`). Keys this runner cannot honour were refused by `bench tasks check`
-(runs/tasks/compose_keys.py).
+`sleep infinity`, its CPUs and memory), and the task's file is layered over it (it may add to
+main and declare further services, networks and volumes); `docker compose config` merges them
+and resolves the variables Harbor's base file offers (MAIN_IMAGE_NAME, CONTEXT_DIR, CPUS, MEMORY,
+HOST_*_LOGS_PATH, ...). The runner then puts its own settings on the merged model: the attempt's
+labels on every container, network and volume (so the reaper and a cancel find them), main's
+image with the agent's layer, its mounts and init, and for a no-network task main taken off
+every network (only lo is left, as Harbor's egress rules leave it). It builds the sidecars'
+images once per build context and has Compose create and start the project (`up --wait`:
+healthchecks gate `depends_on`). Keys this runner cannot honour were refused by `bench tasks
+check` (runs/tasks/compose_keys.py).
 """
 
 from __future__ import annotations
@@ -113,9 +113,6 @@ def base_model() -> dict[str, Any]:
     }
 
 
-NO_NETWORK = {"services": {MAIN: {"network_mode": "none"}}}
-
-
 def interpolation_env(
     task_file: Path, task_env: dict[str, str], variables: dict[str, str]
 ) -> dict[str, str]:
@@ -130,16 +127,11 @@ def interpolation_env(
     return {**env, **task_env, **variables}
 
 
-def resolve(
-    task_file: Path, env_dir: Path, project: str, env: dict[str, str], no_network: bool
-) -> dict[str, Any]:
-    """The merged model: the base file, the task's, and the no-network file, by `docker compose config`."""
+def resolve(task_file: Path, env_dir: Path, project: str, env: dict[str, str]) -> dict[str, Any]:
+    """The merged model, by `docker compose config`: the base file, then the task's."""
     with tempfile.TemporaryDirectory(prefix="benchflow-compose-") as folder:
         files = [Path(folder) / "base.json", task_file]
         files[0].write_text(json.dumps(base_model()))
-        if no_network:
-            files.append(Path(folder) / "no-network.json")
-            files[-1].write_text(json.dumps(NO_NETWORK))
         args = ["docker", "compose", "-p", project, "--project-directory", str(env_dir)]
         for file in files:
             args += ["-f", str(file)]
@@ -160,6 +152,7 @@ class MainSettings:
     cpus: float
     memory_mb: int
     workdir: str | None
+    no_network: bool = False  # the task's network_mode = "no-network": main reaches only lo
 
 
 def finalize(model: dict[str, Any], main: MainSettings, sidecar_image: str) -> dict[str, Any]:
@@ -177,6 +170,11 @@ def finalize(model: dict[str, Any], main: MainSettings, sidecar_image: str) -> d
         if name != MAIN and service.get("build") and not service.get("image"):
             service["image"] = f"{sidecar_image}-{re.sub(r'[^a-z0-9_.-]', '-', name.lower())}"
     m = services[MAIN]
+    if main.no_network:
+        # Harbor drops main's egress but lo (iptables) for a no-network task: main off every
+        # network is the same; set here, as a last file could not take the task's networks away
+        m.pop("networks", None)
+        m["network_mode"] = "none"
     m.pop("build", None)
     m["image"] = main.image
     m["init"] = True

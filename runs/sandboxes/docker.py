@@ -424,7 +424,6 @@ class SandboxFactory:
                 env_dir,
                 name,
                 compose.interpolation_env(task.compose_file, task.sandbox.env, variables),
-                no_network=task.sandbox.network_mode == "no-network",
             )
             settings = compose.MainSettings(
                 image=image,
@@ -434,6 +433,7 @@ class SandboxFactory:
                 cpus=given.cpus,
                 memory_mb=given.memory_mb,
                 workdir=task.sandbox.workdir,
+                no_network=task.sandbox.network_mode == "no-network",
             )
             digest = self.images.sidecar_tag(task)
             project = compose.ComposeProject(

@@ -191,3 +191,41 @@ def test_bench_tasks_check_refuses_what_cannot_be_honoured(bench_env, tmp_path):
     assert f"{compose}: services.notes.ports: ports is not honoured here" in out
     assert "fix: use expose" in out
     assert f"{compose}: services.notes.network_mode: network_mode host would join" in out
+
+
+# Tries the sidecar and the internet, and calls its model: says what it reached.
+PROBE = """#!/bin/bash
+python3 - <<'PY'
+import json, os, urllib.request as u
+for name, url in (("sidecar", "http://notes:8000/word"), ("internet", "http://deb.debian.org/debian/")):
+    try:
+        u.urlopen(url, timeout=5)
+        print(name, "reached")
+    except OSError:
+        print(name, "unreachable")
+body = {"model": os.environ["BENCHFLOW_MODEL"], "messages": [{"role": "user", "content": "hi"}]}
+req = u.Request(os.environ["OPENAI_BASE_URL"] + "/chat/completions", data=json.dumps(body).encode(),
+                headers={"Authorization": "Bearer " + os.environ["OPENAI_API_KEY"],
+                         "Content-Type": "application/json"})
+print("model", json.load(u.urlopen(req, timeout=60))["choices"][0]["message"]["content"])
+PY
+"""
+
+
+def test_a_no_network_compose_task_puts_main_on_no_network_and_keeps_its_model(
+    docker_client, bench_env, tmp_path
+):
+    # given the compose task made no-network in task.toml (as Harbor: main on network_mode none)
+    the_task(tmp_path)
+    toml = tmp_path / "tasks" / FIXTURE.name / "task.toml"
+    toml.write_text(toml.read_text() + 'network_mode = "no-network"\n')
+    agent = make_agent(tmp_path, "probe.sh", PROBE)
+    # when an agent probes what it can reach
+    proc = run_bench(run_args(f"script:{agent}", "-m", "mock/echo"), env=bench_env, cwd=tmp_path)
+    # then neither the sidecar nor the internet, but its model yes
+    [job] = job_dirs(tmp_path / "jobs")
+    [result] = results_of(job)
+    log = (job / result["rollout_name"] / "agent" / "script.txt").read_text()
+    assert "sidecar unreachable" in log and "internet unreachable" in log, log
+    assert "model echo: hi" in log, proc.stdout + proc.stderr
+    assert leftovers(docker_client, job) == NOTHING

@@ -233,3 +233,11 @@ def test_a_built_sidecar_is_named_by_the_environment_digest_so_it_is_built_once(
     out = finalize(MERGED, SETTINGS, "benchflow-env:d-sidecar")
     assert sidecar_builds(out) == {"db": "benchflow-env:d-sidecar-db"}
     assert out["services"]["cache"]["image"] == "redis:7"
+
+
+def test_a_no_network_task_takes_main_off_every_network() -> None:
+    settings = MainSettings(**{**SETTINGS.__dict__, "no_network": True})
+    out = finalize(MERGED, settings, "benchflow-env:d-sidecar")
+    main = out["services"]["main"]
+    assert main["network_mode"] == "none" and "networks" not in main
+    assert out["services"]["db"]["networks"] == {"airgap": None}  # the sidecars keep theirs
