@@ -105,11 +105,23 @@ def build(
     return BuildOutcome(_error_of(log, proc.returncode), _line_of(log), log)
 
 
+# curl's exit codes for a host it could not reach (it is often run with -s: no message of its own)
+_CURL_UNREACHABLE = {6: "could not resolve the host", 7: "could not connect to the host"}
+_CURL_EXIT = re.compile(r'process "[^"]*\bcurl\b.*did not complete successfully: exit code: (\d+)')
+
+
 def _error_of(log: str, code: int) -> str:
     errors = [line for line in log.splitlines() if line.startswith("ERROR:")]
     if not errors:
         return f"docker build exited {code}"
-    return errors[-1].removeprefix("ERROR:").strip().removeprefix("failed to solve:").strip()
+    error = errors[-1].removeprefix("ERROR:").strip().removeprefix("failed to solve:").strip()
+    curl = _CURL_EXIT.search(error)
+    if curl and (why := _CURL_UNREACHABLE.get(int(curl.group(1)))):
+        error += (
+            f" (curl {why}: the Dockerfile fetches from a host this machine cannot reach; "
+            "bake the file into the task, or build where that host answers)"
+        )
+    return error
 
 
 def _line_of(log: str) -> int | None:

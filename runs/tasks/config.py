@@ -89,7 +89,11 @@ _SANDBOX = set(
     "tpu skills_dir healthcheck mcp_servers setup_commands bugswarm_image_tag".split()
 )
 SOLUTION_KEYS = {"env", "timeout_sec"}
-_STEP = {"name", "agent", "verifier", "min_reward", "healthcheck", "artifacts"}
+# Harbor 0.26's step keys, and two multi-turn task sets add (dependencies, inherit_prior_session)
+_STEP = {"name", "agent", "verifier", "min_reward", "healthcheck", "artifacts"} | {
+    "dependencies",
+    "inherit_prior_session",
+}
 REWARD_STRATEGIES = ("mean", "final")
 _STEP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
@@ -242,6 +246,7 @@ def steps_config(
     for i, s in enumerate(raw):
         where, name = f"steps[{i}]", s.get("name")
         c.unknown(s, _STEP, where)
+        _multi_turn_keys(c, s, where, [x.name for x in steps])
         taken = {x.name for x in steps}
         if not isinstance(name, str) or not _STEP_NAME.fullmatch(name) or name in taken:
             fix = f'write name = "step-{i + 1}" and create steps/step-{i + 1}/instruction.md'
@@ -275,3 +280,24 @@ def steps_config(
             )
         )
     return tuple(steps)
+
+
+def _multi_turn_keys(c: Checker, s: dict[str, Any], where: str, earlier: list[str]) -> None:
+    """Steps run in their listed order in one sandbox: what `dependencies` and
+    `inherit_prior_session` (keys of multi-turn task sets, not Harbor 0.26's) would change."""
+    deps = s.get("dependencies", [])
+    if not isinstance(deps, list) or any(d not in earlier for d in deps):
+        c.warn(
+            f"{where}.dependencies",
+            f"{deps!r} names a step that is not before this one: steps run in their listed order here",
+        )
+    if s.get("inherit_prior_session") is False:
+        c.warn(
+            f"{where}.inherit_prior_session",
+            "every step runs in the same sandbox here, so it sees what the earlier steps left",
+        )
+    elif s.get("inherit_prior_session"):
+        c.warn(
+            f"{where}.inherit_prior_session",
+            "the step sees the earlier steps' files (one sandbox), but its agent starts a new session",
+        )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from runs.sandboxes import buildkit
 from runs.sandboxes.buildkit import buildkit_only_line, without_syntax_line
 
 
@@ -36,3 +37,20 @@ def test_a_syntax_directive_becomes_a_comment_keeping_the_line_count(
 )
 def test_the_first_line_only_buildkit_can_build_is_named(text: str, found) -> None:
     assert buildkit_only_line(text) == found
+
+
+@pytest.mark.parametrize(
+    ("code", "said"),
+    [(6, "curl could not resolve the host"), (7, "curl could not connect to the host"), (22, None)],
+)
+def test_a_curl_in_the_build_that_cannot_reach_its_host_says_so(
+    code: int, said: str | None
+) -> None:
+    log = (
+        "#7 ERROR: process ...\n"
+        f'ERROR: failed to solve: process "/bin/sh -c curl -LsSf https://go.dev/dl/go.tgz -o /tmp/go.tgz" '
+        f"did not complete successfully: exit code: {code}\n"
+    )
+    error = buildkit._error_of(log, 1)
+    assert error.startswith('process "/bin/sh -c curl')
+    assert (said in error) if said else ("cannot reach" not in error)

@@ -97,3 +97,28 @@ retries = 2
 def test_skills_dir_is_kept_as_the_folder_the_image_holds(tmp_path: Path) -> None:
     task = load_task(split_task(tmp_path, '[environment]\nskills_dir = "/opt/skills"\n'))
     assert task.sandbox.skills_dir == "/opt/skills" and task.warnings == ()
+
+
+def test_multi_turn_step_keys_load_with_what_differs(tmp_path: Path) -> None:
+    toml = """[[steps]]
+name = "one"
+dependencies = []
+
+[[steps]]
+name = "two"
+dependencies = ["one"]
+inherit_prior_session = true
+
+[[steps]]
+name = "three"
+dependencies = ["four"]
+"""
+    folder = split_task(tmp_path, toml)
+    for name in ("one", "two", "three"):
+        (folder / "steps" / name).mkdir(parents=True)
+        (folder / "steps" / name / "instruction.md").write_text(f"Do {name}.\n")
+    task = load_task(folder)
+    said = {w.field: w.message for w in task.warnings}
+    assert set(said) == {"steps[1].inherit_prior_session", "steps[2].dependencies"}
+    assert "its agent starts a new session" in said["steps[1].inherit_prior_session"]
+    assert "steps run in their listed order here" in said["steps[2].dependencies"]
