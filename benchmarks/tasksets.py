@@ -24,9 +24,8 @@ IMAGE_MARKS = ("not present locally", "no image registry is reachable")
 
 
 def check(root: Path) -> list[dict]:
-    from runs.task_check import check_tasks
-
     from runs.sandboxes.docker import connect
+    from runs.task_check import check_tasks
 
     rows = []
     for report in check_tasks(root, connect()):
