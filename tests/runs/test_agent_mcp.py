@@ -167,3 +167,31 @@ def test_the_servers_load_with_no_warning_and_an_agent_without_them_is_told(tmp_
         "claude, codex and opencode are given them (task)"
     ]
     assert OracleAgent().mcp_config((STDIO,)) is None
+
+
+def test_mcp_and_setup_secrets_are_replaced_like_the_tasks_own(tmp_path: Path, monkeypatch) -> None:
+    from runs.trials.agent_run import trial_secrets
+
+    monkeypatch.setenv("MCP_TOKEN", "tok-mcp-0123456789abcdef")
+    toml = """[[environment.mcp_servers]]
+name = "almanac"
+transport = "streamable-http"
+url = "http://almanac:8000/mcp"
+headers = { Authorization = "Bearer ${MCP_TOKEN}" }
+
+[[environment.mcp_servers]]
+name = "notes"
+transport = "stdio"
+command = "notes"
+env = { NOTES_API_KEY = "key-notes-0123456789" }
+
+[[environment.setup_commands]]
+command = "seed"
+env = { SEED_PASSWORD = "pw-seed-0123456789" }
+"""
+    secrets = trial_secrets({}, load_task(split_task(tmp_path, toml)))
+    assert set(secrets) >= {
+        "Bearer tok-mcp-0123456789abcdef",
+        "key-notes-0123456789",
+        "pw-seed-0123456789",
+    }
