@@ -20,6 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from runs.agents.base import Agent
 from runs.events import Event, Regraded, RegradeStarted
 from runs.jobfolder import JobLock, JobLocked, new_job_name, read_json, write_json
 from runs.problems import UserError
@@ -37,6 +38,7 @@ from runs.tasks.load import (
     load_task,
     task_digest,
 )
+from runs.trials.environment_setup import set_up
 from runs.trials.verifier import TESTS_DIR, VerifierOutcome, run_verifier
 from runs.trials.workspace import EVIDENCE, MANIFEST, WORKSPACE, check_manifest
 
@@ -344,6 +346,9 @@ async def _regrade_one(run: _Run, plan: _Plan, gate: asyncio.Semaphore) -> None:
             run.live.add(sandbox)
             block["sandbox"] = {"provider": "docker", "sandbox_id": sandbox.id, "image": image}
             await loop.run_in_executor(None, run.factory.start, sandbox)
+            # what the task's setup commands start, and its healthcheck, as before the run's
+            # agent (no agent here, so no skills)
+            await loop.run_in_executor(None, set_up, sandbox, task, Agent(), out_dir)
             workdir = str(plan.manifest.get("workdir") or task.sandbox.workdir or "")
             if not workdir:
                 workdir = await loop.run_in_executor(None, run.factory.images.image_workdir, image)

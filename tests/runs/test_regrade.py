@@ -488,3 +488,21 @@ def test_the_secrets_of_the_tasks_env_do_not_reach_the_regrades_output(
     out = attempt_of(job, "t") / "regrade" / report.regrade_id / "verifier" / "test-stdout.txt"
     assert out.read_text() == "token [REDACTED]\n"
     assert not [p for p in job.rglob("*") if p.is_file() and token.encode() in p.read_bytes()]
+
+
+@pytest.mark.docker
+def test_a_regrade_runs_the_tasks_setup_commands_and_healthcheck_first(
+    docker_client, bench_env, tmp_path
+):
+    # given a task whose tests read what its setup commands made (a server, a seeded file)
+    import shutil
+
+    shutil.copytree(REPO / "tests" / "tasksets" / "setup-keys", tmp_path / "tasks" / "setup-keys")
+    job = run_job(tmp_path, bench_env, "--save-outputs")
+    # when it is regraded in a fresh sandbox
+    report = regrade_job(job, reason="recheck", client=docker_client, emit=lambda _e: None)
+    # then the setup ran before the tests there too, and they passed again
+    assert report.exit_code == 0, report.render()
+    doc = json.loads((attempt_of(job, "setup-keys") / "regrade.json").read_text())
+    assert (doc["latest"]["status"], doc["latest"]["new_reward"]) == ("complete", 1.0)
+    assert containers_of(docker_client, job) == []
