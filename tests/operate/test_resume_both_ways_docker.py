@@ -4,13 +4,15 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.conftest import EXAMPLES, run_bench
+from tests.conftest import EXAMPLES, REPO, run_bench
 from tests.operate.server import PASSWORD, Served, containers_of
 
 pytestmark = pytest.mark.docker
@@ -153,8 +155,6 @@ def test_a_cli_job_is_resumed_and_a_trial_rerun_from_the_browser(served, tmp_pat
 
 
 def test_a_regrade_from_the_cli_reaches_the_dashboards_index(tmp_path, bench_env, docker_client):
-    import sqlite3
-
     done = run_bench(
         [
             "run",
@@ -178,7 +178,14 @@ def test_a_regrade_from_the_cli_reaches_the_dashboards_index(tmp_path, bench_env
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "[REGRADE] hello-world: same" in done.stdout
-    db = Path(bench_env["BENCHFLOW_HOME"]) / "benchflow.sqlite3"
-    with sqlite3.connect(db) as conn:
-        kinds = [r[0] for r in conn.execute("SELECT kind FROM runs_event ORDER BY id")]
-    assert kinds[-2:] == ["regrade_started", "regraded"]
+    # in the commands' own index (SQLite under BENCHFLOW_HOME, or their PostgreSQL database)
+    code = (
+        "from benchflow_site.django_setup import setup_django; setup_django();"
+        "from runs.models import Event;"
+        "print(*Event.objects.order_by('id').values_list('kind', flat=True))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=bench_env, cwd=REPO, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[-2:] == ["regrade_started", "regraded"]
