@@ -37,9 +37,10 @@
     var url = liveUrl + (query.length ? "?" + query.join("&") : "");
     var headers = { "HX-Request": "true" };
     if (lastSeq) headers["X-Bench-Seq"] = String(lastSeq);
-    fetch(url, { headers: headers, credentials: "same-origin" })
+    // a session that ended is sent to the login page: not followed, nothing swapped
+    fetch(url, { headers: headers, credentials: "same-origin", redirect: "manual" })
       .then(function (r) { return r.ok ? r.text() : ""; })
-      .then(function (html) { if (html) htmx.swap(body, html, { swapStyle: "none" }); })
+      .then(function (html) { if (html) htmx.swap(body, html, { swapStyle: "none", ignoreTitle: true }); })
       .catch(function () {})
       .then(function () {
         out = false;
