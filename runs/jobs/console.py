@@ -314,7 +314,7 @@ class Reporter:
             )
         if e.adopted:
             self.line(
-                f"Still running on workers from the earlier run (not run again): {', '.join(e.adopted)}"
+                f"Still running on workers from the earlier run (not run again): {', '.join(sorted(e.adopted))}"
             )
 
     def _lost(self, e: ev.AttemptLost) -> None:

@@ -16,7 +16,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F, Q
 from django.utils import timezone
 
 from runs.models import Dispatcher, Lease, LeaseState, Worker
@@ -263,22 +262,27 @@ def claim(lease: int, worker: int, lease_s: float, stale_s: float) -> int | None
     """Take a queued lease for this worker; its claim number, or None when another worker holds
     it, it ended, or its coordinator has gone quiet (then it is abandoned: nobody would collect it)."""
     at = now()
-    fresh = Q(dispatcher__last_seen_at__gte=at - timedelta(seconds=stale_s))
-    took = (
-        Lease.objects.filter(fresh, pk=lease, state=S.QUEUED, cancel="")
-        # F(): the claim is bumped by the database, never read and written back
-        .update(
-            state=S.PREPARING,
-            worker_id=worker,
-            claim=F("claim") + 1,
-            expires_at=at + timedelta(seconds=lease_s),
-            claimed_at=at,
-        )
+    row = (
+        Lease.objects.filter(pk=lease)
+        .values_list("state", "cancel", "claim", "dispatcher__last_seen_at")
+        .first()
     )
-    if took != 1:
-        Lease.objects.filter(~fresh, pk=lease, state=S.QUEUED).update(state=S.ABANDONED)
+    if row is None or row[0] != S.QUEUED or row[1]:
         return None
-    return Lease.objects.filter(pk=lease).values_list("claim", flat=True).get()
+    _, _, seen_claim, seen = row
+    if seen < at - timedelta(seconds=stale_s):
+        Lease.objects.filter(pk=lease, state=S.QUEUED).update(state=S.ABANDONED)
+        return None
+    # a compare-and-swap on the lease's own row, with no join: on PostgreSQL a condition through
+    # a join is not rechecked after a racing UPDATE, and both racers could match
+    took = Lease.objects.filter(pk=lease, state=S.QUEUED, cancel="", claim=seen_claim).update(
+        state=S.PREPARING,
+        worker_id=worker,
+        claim=seen_claim + 1,
+        expires_at=at + timedelta(seconds=lease_s),
+        claimed_at=at,
+    )
+    return seen_claim + 1 if took == 1 else None
 
 
 def _held(lease: int, claim: int, *states: str) -> Any:

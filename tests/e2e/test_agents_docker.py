@@ -14,6 +14,7 @@ import secrets
 import shutil
 import string
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -27,6 +28,7 @@ import pytest
 from proxy.providers import override_var
 from tests.conftest import (
     EXAMPLES,
+    REPO,
     job_dirs,
     make_agent,
     results_of,
@@ -615,11 +617,22 @@ def test_upstream_key_reaches_the_upstream_and_nothing_else(
     for path in (tmp_path / "jobs").rglob("*"):
         if path.is_file():
             assert upstream_key.encode() not in path.read_bytes(), path
-    state_files = [p for p in (tmp_path / "state").rglob("*") if p.is_file()]
-    assert any(p.name.endswith(".sqlite3") for p in state_files)
-    for path in state_files:
-        data = path.read_bytes()
-        assert upstream_key.encode() not in data and agent_token.encode() not in data, path
+    # the index's every row (SQLite under the state folder, or the run's PostgreSQL database)
+    dump = subprocess.run(
+        [sys.executable, "manage.py", "dumpdata", "runs"],
+        env=clean_env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert dump.returncode == 0, dump.stderr
+    assert result["rollout_name"] in dump.stdout  # the dump holds this job
+    assert upstream_key not in dump.stdout and agent_token not in dump.stdout
+    # and on SQLite, not even in the file's free pages
+    for path in (tmp_path / "state").rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert upstream_key.encode() not in data and agent_token.encode() not in data, path
     assert upstream_key not in proc.stdout + proc.stderr
     assert agent_token not in proc.stdout + proc.stderr
     # and a secret-looking --agent-env value is not recorded, a plain one is
