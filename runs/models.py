@@ -12,7 +12,9 @@ from django.db import models
 
 
 class JobState(models.TextChoices):
-    RUNNING = "running"
+    RUNNING = (
+        "running"  # its sandbox is up and its agent started (the coordinator held a slot for it)
+    )
     FINISHED = "finished"
     INTERRUPTED = "interrupted"
     FAILED = "failed"
@@ -20,7 +22,9 @@ class JobState(models.TextChoices):
 
 class AttemptState(models.TextChoices):
     PREPARING = "preparing"
-    RUNNING = "running"
+    RUNNING = (
+        "running"  # its sandbox is up and its agent started (the coordinator held a slot for it)
+    )
     FINISHED = "finished"
     CANCELLED = "cancelled"  # by a job cap or a signal: no result.json
     INTERRUPTED = "interrupted"  # the run stopped while it ran (no result.json, no cancel record)
@@ -36,7 +40,9 @@ class ResultState(models.TextChoices):
 
 class TrialState(models.TextChoices):
     WAITING = "waiting"  # planned, no attempt started yet
-    RUNNING = "running"
+    RUNNING = (
+        "running"  # its sandbox is up and its agent started (the coordinator held a slot for it)
+    )
     DONE = "done"  # its best attempt finished (scored or not)
     NOT_RUN = "not_run"  # a job cap kept it from running, or the job ended before it
 
@@ -258,8 +264,9 @@ class Dispatcher(models.Model):
 class LeaseState(models.TextChoices):
     QUEUED = "queued"  # in the broker's queue; no worker holds it
     PREPARING = "preparing"  # a worker claimed it and is making its sandbox
-    READY = "ready"  # its sandbox is up; it waits for the coordinator's go
-    RUNNING = "running"
+    RUNNING = (
+        "running"  # its sandbox is up and its agent started (the coordinator held a slot for it)
+    )
     FINISHED = "finished"  # result.json written; `result` holds it
     CANCELLED = "cancelled"  # stopped while it ran (a cap or a signal): `cancelled_record`
     DISCARDED = "discarded"  # never started: its sandbox and folder are gone

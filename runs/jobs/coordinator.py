@@ -157,7 +157,7 @@ class Coordinator:
                 try:
                     prepared = await self.runner.prepare(plan)
                     async with run_slots:
-                        if self.stopping or self.budget.reached:
+                        if (self.stopping or self.budget.reached) and not prepared.running:
                             self._never_started(prepared)
                             self._kept_from_running(trial)
                             return

@@ -34,8 +34,8 @@ S = leases.S
 POLL_S = 1.0  # the database is read this often for every lease waited on (hints come sooner)
 SEEN_EVERY_S = 2.0
 STOP_WAIT_S = 60.0  # how long a cancel waits for the worker to stop the attempt and say so
-# what `prepare` waits for: the sandbox is up (or the attempt went no further)
-PREPARED = (S.READY, S.RUNNING, S.FINISHED, S.FAILED, S.CANCELLED, S.DISCARDED)
+# what `prepare` waits for: the sandbox is up and the attempt started (or it went no further)
+PREPARED = (S.RUNNING, S.FINISHED, S.FAILED, S.CANCELLED, S.DISCARDED)
 DONE = (S.FINISHED, S.FAILED, S.CANCELLED, S.DISCARDED)  # nothing more happens to it
 
 
@@ -43,7 +43,6 @@ DONE = (S.FINISHED, S.FAILED, S.CANCELLED, S.DISCARDED)  # nothing more happens 
 class RemotePrepared(Prepared):
     lease: int = 0
     claim: int = 0  # the claim its sandbox was prepared under
-    given: int = -1  # the claim the coordinator gave its go to
 
 
 class RemoteRunner:
@@ -132,7 +131,11 @@ class RemoteRunner:
                 enqueue=self._enqueue,
             )
             self._set((await self.db(leases.rows, [lease]))[lease])
-        row = await self._wait(lease, lambda r: r.state in PREPARED)
+        try:
+            row = await self._wait(lease, lambda r: r.state in PREPARED)
+        except asyncio.CancelledError:  # a signal or a cap while a worker had it: called off
+            self._discard_later(lease)
+            raise
         now = time.monotonic()
         prepared = RemotePrepared(
             plan,
@@ -146,6 +149,8 @@ class RemoteRunner:
         self._by_key[prepared.attempt_dir.name] = lease
         if row.state == S.FAILED:
             prepared.error, prepared.error_category = row.error, "worker_setup"
+        # its worker started it as soon as its sandbox was up: the coordinator held its slot
+        prepared.running = row.state in (S.RUNNING, S.FINISHED)
         return prepared
 
     async def run(self, prepared: Prepared) -> TrialResult:
@@ -161,11 +166,6 @@ class RemoteRunner:
             while True:
                 changed.clear()
                 row = self.rows[lease]
-                if row.state == S.READY and prepared.given != row.claim:
-                    prepared.given = row.claim
-                    if await self.db(leases.go, lease):
-                        await self.channel.send(control_key(row.uid), {"go": row.claim})
-                    continue
                 if row.state == S.FINISHED and row.result is not None:
                     self._collected(lease)
                     return TrialResult.from_json(row.result)
@@ -182,9 +182,11 @@ class RemoteRunner:
 
     def discard(self, prepared: Prepared) -> None:
         """An attempt that never takes its slot: its worker removes the sandbox and the folder."""
-        if not isinstance(prepared, RemotePrepared) or prepared.lease == 0:
-            return
-        task = asyncio.get_running_loop().create_task(self._discard(prepared.lease))
+        if isinstance(prepared, RemotePrepared) and prepared.lease != 0:
+            self._discard_later(prepared.lease)
+
+    def _discard_later(self, lease: int) -> None:
+        task = asyncio.get_running_loop().create_task(self._discard(lease))
         self._removals.add(task)
         task.add_done_callback(self._removals.discard)
 
@@ -396,7 +398,7 @@ def finished_record(result: dict[str, Any], cancelled_by: str) -> dict[str, Any]
 
 
 # a lease's states in the order one claim goes through them
-ORDER = {S.QUEUED: 0, S.PREPARING: 1, S.READY: 2, S.RUNNING: 3, **dict.fromkeys(DONE, 4)}
+ORDER = {S.QUEUED: 0, S.PREPARING: 1, S.RUNNING: 2, **dict.fromkeys(DONE, 3)}
 HINTED = ("state", "rollout_name", "worker", "result", "cancelled_record", "error")
 
 

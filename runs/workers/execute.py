@@ -1,10 +1,10 @@
 """The worker's side of scale-out: one attempt a coordinator dispatched, run here with the same
 trial code as in process (AttemptRunner), held by its lease.
 
-The worker claims the lease, prepares the sandbox, says it is ready and waits for the
-coordinator's go (the coordinator alone decides -j and caps), runs the attempt and writes its
-result to the lease. While it holds the lease it renews it and reports what its model proxy
-counted; a stop (a cap or a signal) or a lost lease cancels the attempt here. Its typed events go
+The worker claims the lease, prepares the sandbox and starts the attempt at once (the
+coordinator queues a lease only when it holds a slot for it: it alone decides -j and caps), then
+writes its result to the lease. While it holds the lease it renews it and reports what its model
+proxy counted; a stop (a cap or a signal) or a lost lease cancels the attempt here. Its typed events go
 to the coordinator through Redis.
 """
 
@@ -15,7 +15,7 @@ import dataclasses
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,6 @@ class Held:
     claim: int
     info: LeaseInfo
     rollout: str = ""
-    go: asyncio.Event = field(default_factory=asyncio.Event)
     order: str = ""  # "" | "discard" | "stop" | "lost"
     stop_reason: str | None = None  # a cap's `budget reached: ...`; None for a signal
     run_task: asyncio.Task[Any] | None = None
@@ -46,13 +45,12 @@ class Held:
     usage_said: tuple[Any, ...] = ()
 
     def command(self, order: str, reason: str | None = None) -> None:
-        """A discard, a stop or a loss: waiting for go ends, and a running attempt is cancelled."""
+        """A discard, a stop or a loss: a running attempt is cancelled."""
         if self.order:
             return
         self.order, self.stop_reason = order, reason
         if self.prepared is not None and order == "stop":
             self.prepared.cancelled_by = reason  # timing.json says the cap cancelled it
-        self.go.set()
         if self.run_task is not None and not self.run_task.done():
             self.run_task.cancel()
 
@@ -66,19 +64,18 @@ class LeaseRun:
 
     async def __call__(self) -> None:
         w, lease = self.w, self.lease
-        claim = await w.db(leases.claim, lease, w.worker_id, lease_s(), dispatcher_stale_s())
-        if claim is None:
+        taken = await w.db(_claim, lease, w.worker_id)
+        if taken is None:
             return  # another worker holds it, it ended, or its coordinator is gone
         started = time.monotonic()
-        info = await w.db(_lease_info, lease)
-        held = Held(lease, claim, info)
+        held = Held(lease, *taken)
         keeper = asyncio.create_task(self._keep(held))
         try:
             await self._run(held, started)
         finally:
             keeper.cancel()
             w.held.pop(held.rollout, None)
-            await w.channel.drop(control_key(info.uid))
+            await w.channel.drop(control_key(held.info.uid))
 
     async def _run(self, held: Held, started: float) -> None:
         w, info = self.w, held.info
@@ -98,11 +95,12 @@ class LeaseRun:
         held.rollout = prepared.attempt_dir.name
         w.held[held.rollout] = held
         if not held.order:
-            if await w.db(leases.ready, held.lease, held.claim, held.rollout):
-                self._hint(held, S.READY)
-                await held.go.wait()
-            else:  # taken back while its sandbox was prepared
-                held.command("lost")
+            # the coordinator holds a run slot for each lease it queues: the agent starts at once
+            if await w.db(leases.start, held.lease, held.claim, held.rollout):
+                self._hint(held, S.RUNNING)
+            else:  # called off, or taken back, while its sandbox was prepared
+                orders = await w.db(leases.orders, held.lease, held.claim, dispatcher_stale_s())
+                held.command("discard" if orders is not None and orders[1] else "lost")
         if held.order:  # discarded before its go, or its lease was taken back
             runner.discard(prepared)
             if held.order != "lost":
@@ -166,9 +164,7 @@ class LeaseRun:
             self._on_orders(held, *orders)
 
     def _on_hint(self, held: Held, message: dict[str, Any]) -> None:
-        if message.get("go") == held.claim:
-            held.go.set()
-        elif "stop" in message:
+        if "stop" in message:
             held.command("stop", message.get("stop") or None)
         elif message.get("discard"):
             held.command("discard")
@@ -176,10 +172,8 @@ class LeaseRun:
     def _on_orders(self, held: Held, state: str, cancel: str, reason: str, fresh: bool) -> None:
         if cancel == "stop":
             held.command("stop", reason or None)
-        elif cancel == "discard" or (state in (S.PREPARING, S.READY) and not fresh):
+        elif cancel == "discard" or (state == S.PREPARING and not fresh):
             held.command("discard")  # called off, or its coordinator is gone
-        elif state == S.RUNNING:
-            held.go.set()
 
     def _hint(self, held: Held, state: str, **row: Any) -> None:
         """The lease's new state (just written to its row), with what the coordinator reads of
@@ -229,10 +223,12 @@ class LeaseRun:
                 shutil.rmtree(stray, ignore_errors=True)
 
 
-def _lease_info(lease: int) -> LeaseInfo:
+def _claim(lease: int, worker: int) -> tuple[int, LeaseInfo] | None:
+    """The claim and what the lease names, in one trip to the database thread."""
     from runs.workers.context import lease_info
 
-    return lease_info(lease)
+    claim = leases.claim(lease, worker, lease_s(), dispatcher_stale_s())
+    return None if claim is None else (claim, lease_info(lease))
 
 
 def forward(

@@ -21,7 +21,7 @@ from django.utils import timezone
 from runs.models import Dispatcher, Lease, LeaseState, Worker
 
 S = LeaseState
-HELD = (S.PREPARING, S.READY, S.RUNNING)  # a worker holds it and renews it
+HELD = (S.PREPARING, S.RUNNING)  # a worker holds it and renews it
 ACTIVE = (S.QUEUED, *HELD)
 ENDED = (S.FINISHED, S.CANCELLED, S.DISCARDED, S.FAILED, S.ABANDONED)
 
@@ -154,11 +154,6 @@ def create(
     return lease.pk
 
 
-def go(lease: int) -> bool:
-    """The coordinator gives a ready attempt its slot: its agent may start."""
-    return Lease.objects.filter(pk=lease, state=S.READY, cancel="").update(state=S.RUNNING) == 1
-
-
 def request_cancel(lease: int, kind: str, cancelled_by: str | None = None) -> str:
     """Ask the holder to discard (never started) or stop (running) the attempt; a queued one is
     discarded here and then. Returns the state the lease is left in."""
@@ -205,7 +200,7 @@ def adopt(job_path: str, dispatcher: int) -> list[LeaseRow]:
     not started yet are called off (the plan runs their trials again). Returns the adopted."""
     earlier = Lease.objects.filter(job_path=job_path).exclude(dispatcher=dispatcher)
     earlier.filter(state=S.QUEUED).update(state=S.ABANDONED)
-    earlier.filter(state__in=(S.PREPARING, S.READY)).update(cancel="discard")
+    earlier.filter(state=S.PREPARING).update(cancel="discard")
     running = list(earlier.filter(state=S.RUNNING).values_list("pk", flat=True))
     Lease.objects.filter(pk__in=running, state=S.RUNNING).update(dispatcher_id=dispatcher)
     adopted = Lease.objects.filter(pk__in=running, dispatcher=dispatcher, state=S.RUNNING)
@@ -289,8 +284,15 @@ def _held(lease: int, claim: int, *states: str) -> Any:
     return Lease.objects.filter(pk=lease, claim=claim, state__in=states or HELD)
 
 
-def ready(lease: int, claim: int, rollout: str) -> bool:
-    return _held(lease, claim, S.PREPARING).update(state=S.READY, rollout_name=rollout) == 1
+def start(lease: int, claim: int, rollout: str) -> bool:
+    """Its sandbox is up and its agent starts at once (the coordinator holds a slot for every lease
+    it queues: no go to wait for), unless it was called off or taken back meanwhile."""
+    return (
+        _held(lease, claim, S.PREPARING)
+        .filter(cancel="")
+        .update(state=S.RUNNING, rollout_name=rollout)
+        == 1
+    )
 
 
 def renew(lease: int, claim: int, lease_s: float, usage: dict[str, Any] | None) -> bool:
@@ -334,7 +336,7 @@ def cancelled(lease: int, claim: int, record: dict[str, Any] | None, work_s: flo
 
 
 def discarded(lease: int, claim: int) -> bool:
-    return _held(lease, claim, S.PREPARING, S.READY).update(state=S.DISCARDED) == 1
+    return _held(lease, claim, S.PREPARING).update(state=S.DISCARDED) == 1
 
 
 def failed(lease: int, claim: int, error: str) -> bool:

@@ -82,7 +82,7 @@ def test_a_worker_whose_lease_was_taken_back_changes_nothing():
     lease = queued(d)
     dead = leases.register_worker("host:1", 1, ["q"])
     claim = leases.claim(lease, dead, 30, 60)
-    assert claim == 1 and leases.ready(lease, claim, "hello__00000001")
+    assert claim == 1 and leases.start(lease, claim, "hello__00000001")
     assert leases.requeue_expired(lease, claim) is None  # not expired yet: it holds
     Lease.objects.filter(pk=lease).update(expires_at=leases.now() - timedelta(seconds=1))
     # when the coordinator takes it back, and another worker claims it
@@ -92,7 +92,7 @@ def test_a_worker_whose_lease_was_taken_back_changes_nothing():
     assert leases.claim(lease, other, 30, 60) == 2
     # then the first worker's writes, naming its old claim, all fail
     assert not leases.renew(lease, claim, 30, {"total_tokens": 5})
-    assert not leases.ready(lease, claim, "hello__00000001")
+    assert not leases.start(lease, claim, "hello__00000001")
     assert not leases.finish(lease, claim, {"rewards": {"reward": 1.0}}, 1.0)
     assert leases.orders(lease, claim, 60) is None
     row = Lease.objects.get(pk=lease)
@@ -100,17 +100,16 @@ def test_a_worker_whose_lease_was_taken_back_changes_nothing():
     assert row.lost == [{"rollout": "hello__00000001", "worker": "host:1"}]
 
 
-def test_the_attempt_runs_only_after_the_coordinators_go_and_its_result_is_kept():
+def test_the_attempt_starts_once_its_sandbox_is_up_and_its_result_is_kept():
     d = dispatcher()
     lease = queued(d)
     worker = leases.register_worker("host:1", 1, ["q"])
     claim = leases.claim(lease, worker, 30, 60)
     assert claim is not None
-    assert not leases.go(lease)  # no sandbox yet
-    assert leases.ready(lease, claim, "hello__00000001")
-    assert not leases.finish(lease, claim, {"x": 1}, 1.0)  # no go yet: it cannot have run
-    assert leases.go(lease)
-    assert not leases.go(lease)  # given once
+    assert not leases.finish(lease, claim, {"x": 1}, 1.0)  # not started: it cannot have run
+    assert leases.start(lease, claim, "hello__00000001")
+    assert not leases.start(lease, claim, "hello__00000001")  # started once
+    assert leases.rows([lease])[lease].rollout_name == "hello__00000001"
     assert leases.orders(lease, claim, 60) == (S.RUNNING, "", "", True)
     assert leases.finish(lease, claim, {"rewards": {"reward": 1.0}}, 2.5)
     row = leases.rows([lease])[lease]
@@ -125,7 +124,7 @@ def test_a_cancel_discards_a_queued_lease_at_once_and_asks_a_holder_to_stop():
     # a discarded lease is no longer claimed
     assert leases.claim(waiting, worker, 30, 60) is None
     claim = leases.claim(running, worker, 30, 60)
-    assert claim is not None and leases.ready(running, claim, "b__1") and leases.go(running)
+    assert claim is not None and leases.start(running, claim, "b__1")
     assert leases.request_cancel(running, "stop", "budget reached: x") == S.RUNNING
     assert leases.orders(running, claim, 60) == (S.RUNNING, "stop", "budget reached: x", True)
     record = {"total": 1.0, "cancelled": True, "cancelled_by": "budget reached: x"}
@@ -161,24 +160,28 @@ def test_no_worker_starts_an_attempt_of_a_coordinator_gone_quiet():
 
 
 def test_a_resume_adopts_running_attempts_and_calls_off_the_rest():
-    # given an earlier coordinator's leases: one running on a worker, one with its sandbox up, one
-    # queued
+    # given an earlier coordinator's leases: one running on a worker, one whose sandbox is being
+    # prepared, one queued
     old = dispatcher()
-    running, ready, waiting = queued(old, "a"), queued(old, "b"), queued(old, "c")
+    running, preparing, waiting = queued(old, "a"), queued(old, "b"), queued(old, "c")
     worker = leases.register_worker("host:1", 3, ["q"])
-    for lease, rollout in ((running, "a__1"), (ready, "b__1")):
-        claim = leases.claim(lease, worker, 30, 60)
-        assert claim is not None and leases.ready(lease, claim, rollout)
-    assert leases.go(running)
+    claim = leases.claim(running, worker, 30, 60)
+    assert claim is not None and leases.start(running, claim, "a__1")
+    late = leases.claim(preparing, worker, 30, 60)
+    assert late is not None
     # when a new coordinator of the same job opens
     new = dispatcher()
     adopted = leases.adopt(JOB, new)
     # then it holds the running one; the others will not run for the old one
     assert [(r.trial_name, r.rollout_name) for r in adopted] == [("a", "a__1")]
     assert Lease.objects.get(pk=running).dispatcher_id == new
-    assert Lease.objects.get(pk=ready).cancel == "discard"
+    assert Lease.objects.get(pk=preparing).cancel == "discard"
     assert Lease.objects.get(pk=waiting).state == S.ABANDONED
     assert sorted(leases.running_elsewhere(JOB)) == ["a", "b"]
+    # and the one being prepared never starts: its worker discards it
+    assert not leases.start(preparing, late, "b__1")
+    assert leases.discarded(preparing, late)
+    assert leases.running_elsewhere(JOB) == ["a"]
 
 
 def test_live_workers_are_those_seen_lately_that_serve_the_queue():
