@@ -64,6 +64,13 @@ def launch_tasks(request: HttpRequest) -> HttpResponse:
     )
 
 
+def _picked(request: HttpRequest) -> list[str]:
+    """The trials a form names: ticked boxes and typed names (several split by spaces or commas),
+    each once, in order."""
+    names = (n for field in request.POST.getlist("trials") for n in field.replace(",", " ").split())
+    return list(dict.fromkeys(names))
+
+
 @require_POST
 @operator_required
 def cancel(request: HttpRequest, job: str) -> HttpResponse:
@@ -90,7 +97,10 @@ def resume(request: HttpRequest, job: str) -> HttpResponse:
         for key in launching.recorded_secret_keys(folder)
         if request.POST.get(f"env_{key}")
     }
-    redo = [t for t in request.POST.getlist("trials") if t.strip()]
+    redo = _picked(request)
+    if request.POST.get("picked") and not redo:
+        messages.error(request, "Nothing to rerun: tick the trials in the table, or name them.")
+        return _job_page(job)
     try:
         launching.resume(
             folder, launcher(), gateway(), agent_env=secrets, redo=redo, by=user_name(request)
@@ -109,7 +119,10 @@ def resume(request: HttpRequest, job: str) -> HttpResponse:
 def regrade(request: HttpRequest, job: str) -> HttpResponse:
     """Regrade the whole job, or the trials named in `trials`, with a reason."""
     folder = _folder(job)
-    trials = [t for t in request.POST.getlist("trials") if t.strip()] or None
+    trials = _picked(request) or None
+    if request.POST.get("picked") and not trials:
+        messages.error(request, "Nothing to regrade: tick the trials in the table, or name them.")
+        return _job_page(job)
     reason = request.POST.get("reason", "").strip()[:500]
     back = request.POST.get("next", "")
     try:

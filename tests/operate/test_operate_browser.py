@@ -100,6 +100,19 @@ def test_an_operator_launches_the_oracle_watches_it_finish_and_regrades_a_trial(
     # and the job's page lists it with its before and after
     page.goto(f"{served.base}/jobs/{name}/")
     page.wait_for_selector("#job-regrades td:has-text('pass->fail')")
+    # when the operator ticks two trials in the table and reruns them
+    page.check("#trials input[value='hello-world']")
+    page.check("#trials input[value='count-words']")
+    t0 = time.time()
+    page.click("#rerun")
+    # then those two run again (hello-world now fails its stricter check), the third does not
+    summary = job / "summary.json"
+    deadline = time.time() + 300
+    while time.time() < deadline and summary.stat().st_mtime < t0:
+        time.sleep(1)  # the rerun writes the job's summary when it ends
+    attempts = _attempts(job)
+    assert [len(attempts[t]) for t in ("hello-world", "count-words", "partial-credit")] == [2, 2, 1]
+    _finished(page, job)
     assert page.csp == []
 
 
@@ -166,8 +179,9 @@ def test_a_viewer_sees_no_control_and_is_refused_the_post(
     page = served.login(chromium, "viewer")
     page.goto(f"{served.base}/jobs/{job.name}/")
     page.wait_for_selector("#trials")
-    for control in ("#nav-launch", "#cancel", "#resume", "#rerun", "#regrade-job"):
+    for control in ("#nav-launch", "#cancel", "#resume", "#rerun", "#regrade-job", "#pick-trials"):
         assert page.locator(control).count() == 0
+    assert not page.locator("#trials input[value='hello-world']").is_visible()
     page.goto(f"{served.base}/jobs/{job.name}/hello-world/")
     assert page.locator("#regrade").count() == 0
     token = next(c["value"] for c in page.context.cookies() if c["name"] == "csrftoken")

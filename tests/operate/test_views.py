@@ -324,6 +324,41 @@ def test_resume_and_rerun_start_the_recorded_job(serve, roots, done_job, users):
     assert plain.body["tasks_dir"].endswith("examples")
 
 
+def test_the_ticked_trials_are_rerun_together_and_nothing_ticked_starts_nothing(
+    serve, roots, users
+):
+    from runs.index.folder import index_path
+    from tests.jobfolders import result_doc, write_attempt, write_job, write_summary
+
+    # given a finished job of two trials
+    tasks, jobs = roots
+    plan = ["hello-world", "count-words"]
+    job = write_job(jobs, agent="oracle", model=None, tasks_dir=str(tasks / "examples"), plan=plan)
+    for i, trial in enumerate(plan):
+        rollout = f"{trial}__0000000{i}"
+        write_attempt(job, rollout, result_doc(trial, rollout, 1.0))
+    write_summary(job, passed=2)
+    index_path(job)
+    client = _client(users["operator"])
+    # then its page has a box for each trial, tied to the form of the selected trials' controls
+    page = client.get(f"/jobs/{job.name}/").content.decode()
+    assert 'id="pick-trials"' in page
+    for trial in plan:
+        assert f'value="{trial}" form="pick-trials"' in page
+    # when nothing is ticked, Rerun and Regrade say so and start nothing
+    for verb in ("resume", "regrade"):
+        said = client.post(f"/jobs/{job.name}/{verb}/", {"picked": "1"}, follow=True)
+        assert "Nothing to re" in said.content.decode(), verb
+    assert STARTED == []
+    # when both are ticked (and one also typed in the box), both are rerun, each once
+    client.post(
+        f"/jobs/{job.name}/resume/",
+        {"picked": "1", "trials": ["count-words", "hello-world", "hello-world, count-words"]},
+    )
+    [rerun] = STARTED
+    assert rerun.body["redo"] == ["count-words", "hello-world"]
+
+
 def test_a_rerun_of_a_trial_the_job_does_not_have_is_refused(serve, roots, done_job, users):
     page = (
         _client(users["operator"])
