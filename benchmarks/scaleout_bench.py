@@ -151,10 +151,18 @@ def lease_figures(job: Path) -> dict[str, Any]:
     to_collect = [
         (r["collected_at"] - r["finished_at"]).total_seconds() for r in rows if r["collected_at"]
     ]
+    # the worker's own writes and reads around the attempt: claimed to result written, less the
+    # attempt's sandbox preparation and run
+    on_worker = [
+        (r["finished_at"] - r["claimed_at"]).total_seconds() - r["work_s"]
+        for r in rows
+        if r["finished_at"] and r["work_s"] is not None
+    ]
     return {
         "attempts": len(rows),
         "dispatched_to_claimed_ms_median": round(statistics.median(to_claim) * 1000, 1),
         "finished_to_collected_ms_median": round(statistics.median(to_collect) * 1000, 1),
+        "on_worker_outside_attempt_ms_median": round(statistics.median(on_worker) * 1000, 1),
         "dispatch_overhead_ms_median": round(statistics.median(overheads) * 1000, 1),
         "dispatch_overhead_ms_p90": round(
             sorted(overheads)[int(0.9 * (len(overheads) - 1))] * 1000, 1
