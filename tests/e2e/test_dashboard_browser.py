@@ -3,6 +3,7 @@ live, its trials finish on the page without a reload, a transcript reads, agent 
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -90,13 +91,21 @@ def test_a_trial_transcript_reads_as_messages_and_tool_calls(
     run = _bench_run(tmp_path, bench_env, "-a", "claude", "-m", "mock/oracle", "-i", "hello-world")
     out, _ = run.communicate(timeout=600)
     assert run.returncode == 0, out
+    [result] = [
+        json.loads(p.read_text()) for p in tmp_path.glob("jobs/*/hello-world__*/result.json")
+    ]
+    assert result["rewards"] == {"reward": 1.0} and result["agent_result"]["n_calls"] > 0, out
     page = chromium.new_page()
     page.goto(viewer.base + "/")
     page.click('#jobs-table a[href^="/jobs/"]')
     page.click("#trials a:text('hello-world')")
     # then its model calls read as a transcript: the tool call, its result, tokens per call
-    transcript = page.wait_for_selector("#transcript .call")
-    assert transcript is not None
+    try:
+        page.wait_for_selector("#transcript .call", timeout=60_000)
+    except Exception as exc:  # noqa: BLE001 - say what the page showed
+        raise AssertionError(
+            f"no transcript: {exc}\n{page.url}\n{page.content()[-3000:]}"
+        ) from None
     text = page.inner_text("#transcript")
     assert "Bash" in text and "echo hello > /app/hello.txt" in text
     assert "Bash completed with no output" in text and " in (" in text and "Done." in text
