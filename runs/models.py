@@ -12,9 +12,7 @@ from django.db import models
 
 
 class JobState(models.TextChoices):
-    RUNNING = (
-        "running"  # its sandbox is up and its agent started (the coordinator held a slot for it)
-    )
+    RUNNING = "running"
     FINISHED = "finished"
     INTERRUPTED = "interrupted"
     FAILED = "failed"
@@ -22,9 +20,7 @@ class JobState(models.TextChoices):
 
 class AttemptState(models.TextChoices):
     PREPARING = "preparing"
-    RUNNING = (
-        "running"  # its sandbox is up and its agent started (the coordinator held a slot for it)
-    )
+    RUNNING = "running"
     FINISHED = "finished"
     CANCELLED = "cancelled"  # by a job cap or a signal: no result.json
     INTERRUPTED = "interrupted"  # the run stopped while it ran (no result.json, no cancel record)
@@ -40,9 +36,7 @@ class ResultState(models.TextChoices):
 
 class TrialState(models.TextChoices):
     WAITING = "waiting"  # planned, no attempt started yet
-    RUNNING = (
-        "running"  # its sandbox is up and its agent started (the coordinator held a slot for it)
-    )
+    RUNNING = "running"
     DONE = "done"  # its best attempt finished (scored or not)
     NOT_RUN = "not_run"  # a job cap kept it from running, or the job ended before it
 
@@ -264,9 +258,7 @@ class Dispatcher(models.Model):
 class LeaseState(models.TextChoices):
     QUEUED = "queued"  # in the broker's queue; no worker holds it
     PREPARING = "preparing"  # a worker claimed it and is making its sandbox
-    RUNNING = (
-        "running"  # its sandbox is up and its agent started (the coordinator held a slot for it)
-    )
+    RUNNING = "running"  # its sandbox is up and its agent started (its coordinator holds a slot)
     FINISHED = "finished"  # result.json written; `result` holds it
     CANCELLED = "cancelled"  # stopped while it ran (a cap or a signal): `cancelled_record`
     DISCARDED = "discarded"  # never started: its sandbox and folder are gone

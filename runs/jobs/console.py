@@ -313,9 +313,8 @@ class Reporter:
                 "is up yet"
             )
         if e.adopted:
-            self.line(
-                f"Still running on workers from the earlier run (not run again): {', '.join(sorted(e.adopted))}"
-            )
+            names = ", ".join(sorted(e.adopted))
+            self.line(f"Still running on workers from the earlier run (not run again): {names}")
 
     def _lost(self, e: ev.AttemptLost) -> None:
         where = f" (the lost run is in .lost/{e.rollout_name})" if e.rollout_name else ""

@@ -41,7 +41,7 @@ class Prepared:
     ready_at: float | None = None  # when its sandbox was ready (monotonic)
     resources: dict[str, Any] | None = None  # the CPUs and memory it got, and what it asked for
     began: bool = False
-    running: bool = False  # its agent started where it was prepared (a worker's early go)
+    running: bool = False  # its agent already started (on a worker, once its sandbox was up)
 
     def begin(self, now: float | None = None) -> None:
         """It takes its slot: the trial's clock (t0) leaves out the time its prepared sandbox waited

@@ -4,8 +4,8 @@ trial code as in process (AttemptRunner), held by its lease.
 The worker claims the lease, prepares the sandbox and starts the attempt at once (the
 coordinator queues a lease only when it holds a slot for it: it alone decides -j and caps), then
 writes its result to the lease. While it holds the lease it renews it and reports what its model
-proxy counted; a stop (a cap or a signal) or a lost lease cancels the attempt here. Its typed events go
-to the coordinator through Redis.
+proxy counted; a stop (a cap or a signal) or a lost lease cancels the attempt here. Its typed
+events go to the coordinator through Redis.
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ class LeaseRun:
             else:  # called off, or taken back, while its sandbox was prepared
                 orders = await w.db(leases.orders, held.lease, held.claim, dispatcher_stale_s())
                 held.command("discard" if orders is not None and orders[1] else "lost")
-        if held.order:  # discarded before its go, or its lease was taken back
+        if held.order:  # called off before it started, or its lease was taken back
             runner.discard(prepared)
             if held.order != "lost":
                 await w.db(leases.discarded, held.lease, held.claim)
