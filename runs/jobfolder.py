@@ -7,6 +7,7 @@ import json
 import math
 import os
 import secrets
+import socket
 import tempfile
 from datetime import datetime
 from pathlib import Path
@@ -14,6 +15,9 @@ from typing import Any
 
 JOB_NAME_FORMAT = "%Y-%m-%d__%H-%M-%S"
 LOCK_FILE = ".evaluation.lock"
+# Written by a cancel from a machine other than the run's (a shared jobs folder): the run stops as
+# for SIGTERM when it sees it.
+CANCEL_REQUEST = ".cancel-request"
 # In an attempt folder whose sandbox was prepared ahead (warm pool) and that has not started yet:
 # no attempt, no rollout (removed when it starts; the folder is removed if it never does).
 NOT_STARTED_MARK = ".not-started"
@@ -130,7 +134,7 @@ class JobLock:
             raise JobLocked(f"{self.path.parent} is being run by {holder}") from None
         fh.seek(0)
         fh.truncate()
-        fh.write(f"pid {os.getpid()}")
+        fh.write(f"pid {os.getpid()} on {socket.gethostname()}")
         fh.flush()
         self._fh = fh
 

@@ -75,13 +75,13 @@ def _picked(request: HttpRequest) -> list[str]:
 @operator_required
 def cancel(request: HttpRequest, job: str) -> HttpResponse:
     try:
-        pid = control.cancel(_folder(job))
+        how = control.cancel(_folder(job))
     except UserError as exc:
         messages.error(request, str(exc))
     else:
         messages.success(
             request,
-            f"Stopping {job} (SIGTERM to pid {pid}): its running trials are stopped and their sandboxes removed.",
+            f"Stopping {job} ({how}): its running trials are stopped and their sandboxes removed.",
         )
     return _job_page(job)
 

@@ -18,7 +18,7 @@ from typing import Any
 from runs import events as ev
 from runs.agents.base import Agent
 from runs.gateway import ModelGateway
-from runs.jobfolder import JobLock, read_json, write_json
+from runs.jobfolder import CANCEL_REQUEST, JobLock, read_json, write_json
 from runs.jobs.budgets import JobBudget
 from runs.jobs.console import Reporter
 from runs.jobs.coordinator import Coordinator, remove_all
@@ -199,9 +199,11 @@ class JobRun:
             loop.add_signal_handler(getattr(signal, name), self._on_signal, name)
         self.reporter.start_live(self._live_rows, lambda: self._counts(plan))
         t0 = time.monotonic()
+        asked = asyncio.create_task(self._cancel_requested(job_dir))
         try:
             await coordinator.run(plan.waves, budget_for)
         finally:
+            asked.cancel()
             self.reporter.stop_live()
             await runner.drain()
             await remove_all(self.live)
@@ -238,6 +240,17 @@ class JobRun:
             return None, self.agent
         port = await self.gateway.start()
         return self.gateway, self.agent.with_proxy(f"http://127.0.0.1:{port}")
+
+    async def _cancel_requested(self, job_dir: Path) -> None:
+        """A cancel from another machine (the dashboard's, on a shared jobs folder) is a file in
+        the job folder: seen within a second, it stops the run as SIGTERM does."""
+        request = job_dir / CANCEL_REQUEST
+        request.unlink(missing_ok=True)  # an earlier run's, never seen
+        while True:
+            await asyncio.sleep(1.0)
+            if request.exists():
+                request.unlink(missing_ok=True)
+                self._on_signal("SIGTERM")
 
     def _on_signal(self, name: str) -> None:
         self.signals.append(name)

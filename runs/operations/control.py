@@ -6,9 +6,11 @@ from __future__ import annotations
 import fcntl
 import os
 import signal
+import socket
 from pathlib import Path
+from typing import NamedTuple
 
-from runs.jobfolder import LOCK_FILE
+from runs.jobfolder import CANCEL_REQUEST, LOCK_FILE
 from runs.problems import UserError
 
 # The process an operation started for a job, written before it takes the job's lock (a job
@@ -17,8 +19,19 @@ OPERATION_PID = ".operation.pid"
 OPERATION_MARK = "_operate"  # in the command line of every process an operation starts
 
 
-def lock_holder(job_dir: Path) -> int | None:
-    """The pid of the live run holding the job's lock, None when no process holds it."""
+class Holder(NamedTuple):
+    """The run holding a job's lock: its pid, on its machine."""
+
+    pid: int
+    host: str
+
+    @property
+    def here(self) -> bool:
+        return self.host in ("", socket.gethostname())
+
+
+def lock_holder(job_dir: Path) -> Holder | None:
+    """The live run holding the job's lock (`pid N on HOST`), None when no process holds it."""
     path = job_dir / LOCK_FILE
     try:
         fh = open(path)
@@ -28,8 +41,10 @@ def lock_holder(job_dir: Path) -> int | None:
         try:
             fcntl.flock(fh.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            text = fh.read().strip()
-            return int(text.split()[-1]) if text.startswith("pid ") else None
+            words = fh.read().split()
+            if len(words) < 2 or words[0] != "pid" or not words[1].isdigit():
+                return None
+            return Holder(int(words[1]), words[3] if words[2:3] == ["on"] else "")
         fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
     return None
 
@@ -44,21 +59,29 @@ def _operation_pid(job_dir: Path) -> int | None:
     return pid if OPERATION_MARK.encode() in cmdline else None
 
 
-def running_pid(job_dir: Path) -> int | None:
+def running(job_dir: Path) -> Holder | None:
     """The process running (or about to run) the job: its lock's holder, else the operation's."""
-    return lock_holder(job_dir) or _operation_pid(job_dir)
+    if (holder := lock_holder(job_dir)) is not None:
+        return holder
+    pid = _operation_pid(job_dir)
+    return None if pid is None else Holder(pid, socket.gethostname())
 
 
 def is_running(job_dir: Path) -> bool:
-    return running_pid(job_dir) is not None
+    return running(job_dir) is not None
 
 
-def cancel(job_dir: Path) -> int:
-    """Send SIGTERM to the process running the job; returns its pid. It stops its running trials,
-    removes their sandboxes and writes a partial summary, as for Ctrl-C or kill."""
-    pid = running_pid(job_dir)
-    if pid is None:
+def cancel(job_dir: Path) -> str:
+    """Stop the run of the job as SIGTERM does: it stops its running trials, removes their
+    sandboxes and writes a partial summary. Here, SIGTERM to its process; a run on another machine
+    (the jobs folder shared) is asked through a file it looks for every second. Says which."""
+    holder = running(job_dir)
+    if holder is None:
         raise UserError(f"{job_dir.name} is not running; nothing to cancel")
+    if not holder.here:
+        (job_dir / CANCEL_REQUEST).write_text(f"SIGTERM from {socket.gethostname()}\n")
+        return f"pid {holder.pid} on {holder.host}, asked through the job folder"
+    pid = holder.pid
     try:
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
@@ -68,4 +91,4 @@ def cancel(job_dir: Path) -> int:
             f"{job_dir.name} is run by pid {pid}, which this server's user may not signal; "
             "stop it where it runs (Ctrl-C, or kill)"
         ) from None
-    return pid
+    return f"SIGTERM to pid {pid}"

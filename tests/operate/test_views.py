@@ -314,6 +314,42 @@ def test_cancel_sends_sigterm_to_the_run_holding_the_jobs_lock(serve, roots, don
             os.kill(proc.pid, signal.SIGKILL)
 
 
+ELSEWHERE = """
+import fcntl, sys, time
+from pathlib import Path
+fh = open(Path(sys.argv[1], ".evaluation.lock"), "a+")
+fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+fh.truncate(0); fh.write("pid 4242 on another-machine"); fh.flush()
+print("holding", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_run_on_another_machine_is_asked_to_stop_through_the_job_folder(
+    serve, roots, done_job, users
+):
+    # given a run holding the job's lock that says it runs on another machine (a shared folder)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", ELSEWHERE, str(done_job)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "holding"
+        Job.objects.filter(name=done_job.name).update(state="running")
+        # when an operator cancels it here
+        page = (
+            _client(users["operator"])
+            .post(f"/jobs/{done_job.name}/cancel/", follow=True)
+            .content.decode()
+        )
+        # then no process here is signalled (pid 4242 is that machine's), and the run is asked
+        assert "pid 4242 on another-machine, asked through the job folder" in page
+        assert (done_job / ".cancel-request").read_text().startswith("SIGTERM from ")
+        assert proc.poll() is None
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def test_resume_and_rerun_start_the_recorded_job(serve, roots, done_job, users):
     client = _client(users["operator"])
     client.post(f"/jobs/{done_job.name}/resume/")
