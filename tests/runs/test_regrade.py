@@ -451,7 +451,13 @@ def test_ctrl_c_records_an_interrupted_regrade_and_removes_the_sandbox(
         attempt = attempt_of(job, "slow")
         # the verifier is running
         while not list(attempt.glob("regrade/*/verifier/test-stdout.txt")):
-            assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+            if time.monotonic() > deadline or proc.poll() is not None:
+                if proc.poll() is None:
+                    proc.kill()
+                out, err = proc.communicate(timeout=60)
+                regrades = attempt / "regrade.json"
+                latest = json.loads(regrades.read_text())["latest"] if regrades.exists() else None
+                pytest.fail(f"the verifier never started\n{out}\n{err}\nlatest: {latest}")
             time.sleep(0.2)
         # when
         proc.send_signal(signal.SIGINT)
