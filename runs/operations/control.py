@@ -79,7 +79,16 @@ def cancel(job_dir: Path) -> str:
     if holder is None:
         raise UserError(f"{job_dir.name} is not running; nothing to cancel")
     if not holder.here:
-        (job_dir / CANCEL_REQUEST).write_text(f"SIGTERM from {socket.gethostname()}\n")
+        request = job_dir / CANCEL_REQUEST
+        try:
+            request.write_text(f"SIGTERM from {socket.gethostname()}\n")
+        except OSError as exc:
+            raise UserError(
+                f"{job_dir.name} runs as pid {holder.pid} on {holder.host}; the cancel request "
+                f"could not be written to {request} ({exc.strerror or exc}); fix: give this "
+                f"machine's user write access to the job folder, or stop it on {holder.host} "
+                "(Ctrl-C, or kill)"
+            ) from None
         return f"pid {holder.pid} on {holder.host}, asked through the job folder"
     pid = holder.pid
     try:
