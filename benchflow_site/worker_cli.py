@@ -13,7 +13,7 @@ import socket
 import warnings
 
 from runs.problems import UserError
-from runs.spec import argparse_type, positive_int
+from runs.spec import argparse_type, non_negative_int, positive_int
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -33,6 +33,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=4,
         metavar="N",
         help="attempts this worker runs at once (its slots; default 4)",
+    )
+    worker.add_argument(
+        "--prepare-ahead",
+        type=argparse_type(non_negative_int),
+        default=None,
+        metavar="N",
+        help="sandboxes this worker prepares ahead, each started the moment a slot frees "
+        "(default: as many as its slots)",
     )
     worker.add_argument(
         "--queues",
@@ -66,16 +74,19 @@ def run(args: argparse.Namespace) -> int:
 
     from celery.exceptions import SecurityWarning
 
-    from benchflow_site.celery import app
+    from benchflow_site.celery import CeleryBroker, app
     from benchflow_site.gateway import ProxyGateway
     from runs.workers.report import WorkerReporter
     from runs.workers.runtime import WorkerRuntime
 
     host, pid = socket.gethostname(), os.getpid()
     name = args.name or f"{host}:{pid}"
+    ahead = args.concurrency if args.prepare_ahead is None else args.prepare_ahead
     runtime = WorkerRuntime(
         name=name,
         slots=args.concurrency,
+        ahead=ahead,
+        broker=CeleryBroker(),
         queues=queues,
         client=client,
         gateway=ProxyGateway(),
@@ -92,7 +103,8 @@ def run(args: argparse.Namespace) -> int:
                 "--quiet",
                 "worker",
                 "--pool=threads",
-                f"--concurrency={args.concurrency}",
+                # a thread per attempt it holds: those running and those prepared ahead
+                f"--concurrency={args.concurrency + ahead}",
                 f"--queues={','.join(queues)}",
                 f"--hostname=bench-{pid}@{host}",
                 "--without-gossip",

@@ -325,6 +325,7 @@ class WorkerStarted(Event):
     slots: int
     queues: tuple[str, ...]
     reaped: int  # containers of dead owners on this machine it removed on start
+    ahead: int = 0  # sandboxes it prepares ahead of a free slot
 
 
 @dataclass(frozen=True)

@@ -250,6 +250,9 @@ class Dispatcher(models.Model):
     cwd = models.CharField(max_length=1000)  # where -a script:./x.sh and relative paths were given
     queue = models.CharField(max_length=200)
     settings = models.JSONField(default=dict)  # the run's recorded settings (no secret values)
+    # its -j: attempts of the job that may run at once across workers (0: no limit); a worker
+    # starts a prepared attempt only while fewer of the job's leases are running
+    slots = models.IntegerField(default=0)
     started_at = models.DateTimeField()
     last_seen_at = models.DateTimeField()
     ended_at = models.DateTimeField(null=True, blank=True)
@@ -258,7 +261,7 @@ class Dispatcher(models.Model):
 class LeaseState(models.TextChoices):
     QUEUED = "queued"  # in the broker's queue; no worker holds it
     PREPARING = "preparing"  # a worker claimed it and is making its sandbox
-    RUNNING = "running"  # its sandbox is up and its agent started (its coordinator holds a slot)
+    RUNNING = "running"  # its sandbox is up and its agent started (one of the job's -j slots)
     FINISHED = "finished"  # result.json written; `result` holds it
     CANCELLED = "cancelled"  # stopped while it ran (a cap or a signal): `cancelled_record`
     DISCARDED = "discarded"  # never started: its sandbox and folder are gone
@@ -304,6 +307,9 @@ class Lease(models.Model):
     lost = models.JSONField(default=list)  # earlier runs lost with their worker: rollout, worker
     dispatched_at = models.DateTimeField(null=True, blank=True)
     claimed_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)  # its agent started (RUNNING)
+    # how long its prepared sandbox waited for a run slot (the worker's or the job's)
+    slot_wait_s = models.FloatField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     collected_at = models.DateTimeField(null=True, blank=True)  # the coordinator had the outcome
     work_s = models.FloatField(null=True, blank=True)  # the worker's own time on it

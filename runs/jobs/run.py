@@ -154,9 +154,10 @@ class JobRun:
         in_flight: Callable[[str], int]
         usage_of: Callable[[str], Any]
         if remote is not None:  # the workers serve the model proxy for the attempts they run
-            # no warm pool: a worker's slots are its Celery threads, each running one attempt,
-            # so a sandbox prepared ahead would hold a slot an attempt could run in
-            proxy, runner, warm = None, remote, 0
+            # the warm pool is the workers': each prepares sandboxes ahead of its own free slots
+            # and starts one the moment a slot frees, while fewer than -j of the job's run (the
+            # database holds them to it); up to -j leases wait prepared for that
+            proxy, runner, warm = None, remote, spec.concurrency
             uses_model = self.agent.calls_proxy() and self.gateway is not None
             in_flight, usage_of = remote.in_flight, remote.usage
         else:
@@ -231,7 +232,7 @@ class JobRun:
             return None, []
         s = self.scale_out
         remote = RemoteRunner(job_dir, self.bus.emit, s.broker, Channel(s.redis_url), s.queue)
-        adopted = await remote.open(Path.cwd(), spec.recorded())
+        adopted = await remote.open(Path.cwd(), spec.recorded(), spec.concurrency)
         return remote, adopted
 
     async def _start_proxy(self) -> tuple[ModelGateway | None, Agent]:

@@ -41,6 +41,7 @@ class LeaseInfo:
     dispatcher: int
     cwd: str
     settings: dict[str, Any]
+    queue: str = ""  # the broker's queue its coordinator sends to
 
 
 def lease_info(lease: int) -> LeaseInfo:
@@ -57,6 +58,7 @@ def lease_info(lease: int) -> LeaseInfo:
             "dispatcher_id",
             "dispatcher__cwd",
             "dispatcher__settings",
+            "dispatcher__queue",
         )
         .get()
     )
@@ -72,6 +74,7 @@ def lease_info(lease: int) -> LeaseInfo:
         dispatcher=row["dispatcher_id"],
         cwd=row["dispatcher__cwd"],
         settings=row["dispatcher__settings"] or {},
+        queue=row["dispatcher__queue"],
     )
 
 

@@ -2,8 +2,10 @@
 
 It has the AttemptRunner's shape (prepare / run / discard), so the coordinator decides -j, caps,
 retries and resume exactly as in process. `prepare` queues a lease (the broker carries its id
-only) and waits until a worker has the sandbox up; `run` gives it its slot and waits for its
-result; a cancel asks the worker to stop it and waits for what it spent. The worker's typed events
+only) and waits until a worker has started it: workers prepare sandboxes ahead and start one the
+moment a slot of theirs frees, while fewer than the job's -j run (the dispatcher's row holds -j;
+the start is a locked check in the database, so no round trip to the coordinator leaves a slot
+idle). `run` waits for its result; a cancel asks the worker to stop it and waits for what it spent. The worker's typed events
 come back through Redis and go out on the job's bus. A lease whose worker stopped renewing it is
 queued again (its lost run moved to `.lost/`), so the attempt runs once more, elsewhere, and
 counts once.
@@ -83,11 +85,12 @@ class RemoteRunner:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._db, lambda: fn(*args, **kwargs))
 
-    async def open(self, cwd: Path, settings: dict[str, Any]) -> list[str]:
-        """Register as the job's dispatcher and take over attempts an earlier coordinator left
-        running on workers; returns their rollouts (the plan must not count them as ended)."""
+    async def open(self, cwd: Path, settings: dict[str, Any], slots: int) -> list[str]:
+        """Register as the job's dispatcher (its -j `slots` held by the workers) and take over
+        attempts an earlier coordinator left running on workers; returns their rollouts (the plan
+        must not count them as ended)."""
         self.dispatcher = await self.db(
-            leases.open_dispatcher, self.job_path, str(cwd), self.queue, settings
+            leases.open_dispatcher, self.job_path, str(cwd), self.queue, settings, slots
         )
         adopted = await self.db(leases.adopt, self.job_path, self.dispatcher)
         for row in adopted:
@@ -149,7 +152,7 @@ class RemoteRunner:
         self._by_key[prepared.attempt_dir.name] = lease
         if row.state == S.FAILED:
             prepared.error, prepared.error_category = row.error, "worker_setup"
-        # its worker started it as soon as its sandbox was up: the coordinator held its slot
+        # its worker started it (one of the job's -j): the coordinator's slot follows
         prepared.running = row.state in (S.RUNNING, S.FINISHED)
         return prepared
 

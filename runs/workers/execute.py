@@ -1,9 +1,10 @@
 """The worker's side of scale-out: one attempt a coordinator dispatched, run here with the same
 trial code as in process (AttemptRunner), held by its lease.
 
-The worker claims the lease, prepares the sandbox and starts the attempt at once (the
-coordinator queues a lease only when it holds a slot for it: it alone decides -j and caps), then
-writes its result to the lease. While it holds the lease it renews it and reports what its model
+The worker claims the lease and prepares the sandbox (ahead of a free slot: it holds up to
+--prepare-ahead such), then starts the attempt the moment one of its slots frees, if fewer than the
+job's -j run (the coordinator set -j on its dispatcher row and decides caps), and writes its
+result to the lease. While it holds the lease it renews it and reports what its model
 proxy counted; a stop (a cap or a signal) or a lost lease cancels the attempt here. Its typed
 events go to the coordinator through Redis.
 """
@@ -23,11 +24,13 @@ from runs import events as ev
 from runs.trials.prepared import AttemptPlan, Prepared
 from runs.workers import leases
 from runs.workers.channel import control_key, events_key
-from runs.workers.config import LOST_DIR, dispatcher_stale_s, lease_s
+from runs.workers.config import LOST_DIR, dispatcher_stale_s, lease_s, worker_alive_s
 from runs.workers.context import JobContext, LeaseInfo, WorkerSetupError
 
 S = leases.S
 CHECK_S = 1.0  # the lease's row is read this often while held (the coordinator's hints come sooner)
+WAIT_S = 0.25  # a prepared attempt asks again this often for a job slot another worker holds
+HAND_BACK_S = 1.0  # and this often whether another worker has a slot free for it
 
 
 @dataclass
@@ -42,6 +45,9 @@ class Held:
     stop_reason: str | None = None  # a cap's `budget reached: ...`; None for a signal
     run_task: asyncio.Task[Any] | None = None
     prepared: Prepared | None = None
+    runner: Any = None  # the job's AttemptRunner on this worker
+    slot: bool = False  # it holds one of the worker's run slots
+    free_elsewhere: bool | None = None  # another worker had a slot free when it was claimed
     usage_said: tuple[Any, ...] = ()
 
     def command(self, order: str, reason: str | None = None) -> None:
@@ -64,11 +70,16 @@ class LeaseRun:
 
     async def __call__(self) -> None:
         w, lease = self.w, self.lease
-        taken = await w.db(_claim, lease, w.worker_id)
+        # it would wait for a slot here: whether another worker has one free is asked in the
+        # same trip
+        would_wait = w.slots.free <= w.pending
+        taken = await w.db(_claim, lease, w.worker_id, would_wait)
         if taken is None:
             return  # another worker holds it, it ended, or its coordinator is gone
         started = time.monotonic()
-        held = Held(lease, *taken)
+        claim, info, free_elsewhere = taken
+        held = Held(lease, claim, info)
+        held.free_elsewhere = free_elsewhere
         keeper = asyncio.create_task(self._keep(held))
         try:
             await self._run(held, started)
@@ -87,20 +98,85 @@ class LeaseRun:
             self._hint(held, S.FAILED, error=str(exc))
             self._ended(held, "failed", started, error=str(exc))
             return
-        runner = context.runner
+        if await self._handed_back(held):  # it would wait here while another worker idles
+            self._ended(held, "handed back", started)
+            return
+        runner = held.runner = context.runner
         plan = AttemptPlan(task, info.trial_name, info.trial_index, info.attempt, info.env_digest)
         t = time.monotonic()
-        prepared = held.prepared = await runner.prepare(plan)
-        work_s = time.monotonic() - t
-        held.rollout = prepared.attempt_dir.name
-        w.held[held.rollout] = held
-        if not held.order:
-            # the coordinator holds a run slot for each lease it queues: the agent starts at once
-            if await w.db(leases.start, held.lease, held.claim, held.rollout):
+        w.pending += 1
+        try:
+            prepared = held.prepared = await runner.prepare(plan)
+            work_s = time.monotonic() - t
+            held.rollout = prepared.attempt_dir.name
+            w.held[held.rollout] = held
+            await self._start(held)
+        finally:
+            w.pending -= 1
+        try:
+            if held.order == "handed back":
+                runner.discard(prepared)
+                self._ended(held, "handed back", started)
+                return
+            await self._go(held, prepared, started, work_s)
+        finally:
+            if held.slot:
+                w.slots.give()
+
+    async def _handed_back(self, held: Held) -> bool:
+        """Back to the queue when it would wait for a slot here (every free one is spoken for)
+        while another worker has one free: an attempt must not wait here while a slot idles
+        there. Asked at its claim, and each second its prepared sandbox waits."""
+        w = self.w
+        if w.slots.free > w.pending or held.order:
+            return False
+        if held.free_elsewhere is not None:  # asked with its claim
+            elsewhere, held.free_elsewhere = held.free_elsewhere, None
+        else:
+            queues = [held.info.queue]
+            elsewhere = await w.db(
+                leases.slot_free_elsewhere, w.worker_id, queues, worker_alive_s()
+            )
+        if not elsewhere:
+            return False
+        if not await w.db(leases.hand_back, held.lease, held.claim):
+            return False
+        await asyncio.get_running_loop().run_in_executor(
+            None, w.requeue, held.lease, held.info.queue
+        )
+        return True
+
+    async def _start(self, held: Held) -> None:
+        """The prepared sandbox waits for a slot of this worker, then for one of its job's -j
+        (taken by attempts on other workers): the agent starts the moment both are free, with no
+        round trip to the coordinator."""
+        w, waited = self.w, time.monotonic()
+        asked = waited
+        while not held.order:
+            if not w.slots.take():
+                await w.slots.freed(WAIT_S)
+                if not w.slots.free and time.monotonic() - asked >= HAND_BACK_S:
+                    asked = time.monotonic()
+                    if await self._handed_back(held):
+                        held.order = "handed back"
+                continue
+            held.slot = True
+            said = await w.db(
+                leases.start, held.lease, held.claim, held.rollout, time.monotonic() - waited
+            )
+            if said == leases.STARTED:
                 self._hint(held, S.RUNNING)
-            else:  # called off, or taken back, while its sandbox was prepared
+                return
+            held.slot = False
+            w.slots.give()
+            if said == leases.OFF:  # called off, or taken back, while its sandbox was prepared
                 orders = await w.db(leases.orders, held.lease, held.claim, dispatcher_stale_s())
                 held.command("discard" if orders is not None and orders[1] else "lost")
+                return
+            await w.slots.freed(WAIT_S)  # FULL: the job's slots are taken elsewhere
+
+    async def _go(self, held: Held, prepared: Prepared, started: float, work_s: float) -> None:
+        w, info, runner = self.w, held.info, held.runner
         if held.order:  # called off before it started, or its lease was taken back
             runner.discard(prepared)
             if held.order != "lost":
@@ -223,12 +299,19 @@ class LeaseRun:
                 shutil.rmtree(stray, ignore_errors=True)
 
 
-def _claim(lease: int, worker: int) -> tuple[int, LeaseInfo] | None:
-    """The claim and what the lease names, in one trip to the database thread."""
+def _claim(lease: int, worker: int, would_wait: bool) -> tuple[int, LeaseInfo, bool | None] | None:
+    """The claim, what the lease names and, when it would wait for a slot here, whether another
+    worker has one free: one trip to the database thread."""
     from runs.workers.context import lease_info
 
     claim = leases.claim(lease, worker, lease_s(), dispatcher_stale_s())
-    return None if claim is None else (claim, lease_info(lease))
+    if claim is None:
+        return None
+    info = lease_info(lease)
+    elsewhere = (
+        leases.slot_free_elsewhere(worker, [info.queue], worker_alive_s()) if would_wait else None
+    )
+    return claim, info, elsewhere
 
 
 def forward(

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from runs.models import Dispatcher, Lease, LeaseState, Worker
@@ -97,7 +98,10 @@ def rows(ids: Iterable[int]) -> dict[int, LeaseRow]:
 # --- the coordinator's side ---------------------------------------------------------------------
 
 
-def open_dispatcher(job_path: str, cwd: str, queue: str, settings: Mapping[str, Any]) -> int:
+def open_dispatcher(
+    job_path: str, cwd: str, queue: str, settings: Mapping[str, Any], slots: int = 0
+) -> int:
+    """The coordinator's row; `slots` is its -j (0: no limit), which workers hold to."""
     at = now()
     return Dispatcher.objects.create(
         job_path=job_path,
@@ -106,6 +110,7 @@ def open_dispatcher(job_path: str, cwd: str, queue: str, settings: Mapping[str, 
         cwd=cwd,
         queue=queue,
         settings=dict(settings),
+        slots=slots,
         started_at=at,
         last_seen_at=at,
     ).pk
@@ -284,15 +289,62 @@ def _held(lease: int, claim: int, *states: str) -> Any:
     return Lease.objects.filter(pk=lease, claim=claim, state__in=states or HELD)
 
 
-def start(lease: int, claim: int, rollout: str) -> bool:
-    """Its sandbox is up and its agent starts at once (the coordinator holds a slot for every lease
-    it queues: no go to wait for), unless it was called off or taken back meanwhile."""
+STARTED, FULL, OFF = "started", "full", "off"
+
+
+def start(lease: int, claim: int, rollout: str, slot_wait_s: float = 0.0) -> str:
+    """Its sandbox is up and a slot of its worker free: its agent starts now (STARTED) if fewer of
+    its job's leases run than the coordinator's -j (else FULL: try again when one ends), unless it
+    was called off or taken back meanwhile (OFF).
+
+    The dispatcher's row is written first: on PostgreSQL that locks it, on SQLite it takes the
+    write lock, so two workers' starts of one job never both see a free slot."""
+    with transaction.atomic():
+        found = Lease.objects.filter(pk=lease).values_list("dispatcher_id", flat=True).first()
+        if found is None:
+            return OFF
+        dispatcher = Dispatcher.objects.filter(pk=found)
+        dispatcher.update(slots=F("slots"))
+        limit = dispatcher.values_list("slots", flat=True).first() or 0
+        running = Lease.objects.filter(dispatcher=found, state=S.RUNNING)
+        if limit and running.count() >= limit:
+            return FULL
+        took = (
+            _held(lease, claim, S.PREPARING)
+            .filter(cancel="", dispatcher=found)
+            .update(
+                state=S.RUNNING,
+                rollout_name=rollout,
+                started_at=now(),
+                slot_wait_s=round(slot_wait_s, 4),
+            )
+        )
+    return STARTED if took == 1 else OFF
+
+
+def hand_back(lease: int, claim: int) -> bool:
+    """A lease this worker holds but has not started goes back to the queue (another worker has a
+    slot free now, this one has none), under a new claim number: the coordinator reads it as
+    queued again (and sends it again if Redis lost it), and this worker's writes no longer count."""
     return (
         _held(lease, claim, S.PREPARING)
         .filter(cancel="")
-        .update(state=S.RUNNING, rollout_name=rollout)
+        .update(state=S.QUEUED, worker=None, rollout_name="", expires_at=None, claim=F("claim") + 1)
         == 1
     )
+
+
+def slot_free_elsewhere(worker: int, queues: list[str], alive_s: float) -> bool:
+    """Whether a live worker other than this one, serving one of `queues`, has a slot that no
+    lease it holds (running, or prepared for it) takes."""
+    since = now() - timedelta(seconds=alive_s)
+    others = (
+        Worker.objects.filter(last_seen_at__gte=since, stopped_at__isnull=True)
+        .exclude(pk=worker)
+        .annotate(held=Count("leases", filter=Q(leases__state__in=HELD)))
+        .filter(held__lt=F("slots"))
+    )
+    return any(set(queues) & set(w.queues or []) for w in others.only("queues"))
 
 
 def renew(lease: int, claim: int, lease_s: float, usage: dict[str, Any] | None) -> bool:

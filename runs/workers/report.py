@@ -14,6 +14,7 @@ ENDINGS = {
     "discarded": "called off before it started",
     "lost": "its lease was taken back (it runs elsewhere; nothing of this run counts)",
     "failed": "could not run it",
+    "handed back": "given back to the queue before it started (another worker had a slot free)",
 }
 
 
@@ -33,7 +34,8 @@ class WorkerReporter:
                 else ""
             )
             self.line(
-                f"worker {event.worker} up: {event.slots} slot(s), queue(s) "
+                f"worker {event.worker} up: {event.slots} slot(s), {event.ahead} prepared "
+                f"ahead, queue(s) "
                 f"{', '.join(event.queues)}{reaped}"
             )
         elif isinstance(event, ev.WorkerAttemptStarted):

@@ -19,6 +19,7 @@ from runs import events as ev
 from runs.gateway import ModelGateway
 from runs.sandboxes.owners import reap_orphans
 from runs.workers import leases
+from runs.workers.broker import Broker
 from runs.workers.channel import Channel
 from runs.workers.config import reap_every_s
 from runs.workers.context import JobContext, LeaseInfo, WorkerSetupError, build_context
@@ -37,6 +38,33 @@ def current() -> WorkerRuntime:
     return _current
 
 
+class Slots:
+    """The worker's run slots (its --concurrency), in its event loop: prepared attempts take one
+    to start and give it back when they end here."""
+
+    def __init__(self, n: int) -> None:
+        self.free = n
+        self._given = asyncio.Event()
+
+    def take(self) -> bool:
+        if self.free <= 0:
+            return False
+        self.free -= 1
+        return True
+
+    def give(self) -> None:
+        self.free += 1
+        self._given.set()
+
+    async def freed(self, timeout: float) -> None:
+        """Until a slot is given back here, or `timeout` seconds (a job slot may free elsewhere)."""
+        self._given.clear()
+        try:
+            await asyncio.wait_for(self._given.wait(), timeout)
+        except TimeoutError:
+            pass
+
+
 class WorkerRuntime:
     def __init__(
         self,
@@ -45,11 +73,16 @@ class WorkerRuntime:
         slots: int,
         queues: list[str],
         client: Any,
+        ahead: int = 0,
+        broker: Broker | None = None,
         gateway: ModelGateway | None,
         redis_url: str,
         emit: Callable[[ev.Event], None],
     ) -> None:
-        self.name, self.slots, self.queues = name, slots, queues
+        self.name, self.run_slots, self.queues = name, slots, queues
+        self.ahead = ahead  # sandboxes prepared beside the running attempts, ready for a slot
+        self.broker = broker  # to queue again a lease it hands back
+        self.pending = 0  # attempts held here that have not started: preparing, or prepared
         self.client = client
         self.gateway = gateway
         self.redis_url = redis_url
@@ -77,7 +110,9 @@ class WorkerRuntime:
         except ImportError:  # pragma: no cover - uvloop is a dependency
             pass
         self.loop.set_default_executor(
-            concurrent.futures.ThreadPoolExecutor(max_workers=max(16, 3 * self.slots + 4))
+            concurrent.futures.ThreadPoolExecutor(
+                max_workers=max(16, 3 * (self.run_slots + self.ahead) + 4)
+            )
         )
         ready = threading.Event()
         loop_thread = threading.Thread(
@@ -85,9 +120,11 @@ class WorkerRuntime:
         )
         loop_thread.start()
         ready.wait()
-        self.worker_id = leases.register_worker(self.name, self.slots, self.queues)
+        self.worker_id = leases.register_worker(self.name, self.run_slots, self.queues)
         reaped = reap_orphans(self.client)
-        self.emit(ev.WorkerStarted(self.name, self.slots, tuple(self.queues), len(reaped)))
+        self.emit(
+            ev.WorkerStarted(self.name, self.run_slots, tuple(self.queues), len(reaped), self.ahead)
+        )
         seen = threading.Thread(target=self._seen, name="bench-worker-seen", daemon=True)
         seen.start()
         self._threads = [loop_thread, seen]
@@ -96,6 +133,7 @@ class WorkerRuntime:
     def _serve(self, ready: threading.Event) -> None:
         asyncio.set_event_loop(self.loop)
         self.channel = Channel(self.redis_url)
+        self.slots = Slots(self.run_slots)
         self._context_lock = asyncio.Lock()
         self._outbox = asyncio.Queue()
         self.loop.create_task(self._send())
@@ -168,6 +206,19 @@ class WorkerRuntime:
             except OSError as exc:
                 raise WorkerSetupError(f"the model proxy did not start here: {exc}") from None
         return self._gateway_port
+
+    def requeue(self, lease: int, queue: str) -> None:
+        """A lease handed back goes to the queue again (blocking: run it off the loop). Tried for
+        a few seconds; after a Redis restart its coordinator sends every queued lease again."""
+        if self.broker is None:
+            return
+        for wait in (0.0, 0.5, 2.0, 5.0):
+            time.sleep(wait)
+            try:
+                self.broker.enqueue(lease, queue)
+                return
+            except Exception:  # noqa: BLE001 - Redis away for a moment: try again
+                continue
 
     def post(self, key: str, message: dict[str, Any]) -> None:
         """Queue a hint for the coordinator, from any thread; sent in order, one at a time."""

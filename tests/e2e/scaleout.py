@@ -122,11 +122,14 @@ class Cluster:
             timeout=300,
         )
 
-    def start_worker(self, slots: int = 2) -> subprocess.Popen[bytes]:
+    def start_worker(self, slots: int = 2, ahead: int | None = None) -> subprocess.Popen[bytes]:
         log = self.cwd / f"worker-{len(self.workers) + 1}.log"
+        args = ["worker", "--concurrency", str(slots)]
+        if ahead is not None:
+            args += ["--prepare-ahead", str(ahead)]
         with open(log, "wb") as out:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "benchflow_site.cli", "worker", "--concurrency", str(slots)],
+                [sys.executable, "-m", "benchflow_site.cli", *args],
                 cwd=self.cwd,
                 env=self.env,
                 stdout=out,

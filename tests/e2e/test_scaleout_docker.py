@@ -9,6 +9,7 @@ import json
 import signal
 import time
 from collections import Counter
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -164,6 +165,68 @@ def test_a_jobs_attempts_spread_over_two_workers_and_end_as_they_do_in_process(
         assert remote_result["rewards"] == local_result["rewards"] == {"reward": 1.0}
     assert not (job / ".lost").exists()
     assert containers_of(docker_client, job) == []
+
+
+def test_a_worker_prepares_ahead_within_j_and_hands_back_what_another_worker_could_start(
+    docker_client, cluster, tmp_path
+):
+    # given three tasks of 6 s at -j 3 and one worker of one slot that prepares two ahead: it
+    # takes all three, runs one and holds two prepared
+    sleepers(tmp_path, ["one", "two", "three"], 6)
+    first = cluster.start_worker(1, ahead=2)
+    run = cluster.bench_in_background(*run_args("oracle", "-j", "3"))
+    wait_for(lambda: cluster.log(first).count("] started ") == 1, 120, "one started")
+    time.sleep(1.5)  # the other two are claimed and prepared meanwhile
+    assert cluster.log(first).count("] started ") == 1  # one slot: one runs
+    # when a second worker of one slot comes up
+    second = cluster.start_worker(1, ahead=0)
+    out, err = run.communicate(timeout=300)
+    # then the first gave back one it held prepared, and the second started it at once
+    assert run.returncode == 0, out + err
+    assert "given back to the queue before it started" in cluster.log(first), cluster.log(first)
+    on_first, on_second = cluster.started(first), cluster.started(second)
+    assert len(on_second) >= 1 and sorted(on_first + on_second) == ["one", "three", "two"]
+    [job] = job_dirs(tmp_path / "jobs")
+    assert len(attempt_folders(job)) == 3  # the prepared sandbox given back left no folder
+    summary = summary_of(job)
+    assert (summary["passed"], summary["n_attempts"]) == (3, 3)
+    # and a worker never ran more than its slot: its attempts' runs do not overlap
+    spans = cluster.query(
+        "SELECT w.name, l.started_at, l.finished_at FROM runs_lease l JOIN runs_worker w "
+        "ON w.id = l.worker_id WHERE l.job_path = %s AND l.state = 'finished'",
+        str(job.resolve()),
+    )
+    by_worker: dict[str, list] = {}
+    for name, a, b in spans:
+        by_worker.setdefault(name, []).append((str(a), str(b)))
+    for runs in by_worker.values():
+        runs.sort()
+        assert all(b1 <= a2 for (_, b1), (a2, _) in pairwise(runs)), runs
+    wait_for(lambda: containers_of(docker_client, job) == [], 30, "no container of the job")
+
+
+def test_a_jobs_j_holds_across_workers_that_have_more_slots(docker_client, cluster, tmp_path):
+    # given two workers of two slots each (and two prepared ahead), and five tasks of 2 s at -j 2
+    names = ["a", "b", "c", "d", "e"]
+    sleepers(tmp_path, names, 2)
+    cluster.start_worker(2), cluster.start_worker(2)
+    proc = cluster.bench(*run_args("oracle", "-j", "2"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [job] = job_dirs(tmp_path / "jobs")
+    # then at no moment did more than two of the job's attempts run
+    spans = cluster.query(
+        "SELECT l.started_at, l.finished_at FROM runs_lease l WHERE l.job_path = %s "
+        "AND l.state = 'finished'",
+        str(job.resolve()),
+    )
+    assert len(spans) == 5
+    moments = sorted([(str(a), 1) for a, _ in spans] + [(str(b), -1) for _, b in spans])
+    running = most = 0
+    for _, step in moments:  # an end and a start at the same instant: the end first
+        running += step
+        most = max(most, running)
+    assert most == 2, spans
+    assert summary_of(job)["passed"] == 5
 
 
 def test_a_worker_killed_mid_attempt_its_attempts_run_once_more_elsewhere_and_count_once(

@@ -82,7 +82,7 @@ def test_a_worker_whose_lease_was_taken_back_changes_nothing():
     lease = queued(d)
     dead = leases.register_worker("host:1", 1, ["q"])
     claim = leases.claim(lease, dead, 30, 60)
-    assert claim == 1 and leases.start(lease, claim, "hello__00000001")
+    assert claim == 1 and leases.start(lease, claim, "hello__00000001") == leases.STARTED
     assert leases.requeue_expired(lease, claim) is None  # not expired yet: it holds
     Lease.objects.filter(pk=lease).update(expires_at=leases.now() - timedelta(seconds=1))
     # when the coordinator takes it back, and another worker claims it
@@ -92,7 +92,7 @@ def test_a_worker_whose_lease_was_taken_back_changes_nothing():
     assert leases.claim(lease, other, 30, 60) == 2
     # then the first worker's writes, naming its old claim, all fail
     assert not leases.renew(lease, claim, 30, {"total_tokens": 5})
-    assert not leases.start(lease, claim, "hello__00000001")
+    assert leases.start(lease, claim, "hello__00000001") == leases.OFF
     assert not leases.finish(lease, claim, {"rewards": {"reward": 1.0}}, 1.0)
     assert leases.orders(lease, claim, 60) is None
     row = Lease.objects.get(pk=lease)
@@ -107,8 +107,8 @@ def test_the_attempt_starts_once_its_sandbox_is_up_and_its_result_is_kept():
     claim = leases.claim(lease, worker, 30, 60)
     assert claim is not None
     assert not leases.finish(lease, claim, {"x": 1}, 1.0)  # not started: it cannot have run
-    assert leases.start(lease, claim, "hello__00000001")
-    assert not leases.start(lease, claim, "hello__00000001")  # started once
+    assert leases.start(lease, claim, "hello__00000001") == leases.STARTED
+    assert leases.start(lease, claim, "hello__00000001") == leases.OFF  # started once
     assert leases.rows([lease])[lease].rollout_name == "hello__00000001"
     assert leases.orders(lease, claim, 60) == (S.RUNNING, "", "", True)
     assert leases.finish(lease, claim, {"rewards": {"reward": 1.0}}, 2.5)
@@ -124,7 +124,7 @@ def test_a_cancel_discards_a_queued_lease_at_once_and_asks_a_holder_to_stop():
     # a discarded lease is no longer claimed
     assert leases.claim(waiting, worker, 30, 60) is None
     claim = leases.claim(running, worker, 30, 60)
-    assert claim is not None and leases.start(running, claim, "b__1")
+    assert claim is not None and leases.start(running, claim, "b__1") == leases.STARTED
     assert leases.request_cancel(running, "stop", "budget reached: x") == S.RUNNING
     assert leases.orders(running, claim, 60) == (S.RUNNING, "stop", "budget reached: x", True)
     record = {"total": 1.0, "cancelled": True, "cancelled_by": "budget reached: x"}
@@ -166,7 +166,7 @@ def test_a_resume_adopts_running_attempts_and_calls_off_the_rest():
     running, preparing, waiting = queued(old, "a"), queued(old, "b"), queued(old, "c")
     worker = leases.register_worker("host:1", 3, ["q"])
     claim = leases.claim(running, worker, 30, 60)
-    assert claim is not None and leases.start(running, claim, "a__1")
+    assert claim is not None and leases.start(running, claim, "a__1") == leases.STARTED
     late = leases.claim(preparing, worker, 30, 60)
     assert late is not None
     # when a new coordinator of the same job opens
@@ -179,9 +179,62 @@ def test_a_resume_adopts_running_attempts_and_calls_off_the_rest():
     assert Lease.objects.get(pk=waiting).state == S.ABANDONED
     assert sorted(leases.running_elsewhere(JOB)) == ["a", "b"]
     # and the one being prepared never starts: its worker discards it
-    assert not leases.start(preparing, late, "b__1")
+    assert leases.start(preparing, late, "b__1") == leases.OFF
     assert leases.discarded(preparing, late)
     assert leases.running_elsewhere(JOB) == ["a"]
+
+
+def test_a_prepared_attempt_starts_only_while_fewer_than_the_jobs_j_run():
+    # given a job at -j 2 whose leases were prepared on two workers, three at once
+    d = leases.open_dispatcher(JOB, "/work", "q", {}, slots=2)
+    a, b, c = queued(d, "a"), queued(d, "b"), queued(d, "c")
+    w1, w2 = leases.register_worker("host:1", 2, ["q"]), leases.register_worker("host:2", 2, ["q"])
+    claims = {lease: leases.claim(lease, w, 30, 60) for lease, w in ((a, w1), (b, w2), (c, w1))}
+    # when each asks to start
+    assert leases.start(a, claims[a], "a__1", 0.1) == leases.STARTED
+    assert leases.start(b, claims[b], "b__1") == leases.STARTED
+    # then the third waits (the job's two slots are taken, on whichever worker) and stays prepared
+    assert leases.start(c, claims[c], "c__1") == leases.FULL
+    assert Lease.objects.get(pk=c).state == S.PREPARING
+    # and starts once one of them has ended, with how long it waited
+    assert leases.finish(a, claims[a], {"rewards": {"reward": 1.0}}, 1.0)
+    assert leases.start(c, claims[c], "c__1", 0.5) == leases.STARTED
+    row = Lease.objects.get(pk=c)
+    assert (row.state, row.slot_wait_s, row.started_at is not None) == (S.RUNNING, 0.5, True)
+    # a job with no limit (0) starts whatever is prepared
+    free = leases.open_dispatcher("/jobs/other", "/work", "q", {})
+    leases_of = [queued(free, f"t{i}") for i in range(3)]
+    for lease in leases_of:
+        claim = leases.claim(lease, w2, 30, 60)
+        assert leases.start(lease, claim, f"x__{lease}") == leases.STARTED
+
+
+def test_racing_starts_of_one_job_never_pass_its_j():
+    # given -j 1 and two prepared leases whose workers start them at the same moment
+    d = leases.open_dispatcher(JOB, "/work", "q", {}, slots=1)
+    one, two = queued(d, "a"), queued(d, "b")
+    w1, w2 = leases.register_worker("host:1", 1, ["q"]), leases.register_worker("host:2", 1, ["q"])
+    claims = {one: leases.claim(one, w1, 30, 60), two: leases.claim(two, w2, 30, 60)}
+    said: dict[int, str] = {}
+    barrier = threading.Barrier(2)
+
+    def go(lease: int) -> None:
+        from django.db import connection
+
+        barrier.wait()
+        try:
+            said[lease] = leases.start(lease, claims[lease], f"r{lease}")
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=go, args=(lease,)) for lease in (one, two)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    # then exactly one runs
+    assert sorted(said.values()) == [leases.FULL, leases.STARTED]
+    assert Lease.objects.filter(dispatcher=d, state=S.RUNNING).count() == 1
 
 
 def test_live_workers_are_those_seen_lately_that_serve_the_queue():

@@ -104,7 +104,7 @@ def test_the_console_says_where_attempts_run_and_which_were_lost():
 def test_a_workers_log_names_each_trial_it_starts_and_ends():
     out = io.StringIO()
     log = WorkerReporter(out)
-    log(ev.WorkerStarted("vm:12", 2, ("benchflow",), 1))
+    log(ev.WorkerStarted("vm:12", 2, ("benchflow",), 1, 2))
     log(ev.WorkerAttemptStarted("vm:12", "2026-01-01__00-00-00", "hello", 1, "hello__1"))
     log(
         ev.WorkerAttemptEnded(
@@ -115,8 +115,8 @@ def test_a_workers_log_names_each_trial_it_starts_and_ends():
     log(ev.WorkerAttemptEnded("vm:12", "j", "x", "", "failed", 0.1, error="no folder here"))
     lines = [line.split(" ", 1)[1] for line in out.getvalue().splitlines()]  # without the time
     assert lines == [
-        "worker vm:12 up: 2 slot(s), queue(s) benchflow; removed 1 container(s) left by dead "
-        "processes",
+        "worker vm:12 up: 2 slot(s), 2 prepared ahead, queue(s) benchflow; removed 1 container(s) "
+        "left by dead processes",
         "[vm:12] started hello (attempt 1, hello__1) of job 2026-01-01__00-00-00",
         "[vm:12] ended hello (hello__1): reward 1 after 3.2s",
         "[vm:12] ended bye (bye__2): its lease was taken back (it runs elsewhere; nothing of "

@@ -29,7 +29,7 @@ def held_lease(job_path: str, trial: str, worker: int, rollout: str) -> int:
         enqueue=lambda _id: None,
     )
     claim = leases.claim(lease, worker, 30, 60)
-    assert claim is not None and leases.start(lease, claim, rollout)
+    assert claim is not None and leases.start(lease, claim, rollout) == leases.STARTED
     return claim
 
 
