@@ -5,10 +5,12 @@ same run, alternating, medians of several rounds.
 Figures, from each job's summary.json and its leases in the database:
 - the whole job's time on workers / in process (summary.json elapsed_sec of each);
 - dispatch overhead per attempt: the coordinator's time on an attempt (lease created to outcome
-  collected) minus the worker's own time on it (claim to result written, less the wait for its
-  go): the broker, the claims, the hints and the polls; median over the attempts;
-- slots idle while attempts waited: from the first attempt dispatched to the last, the share of
-  the four slots' time no attempt held (claimed to finished), and the longest gap on a slot.
+  collected) minus the worker's own time on it (its sandbox's preparation and its run) and the time
+  its prepared sandbox waited for a slot: the broker, the claims, the hints and the database
+  trips; median over the attempts;
+- slots idle while attempts waited: from the first attempt's start to the last's (attempts wait,
+  queued or prepared, all along), the share of the four slots' time no attempt ran on (started to
+  finished), and the gaps on a slot between one attempt's end and the next's start.
 
     .venv/bin/python benchmarks/scaleout_bench.py [--tasks 200] [--rounds 3]
 
@@ -34,8 +36,10 @@ REDIS = "redis://127.0.0.1:6379/12"
 WORKERS, SLOTS, J = 2, 2, 4
 
 
-def make_tasks(root: Path, n: int) -> None:
-    """The trivial tasks of run_bench.py: one shared image, a one-line solution and test."""
+def make_tasks(root: Path, n: int, sleep_s: float = 0.0) -> None:
+    """The trivial tasks of run_bench.py: one shared image, a one-line solution and test (with
+    --sleep, a solution that takes that long: attempts longer than their sandbox's making)."""
+    wait = f"sleep {sleep_s:g}\n" if sleep_s else ""
     for i in range(n):
         t = root / f"trivial-{i:03d}"
         for sub in ("environment", "tests", "solution"):
@@ -43,7 +47,7 @@ def make_tasks(root: Path, n: int) -> None:
         (t / "task.toml").write_text('version = "1.0"\n[agent]\ntimeout_sec = 60\n')
         (t / "instruction.md").write_text("Write hello to /app/out.txt.\n")
         (t / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
-        (t / "solution" / "solve.sh").write_text("#!/bin/bash\necho hello > /app/out.txt\n")
+        (t / "solution" / "solve.sh").write_text(f"#!/bin/bash\n{wait}echo hello > /app/out.txt\n")
         (t / "tests" / "test.sh").write_text(
             '#!/bin/bash\n[ "$(cat /app/out.txt)" = hello ] && echo 1 > /logs/verifier/reward.txt'
             " || echo 0 > /logs/verifier/reward.txt\n"
@@ -61,13 +65,16 @@ def bench(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Complet
     )
 
 
-def start_workers(env: dict[str, str], cwd: Path) -> list[subprocess.Popen[bytes]]:
+def start_workers(
+    env: dict[str, str], cwd: Path, ahead: int | None
+) -> list[subprocess.Popen[bytes]]:
     procs = []
+    more = [] if ahead is None else ["--prepare-ahead", str(ahead)]
     for i in range(WORKERS):
         log = open(cwd / f"worker-{i}.log", "wb")  # noqa: SIM115 - open while the worker runs
         procs.append(
             subprocess.Popen(
-                [sys.executable, "-m", "benchflow_site.cli", "worker", "-c", str(SLOTS)],
+                [sys.executable, "-m", "benchflow_site.cli", "worker", "-c", str(SLOTS), *more],
                 env=env,
                 cwd=cwd,
                 stdout=log,
@@ -120,27 +127,40 @@ def lease_figures(job: Path) -> dict[str, Any]:
 
     rows = list(
         Lease.objects.filter(job_path=str(job.resolve())).values(
-            "dispatched_at", "claimed_at", "finished_at", "collected_at", "work_s", "worker__name"
+            "dispatched_at",
+            "claimed_at",
+            "started_at",
+            "finished_at",
+            "collected_at",
+            "work_s",
+            "slot_wait_s",
+            "worker__name",
         )
     )
+    waits = [r["slot_wait_s"] or 0.0 for r in rows]
+    # the broker, the claims, the hints and the database trips: the coordinator's time on an
+    # attempt less the worker's own (its sandbox's preparation and its run) and the time its
+    # prepared sandbox waited for a slot (an attempt ahead of its turn, as in a warm pool)
     overheads = [
-        (r["collected_at"] - r["dispatched_at"]).total_seconds() - r["work_s"]
-        for r in rows
+        (r["collected_at"] - r["dispatched_at"]).total_seconds() - r["work_s"] - w
+        for r, w in zip(rows, waits, strict=True)
         if r["collected_at"] and r["work_s"] is not None
     ]
-    start = min(r["dispatched_at"] for r in rows)
-    end = max(r["dispatched_at"] for r in rows)  # after this no attempt waits to be dispatched
+    # from the first attempt's start to the last's, attempts wait (prepared or queued) for a slot:
+    # a slot is busy while an attempt runs on it (started to finished)
+    start = min(r["started_at"] for r in rows)
+    end = max(r["started_at"] for r in rows)
     window = (end - start).total_seconds()
     busy = 0.0
     gaps: list[float] = []
     by_worker: dict[str, list[tuple[float, float]]] = {}
     for r in rows:
-        a = (r["claimed_at"] - start).total_seconds()
+        a = (r["started_at"] - start).total_seconds()
         b = (r["finished_at"] - start).total_seconds()
         busy += max(0.0, min(b, window) - max(a, 0.0))
         by_worker.setdefault(r["worker__name"], []).append((a, b))
     for spans in by_worker.values():
-        # a slot frees at one attempt's end; the next attempt it takes shows the gap
+        # a slot frees at one attempt's end; the next attempt it starts shows the gap
         ends = sorted(b for _, b in spans if b < window)
         starts = sorted(a for a, _ in spans)
         for e in ends:
@@ -152,10 +172,10 @@ def lease_figures(job: Path) -> dict[str, Any]:
         (r["collected_at"] - r["finished_at"]).total_seconds() for r in rows if r["collected_at"]
     ]
     # the worker's own writes and reads around the attempt: claimed to result written, less the
-    # attempt's sandbox preparation and run
+    # attempt's sandbox preparation and run and its wait for a slot
     on_worker = [
-        (r["finished_at"] - r["claimed_at"]).total_seconds() - r["work_s"]
-        for r in rows
+        (r["finished_at"] - r["claimed_at"]).total_seconds() - r["work_s"] - w
+        for r, w in zip(rows, waits, strict=True)
         if r["finished_at"] and r["work_s"] is not None
     ]
     return {
@@ -163,6 +183,7 @@ def lease_figures(job: Path) -> dict[str, Any]:
         "dispatched_to_claimed_ms_median": round(statistics.median(to_claim) * 1000, 1),
         "finished_to_collected_ms_median": round(statistics.median(to_collect) * 1000, 1),
         "on_worker_outside_attempt_ms_median": round(statistics.median(on_worker) * 1000, 1),
+        "slot_wait_ms_median": round(statistics.median(waits) * 1000, 1),
         "dispatch_overhead_ms_median": round(statistics.median(overheads) * 1000, 1),
         "dispatch_overhead_ms_p90": round(
             sorted(overheads)[int(0.9 * (len(overheads) - 1))] * 1000, 1
@@ -177,13 +198,37 @@ def lease_figures(job: Path) -> dict[str, Any]:
     }
 
 
+def local_idle(job: Path) -> float | None:
+    """The same share for the job in process, from its result.json files: an attempt holds its
+    slot from its agent's start (its end less its agent, verifier and teardown phases) to its end."""
+    from datetime import datetime
+
+    spans = []
+    for result in job.glob("*__*/result.json"):
+        doc = json.loads(result.read_text())
+        timing = doc.get("timing") or {}
+        end = datetime.fromisoformat(doc["finished_at"]).timestamp()
+        spans.append((end - (timing["total"] - timing["environment_setup"]), end))
+    start, stop = min(a for a, _ in spans), max(a for a, _ in spans)
+    window = stop - start
+    busy = sum(max(0.0, min(b, stop) - max(a, start)) for a, b in spans)
+    return round(1 - busy / (J * window), 4) if window else None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tasks", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--sleep", type=float, default=0.0, help="seconds each solution sleeps (default 0)"
+    )
+    parser.add_argument("--out", default="scaleout.json", help="under benchmarks/results/")
+    parser.add_argument(
+        "--ahead", type=int, default=None, help="each worker's --prepare-ahead (default: its own)"
+    )
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="scaleout-bench-"))
-    make_tasks(root / "tasks", args.tasks)
+    make_tasks(root / "tasks", args.tasks, args.sleep)
     env = {
         **os.environ,
         "BENCHFLOW_HOME": str(root / "state"),
@@ -197,7 +242,7 @@ def main() -> None:
     from benchflow_site.django_setup import setup_django
 
     setup_django()  # migrates the benchmark's own database before the workers open it
-    workers = start_workers(env, root)
+    workers = start_workers(env, root, args.ahead)
     rounds = []
     try:
         run_job("local", env, root, args.tasks)  # images built and caches warm for both sides
@@ -209,6 +254,8 @@ def main() -> None:
                 measured[mode] = {"elapsed_s": elapsed, "wall_s": round(wall, 2)}
                 if mode == "workers":
                     measured[mode].update(lease_figures(job))
+                else:
+                    measured[mode]["slots_idle_share_while_waiting"] = local_idle(job)
             measured["ratio"] = round(
                 measured["workers"]["elapsed_s"] / measured["local"]["elapsed_s"], 3
             )
@@ -221,6 +268,8 @@ def main() -> None:
             w.wait(60)
     result = {
         "tasks": args.tasks,
+        "sleep_s": args.sleep,
+        "prepare_ahead": args.ahead,
         "workers": WORKERS,
         "slots_each": SLOTS,
         "j": J,
@@ -232,10 +281,14 @@ def main() -> None:
         "slots_idle_share_while_waiting_median": statistics.median(
             r["workers"]["slots_idle_share_while_waiting"] for r in rounds
         ),
+        "in_process_slots_idle_share_median": statistics.median(
+            r["local"]["slots_idle_share_while_waiting"] for r in rounds
+        ),
+        "slot_gap_ms_median": statistics.median(r["workers"]["slot_gap_ms_median"] for r in rounds),
         "rounds": rounds,
         "machine": {"cpus": os.cpu_count()},
     }
-    out = REPO / "benchmarks" / "results" / "scaleout.json"
+    out = REPO / "benchmarks" / "results" / args.out
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps({k: v for k, v in result.items() if k != "rounds"}, indent=2))
 

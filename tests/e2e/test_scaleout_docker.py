@@ -170,9 +170,9 @@ def test_a_jobs_attempts_spread_over_two_workers_and_end_as_they_do_in_process(
 def test_a_worker_prepares_ahead_within_j_and_hands_back_what_another_worker_could_start(
     docker_client, cluster, tmp_path
 ):
-    # given three tasks of 6 s at -j 3 and one worker of one slot that prepares two ahead: it
+    # given three tasks of 10 s at -j 3 and one worker of one slot that prepares two ahead: it
     # takes all three, runs one and holds two prepared
-    sleepers(tmp_path, ["one", "two", "three"], 6)
+    sleepers(tmp_path, ["one", "two", "three"], 10)
     first = cluster.start_worker(1, ahead=2)
     run = cluster.bench_in_background(*run_args("oracle", "-j", "3"))
     wait_for(lambda: cluster.log(first).count("] started ") == 1, 120, "one started")
