@@ -1,5 +1,5 @@
-"""What the dashboard shows of scale-out: the workers (host, slots, attempts running, last seen)
-and which worker ran each attempt."""
+"""What the dashboard shows of scale-out: the workers (host, slots, attempts running and prepared
+ahead, last seen) and which worker ran each attempt."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from runs.models import Lease, Worker
+from runs.models import Lease, LeaseState, Worker
 from runs.workers.config import worker_alive_s
 from runs.workers.leases import HELD, now
 
@@ -24,6 +24,7 @@ class WorkerRow:
     state: str  # up | stopped | gone (not seen lately, never said it stopped: killed, say)
     seen_s: float  # seconds since it was last seen
     running: list[tuple[str, str]] = field(default_factory=list)  # (job name, trial name)
+    prepared: int = 0  # attempts claimed whose sandbox is being made or waits for a slot
 
 
 def workers(limit: int = 200) -> list[WorkerRow]:
@@ -37,10 +38,13 @@ def workers(limit: int = 200) -> list[WorkerRow]:
             w.name, w.host, w.slots, list(w.queues or []), w.started_at, w.last_seen_at, state, seen
         )
     held = Lease.objects.filter(worker_id__in=list(by_id), state__in=HELD, expires_at__gte=at)
-    for worker_id, job_path, trial in held.order_by("id").values_list(
-        "worker_id", "job_path", "trial_name"
+    for worker_id, job_path, trial, state in held.order_by("id").values_list(
+        "worker_id", "job_path", "trial_name", "state"
     ):
-        by_id[worker_id].running.append((Path(job_path).name, trial))
+        if state == LeaseState.RUNNING:
+            by_id[worker_id].running.append((Path(job_path).name, trial))
+        else:
+            by_id[worker_id].prepared += 1
     return list(by_id.values())
 
 

@@ -15,7 +15,7 @@ from tests.jobfolders import result_doc, write_attempt, write_job, write_summary
 pytestmark = pytest.mark.django_db
 
 
-def held_lease(job_path: str, trial: str, worker: int, rollout: str) -> int:
+def held_lease(job_path: str, trial: str, worker: int, rollout: str, start: bool = True) -> int:
     d = leases.open_dispatcher(job_path, "/work", "benchflow", {})
     lease = leases.create(
         d,
@@ -29,7 +29,9 @@ def held_lease(job_path: str, trial: str, worker: int, rollout: str) -> int:
         enqueue=lambda _id: None,
     )
     claim = leases.claim(lease, worker, 30, 60)
-    assert claim is not None and leases.start(lease, claim, rollout) == leases.STARTED
+    assert claim is not None
+    if start:
+        assert leases.start(lease, claim, rollout) == leases.STARTED
     return claim
 
 
@@ -37,6 +39,8 @@ def test_the_workers_page_lists_each_worker_with_its_slots_attempts_and_last_see
     # given a worker running an attempt, one stopped, and one killed (not seen for a minute)
     busy = leases.register_worker("gpu-box:101", 4, ["benchflow"])
     held_lease("/jobs/2026-01-01__00-00-00", "hello", busy, "hello__00000001")
+    held_lease("/jobs/2026-01-01__00-00-00", "next", busy, "", start=False)
+    held_lease("/jobs/2026-01-01__00-00-00", "later", busy, "", start=False)
     stopped = leases.register_worker("cpu-box:7", 2, ["benchflow"])
     leases.worker_stopped(stopped)
     killed = leases.register_worker("cpu-box:9", 2, ["benchflow", "big"])
@@ -46,8 +50,9 @@ def test_the_workers_page_lists_each_worker_with_its_slots_attempts_and_last_see
     # then
     row = page[page.index("gpu-box:101") :].split("</tr>", 1)[0]
     assert '<td class="up">up</td>' in row and '<td class="num">4</td>' in row
-    assert '<td class="num">1</td>' in row  # one attempt running
+    assert '<td class="num">1</td><td class="num">2</td>' in row  # one running, two prepared
     assert 'href="/jobs/2026-01-01__00-00-00/hello/"' in row and ">hello</a>" in row
+    assert ">next</a>" not in row  # only what runs is listed
     assert "s ago" in row
     assert '<td class="stopped">stopped</td>' in page[page.index("cpu-box:7") :].split("</tr>")[0]
     gone = page[page.index("cpu-box:9") :].split("</tr>")[0]
