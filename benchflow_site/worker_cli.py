@@ -97,6 +97,9 @@ def run(args: argparse.Namespace) -> int:
     # pickled messages (JSON only)
     warnings.filterwarnings("ignore", category=SecurityWarning)
     runtime.start()
+    from celery.signals import worker_shutting_down
+
+    worker_shutting_down.connect(lambda **_kw: runtime.draining(), weak=False)
     try:
         app.worker_main(
             [

@@ -310,6 +310,7 @@ class Lease(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)  # its agent started (RUNNING)
     # how long its prepared sandbox waited for a run slot (the worker's or the job's)
     slot_wait_s = models.FloatField(null=True, blank=True)
+    handed_back = models.IntegerField(default=0)  # times a worker gave it back unstarted
     finished_at = models.DateTimeField(null=True, blank=True)
     collected_at = models.DateTimeField(null=True, blank=True)  # the coordinator had the outcome
     work_s = models.FloatField(null=True, blank=True)  # the worker's own time on it

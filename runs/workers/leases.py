@@ -254,6 +254,12 @@ def worker_seen(worker: int) -> None:
     Worker.objects.filter(pk=worker).update(last_seen_at=now())
 
 
+def worker_draining(worker: int) -> None:
+    """It takes nothing more (a warm shutdown: its attempts finish): it serves no queue now, so no
+    other worker hands it a lease and no `bench run` counts on it."""
+    Worker.objects.filter(pk=worker).update(queues=[])
+
+
 def worker_stopped(worker: int) -> None:
     Worker.objects.filter(pk=worker).update(stopped_at=now(), last_seen_at=now())
 
@@ -322,14 +328,24 @@ def start(lease: int, claim: int, rollout: str, slot_wait_s: float = 0.0) -> str
     return STARTED if took == 1 else OFF
 
 
+MAX_HAND_BACKS = 2  # then it waits where it is (a free worker that does not take it: no ping-pong)
+
+
 def hand_back(lease: int, claim: int) -> bool:
     """A lease this worker holds but has not started goes back to the queue (another worker has a
     slot free now, this one has none), under a new claim number: the coordinator reads it as
     queued again (and sends it again if Redis lost it), and this worker's writes no longer count."""
     return (
         _held(lease, claim, S.PREPARING)
-        .filter(cancel="")
-        .update(state=S.QUEUED, worker=None, rollout_name="", expires_at=None, claim=F("claim") + 1)
+        .filter(cancel="", handed_back__lt=MAX_HAND_BACKS)
+        .update(
+            state=S.QUEUED,
+            worker=None,
+            rollout_name="",
+            expires_at=None,
+            claim=F("claim") + 1,
+            handed_back=F("handed_back") + 1,
+        )
         == 1
     )
 

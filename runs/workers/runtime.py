@@ -144,6 +144,23 @@ class WorkerRuntime:
         """Run the lease's attempt here (from a Celery thread); returns when it is done here."""
         asyncio.run_coroutine_threadsafe(LeaseRun(self, lease)(), self.loop).result()
 
+    def draining(self) -> None:
+        """Celery's warm shutdown began (it takes nothing more): the row says it serves no queue,
+        so other workers stop handing it leases. From a thread of its own: this is called from a
+        signal handler."""
+
+        def mark() -> None:
+            from django.db import connection
+
+            try:
+                leases.worker_draining(self.worker_id)
+            except Exception:  # noqa: BLE001 - the database away: it stops anyway
+                pass
+            finally:
+                connection.close()
+
+        threading.Thread(target=mark, name="bench-worker-draining", daemon=True).start()
+
     def stop(self) -> None:
         """After Celery's warm shutdown (no attempt running): the row says stopped, sandboxes of
         attempts cut short are removed."""
