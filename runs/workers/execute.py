@@ -168,7 +168,7 @@ class LeaseRun:
                 self._hint(held, S.RUNNING)
                 return
             held.slot = False
-            w.slots.give()
+            w.slots.give(wake=said != leases.FULL)
             if said == leases.OFF:  # called off, or taken back, while its sandbox was prepared
                 orders = await w.db(leases.orders, held.lease, held.claim, dispatcher_stale_s())
                 held.command("discard" if orders is not None and orders[1] else "lost")

@@ -52,9 +52,12 @@ class Slots:
         self.free -= 1
         return True
 
-    def give(self) -> None:
+    def give(self, wake: bool = True) -> None:
+        """A slot back; `wake=False` when it was taken only to find the job's -j full: the others
+        waiting here would find the same, so they are not woken to ask again."""
         self.free += 1
-        self._given.set()
+        if wake:
+            self._given.set()
 
     async def freed(self, timeout: float) -> None:
         """Until a slot is given back here, or `timeout` seconds (a job slot may free elsewhere)."""

@@ -132,3 +132,65 @@ def test_worker_events_cross_processes_as_payloads():
         ev.WorkerAttemptEnded("w", "j", "t", "t__1", "finished", 1.0, 0.5, None),
     ):
         assert ev.from_payload(event.kind, event.to_payload()) == event
+
+
+class SlotsOnly:
+    """The part of a WorkerRuntime a prepared attempt's wait for a slot uses; the database says
+    what `answers` holds for each start (FULL while the job's -j run elsewhere)."""
+
+    def __init__(self, slots: int, answers: list[str]) -> None:
+        from runs.workers.runtime import Slots
+
+        self.slots, self.pending, self.worker_id, self.name = Slots(slots), 0, 1, "vm:1"
+        self.answers, self.starts = answers, 0
+
+    async def db(self, fn, *args):
+        if fn is leases.start:
+            self.starts += 1
+            return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        if fn is leases.slot_free_elsewhere:
+            return False
+        raise AssertionError(fn)
+
+    def post(self, key, message) -> None:
+        pass
+
+
+def _held(n: int):
+    from runs.workers.execute import Held
+
+    return Held(n, 1, info({}), rollout=f"hello__{n}")
+
+
+async def test_prepared_attempts_of_a_full_job_ask_again_four_times_a_second_not_in_a_loop():
+    import asyncio
+
+    from runs.workers.execute import LeaseRun
+
+    # given a worker with a free slot and two prepared attempts of a job whose -j run elsewhere
+    w = SlotsOnly(1, [leases.FULL])
+    first, second = _held(1), _held(2)
+    waits = [asyncio.create_task(LeaseRun(w, h.lease)._start(h)) for h in (first, second)]
+    # when they wait for 0.6 s
+    await asyncio.sleep(0.6)
+    for h in (first, second):
+        h.order = "discard"
+    await asyncio.gather(*waits)
+    # then each asked about every 0.25 s (a slot taken and given back to ask does not wake the
+    # other to ask the same at once), and the slot is free again
+    assert 2 <= w.starts <= 10, w.starts
+    assert w.slots.free == 1 and not first.slot and not second.slot
+
+
+async def test_a_prepared_attempt_starts_when_the_job_has_a_slot_again():
+    import asyncio
+    import time
+
+    from runs.workers.execute import LeaseRun
+
+    w = SlotsOnly(1, [leases.FULL, leases.FULL, leases.STARTED])
+    held = _held(1)
+    t = time.monotonic()
+    await asyncio.wait_for(LeaseRun(w, 1)._start(held), 5)
+    assert held.slot and w.slots.free == 0 and w.starts == 3
+    assert time.monotonic() - t < 1.5
