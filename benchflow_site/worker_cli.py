@@ -23,8 +23,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Take attempts from the queue on BENCHFLOW_REDIS_URL and run them here in "
         "Docker, as bench run does in process. Needs the jobs and tasks folders at the same paths "
         "as where bench run runs, and the same database (DATABASE_URL) when on another machine. "
-        "Logs a line for each attempt it starts and ends. Ctrl-C lets the running attempts "
-        "finish; a second Ctrl-C stops them (they run again elsewhere).",
+        "Logs a line for each attempt it starts and ends. Ctrl-C takes nothing more and lets "
+        "the attempts it holds (running or prepared) finish; a second Ctrl-C stops them (they "
+        "run again elsewhere).",
     )
     worker.add_argument(
         "--concurrency",

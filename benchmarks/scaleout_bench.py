@@ -14,7 +14,9 @@ Figures, from each job's summary.json and its leases in the database:
 
     .venv/bin/python benchmarks/scaleout_bench.py [--tasks 200] [--rounds 3]
 
-Needs Redis on 127.0.0.1:6379 (its db 12, a queue of its own). Writes benchmarks/results/scaleout.json.
+Needs Redis on 127.0.0.1:6379 (its db 12, a queue of its own). Writes benchmarks/results/scaleout.json
+(or --out). `--database postgres://...` puts the leases and the index in PostgreSQL, as for workers
+on several machines.
 """
 
 from __future__ import annotations
@@ -224,6 +226,12 @@ def main() -> None:
     )
     parser.add_argument("--out", default="scaleout.json", help="under benchmarks/results/")
     parser.add_argument(
+        "--database",
+        default="",
+        help="DATABASE_URL of an empty PostgreSQL database for the leases and the index "
+        "(default: a SQLite file of the benchmark's own)",
+    )
+    parser.add_argument(
         "--ahead", type=int, default=None, help="each worker's --prepare-ahead (default: its own)"
     )
     args = parser.parse_args()
@@ -239,6 +247,8 @@ def main() -> None:
     env.pop("DATABASE_URL", None)
     os.environ.update({k: env[k] for k in ("BENCHFLOW_HOME",)})
     os.environ.pop("DATABASE_URL", None)
+    if args.database:  # an empty PostgreSQL database of the benchmark's own (its tables made here)
+        env["DATABASE_URL"] = os.environ["DATABASE_URL"] = args.database
     from benchflow_site.django_setup import setup_django
 
     setup_django()  # migrates the benchmark's own database before the workers open it
@@ -270,6 +280,7 @@ def main() -> None:
         "tasks": args.tasks,
         "sleep_s": args.sleep,
         "prepare_ahead": args.ahead,
+        "database": "postgresql" if args.database else "sqlite",
         "workers": WORKERS,
         "slots_each": SLOTS,
         "j": J,
