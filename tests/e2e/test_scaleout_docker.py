@@ -229,6 +229,37 @@ def test_a_jobs_j_holds_across_workers_that_have_more_slots(docker_client, clust
     assert summary_of(job)["passed"] == 5
 
 
+def test_ctrl_c_on_a_worker_lets_its_attempt_finish_and_takes_nothing_more(
+    docker_client, cluster, tmp_path
+):
+    # given two workers of one slot each running a job of two 6 s tasks at -j 2
+    sleepers(tmp_path, ["left", "right"], 6)
+    first, second = cluster.start_worker(1, ahead=0), cluster.start_worker(1, ahead=0)
+    run = cluster.bench_in_background(*run_args("oracle", "-j", "2"))
+    wait_for(lambda: len(cluster.started(first) + cluster.started(second)) == 2, 120, "both")
+    [mine] = cluster.started(first)
+    # when the first worker gets Ctrl-C mid-attempt
+    first.send_signal(signal.SIGINT)
+    # then it serves no queue from then on, finishes its attempt and exits
+    name = worker_name(cluster, first)
+    wait_for(
+        lambda: (
+            cluster.query("SELECT queues FROM runs_worker WHERE name = %s", name)[0][0]
+            in ("[]", [])
+        ),
+        30,
+        "the worker to take nothing more",
+    )
+    assert first.wait(60) == 0, cluster.log(first)
+    assert f"ended {mine} (" in cluster.log(first) and "reward 1" in cluster.log(first)
+    out, err = run.communicate(timeout=120)
+    assert run.returncode == 0, out + err
+    [job] = job_dirs(tmp_path / "jobs")
+    summary = summary_of(job)
+    assert (summary["passed"], summary["n_attempts"]) == (2, 2)
+    assert not (job / ".lost").exists()
+
+
 def test_a_worker_killed_mid_attempt_its_attempts_run_once_more_elsewhere_and_count_once(
     docker_client, cluster, tmp_path
 ):
