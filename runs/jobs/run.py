@@ -156,7 +156,7 @@ class JobRun:
         if remote is not None:  # the workers serve the model proxy for the attempts they run
             # the warm pool is the workers': each prepares sandboxes ahead of its own free slots
             # and starts one the moment a slot frees, while fewer than -j of the job's run (the
-            # database holds them to it); up to -j leases wait prepared for that
+            # database holds them to it); up to -j minus 1 leases are queued ahead for that
             proxy, runner, warm = None, remote, spec.concurrency
             uses_model = self.agent.calls_proxy() and self.gateway is not None
             in_flight, usage_of = remote.in_flight, remote.usage
