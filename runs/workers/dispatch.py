@@ -5,8 +5,8 @@ retries and resume exactly as in process. `prepare` queues a lease (the broker c
 only) and waits until a worker has started it: workers prepare sandboxes ahead and start one the
 moment a slot of theirs frees, while fewer than the job's -j run (the dispatcher's row holds -j;
 the start is a locked check in the database, so no round trip to the coordinator leaves a slot
-idle). `run` waits for its result; a cancel asks the worker to stop it and waits for what it spent. The worker's typed events
-come back through Redis and go out on the job's bus. A lease whose worker stopped renewing it is
+idle). `run` waits for its result; a cancel asks the worker to stop it and waits for what it
+spent. The worker's typed events come back through Redis and go out on the job's bus. A lease whose worker stopped renewing it is
 queued again (its lost run moved to `.lost/`), so the attempt runs once more, elsewhere, and
 counts once.
 """
