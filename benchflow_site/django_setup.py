@@ -10,11 +10,12 @@ def setup_django() -> None:
     import django
 
     django.setup()
-    from django.db import connection
+    from django.db import connections
     from django.db.migrations.executor import MigrationExecutor
 
-    executor = MigrationExecutor(connection)
-    if executor.migration_plan(executor.loader.graph.leaf_nodes()):
-        from django.core.management import call_command
+    for alias in connections:  # default, and on SQLite the leases' own file (settings.py)
+        executor = MigrationExecutor(connections[alias])
+        if executor.migration_plan(executor.loader.graph.leaf_nodes()):
+            from django.core.management import call_command
 
-        call_command("migrate", verbosity=0, interactive=False)
+            call_command("migrate", database=alias, verbosity=0, interactive=False)

@@ -128,6 +128,14 @@ def _database_from_url(url: str) -> dict:
     )
 
 
+def _leases_beside(default: dict) -> dict:
+    """On SQLite, scale-out's leases (workers, dispatchers, leases) live in a file of their own
+    beside the index (benchflow.sqlite3 -> benchflow.leases.sqlite3): SQLite takes one writer at a
+    time per file, and a worker's claim must not wait behind the coordinator's index writes."""
+    path = Path(str(default["NAME"]))
+    return {**default, "NAME": str(path.with_suffix(".leases" + (path.suffix or ".sqlite3")))}
+
+
 if os.environ.get("DATABASE_URL"):
     DATABASES = {"default": _database_from_url(os.environ["DATABASE_URL"])}
 else:
@@ -144,6 +152,9 @@ else:
             },
         }
     }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["leases"] = _leases_beside(DATABASES["default"])
+DATABASE_ROUTERS = ["runs.databases.LeasesRouter"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = os.environ.get("BENCHFLOW_REDIS_URL", "")

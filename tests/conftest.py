@@ -19,6 +19,20 @@ EXAMPLES = REPO / "examples" / "tasks"
 collect_ignore_glob = ["tasksets/*"]
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A database test may use every database: on SQLite the leases are a file of their own
+    (settings.py), read by pages as much as by workers, and the two are one database to a user."""
+    by_fixture = {"db", "transactional_db", "live_server"}  # what pytest-django reads as a mark
+    for item in items:
+        marker = item.get_closest_marker("django_db")
+        if marker is None and by_fixture.isdisjoint(getattr(item, "fixturenames", ())):
+            continue
+        args, kwargs = (marker.args, marker.kwargs) if marker is not None else ((), {})
+        if "databases" not in kwargs:
+            kwargs = {**kwargs, "databases": "__all__"}
+            item.add_marker(pytest.mark.django_db(*args, **kwargs), append=False)
+
+
 @pytest.fixture(scope="session")
 def docker_client():
     """The real engine; started if it is not running. In CI a missing engine fails instead of skipping."""

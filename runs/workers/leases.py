@@ -19,6 +19,7 @@ from django.db import transaction
 from django.db.models import Count, F, Q
 from django.utils import timezone
 
+from runs.databases import leases_db
 from runs.models import Dispatcher, Lease, LeaseState, Worker
 
 S = LeaseState
@@ -143,7 +144,7 @@ def create(
     enqueue: Callable[[int], None],
 ) -> int:
     """A queued lease; `enqueue(id)` runs once it is committed (a worker must find the row)."""
-    with transaction.atomic():
+    with transaction.atomic(using=leases_db()):
         lease = Lease.objects.create(
             dispatcher_id=dispatcher,
             job_path=job_path,
@@ -155,7 +156,7 @@ def create(
             env_digest=env_digest,
             dispatched_at=now(),
         )
-        transaction.on_commit(lambda: enqueue(lease.pk))
+        transaction.on_commit(lambda: enqueue(lease.pk), using=leases_db())
     return lease.pk
 
 
@@ -195,7 +196,7 @@ def requeue_abandoned(lease: int) -> bool:
 
 def collected(when: Mapping[int, datetime]) -> None:
     """When the coordinator had each lease's outcome."""
-    with transaction.atomic():
+    with transaction.atomic(using=leases_db()):
         for lease, at in when.items():
             Lease.objects.filter(pk=lease).update(collected_at=at)
 
@@ -305,7 +306,7 @@ def start(lease: int, claim: int, rollout: str, slot_wait_s: float = 0.0) -> str
 
     The dispatcher's row is written first: on PostgreSQL that locks it, on SQLite it takes the
     write lock, so two workers' starts of one job never both see a free slot."""
-    with transaction.atomic():
+    with transaction.atomic(using=leases_db()):
         found = Lease.objects.filter(pk=lease).values_list("dispatcher_id", flat=True).first()
         if found is None:
             return OFF

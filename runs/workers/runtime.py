@@ -153,14 +153,14 @@ class WorkerRuntime:
         signal handler."""
 
         def mark() -> None:
-            from django.db import connection
+            from django.db import connections
 
             try:
                 leases.worker_draining(self.worker_id)
             except Exception:  # noqa: BLE001 - the database away: it stops anyway
                 pass
             finally:
-                connection.close()
+                connections.close_all()
 
         threading.Thread(target=mark, name="bench-worker-draining", daemon=True).start()
 

@@ -172,12 +172,18 @@ class Cluster:
         )
 
     def query(self, sql: str, *args: object) -> list[tuple]:
+        """Rows of the index (the dashboard's tables)."""
         sqlite = str(Path(self.env["BENCHFLOW_HOME"]) / "benchflow.sqlite3")
+        return query(self.database, sqlite, sql, *args)
+
+    def lease_query(self, sql: str, *args: object) -> list[tuple]:
+        """Rows of the workers, dispatchers and leases (on SQLite, a file of their own)."""
+        sqlite = str(Path(self.env["BENCHFLOW_HOME"]) / "benchflow.leases.sqlite3")
         return query(self.database, sqlite, sql, *args)
 
     def leases(self, job: Path) -> list[tuple[str, str, str, str]]:
         """(trial, state, worker name, lost runs as JSON text) of the job's leases."""
-        rows = self.query(
+        rows = self.lease_query(
             "SELECT l.trial_name, l.state, COALESCE(w.name, ''), l.lost FROM runs_lease l "
             "LEFT JOIN runs_worker w ON w.id = l.worker_id WHERE l.job_path = %s ORDER BY l.id",
             str(job.resolve()),

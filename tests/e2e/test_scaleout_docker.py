@@ -191,7 +191,7 @@ def test_a_worker_prepares_ahead_within_j_and_hands_back_what_another_worker_cou
     summary = summary_of(job)
     assert (summary["passed"], summary["n_attempts"]) == (3, 3)
     # and a worker never ran more than its slot: its attempts' runs do not overlap
-    spans = cluster.query(
+    spans = cluster.lease_query(
         "SELECT w.name, l.started_at, l.finished_at FROM runs_lease l JOIN runs_worker w "
         "ON w.id = l.worker_id WHERE l.job_path = %s AND l.state = 'finished'",
         str(job.resolve()),
@@ -214,7 +214,7 @@ def test_a_jobs_j_holds_across_workers_that_have_more_slots(docker_client, clust
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [job] = job_dirs(tmp_path / "jobs")
     # then at no moment did more than two of the job's attempts run
-    spans = cluster.query(
+    spans = cluster.lease_query(
         "SELECT l.started_at, l.finished_at FROM runs_lease l WHERE l.job_path = %s "
         "AND l.state = 'finished'",
         str(job.resolve()),
@@ -244,7 +244,7 @@ def test_ctrl_c_on_a_worker_lets_its_attempt_finish_and_takes_nothing_more(
     name = worker_name(cluster, first)
     wait_for(
         lambda: (
-            cluster.query("SELECT queues FROM runs_worker WHERE name = %s", name)[0][0]
+            cluster.lease_query("SELECT queues FROM runs_worker WHERE name = %s", name)[0][0]
             in ("[]", [])
         ),
         30,

@@ -9,6 +9,7 @@ from datetime import timedelta
 
 import pytest
 
+from runs.databases import leases_db
 from runs.models import Dispatcher, Lease, LeaseState
 from runs.workers import leases
 
@@ -42,11 +43,50 @@ def test_a_lease_is_enqueued_after_its_row_is_committed():
 
     sent: list[int] = []
     d = dispatcher()
-    with transaction.atomic():
+    with transaction.atomic(using=leases_db()):
         lease = queued(d, enqueued=sent)
         # then nothing is sent while a worker could not yet see the row
         assert sent == []
     assert sent == [lease]
+
+
+def test_a_claim_and_a_start_do_not_wait_for_a_write_to_the_index():
+    # given a lease, and the index's writer in the middle of a transaction (the coordinator
+    # writes a job's rows after each of its events)
+    from django.db import connections, transaction
+
+    from runs.models import Job
+
+    lease = queued(dispatcher())
+    worker = leases.register_worker("host:1", 1, ["q"])
+    writing, done = threading.Event(), threading.Event()
+
+    def index_writer() -> None:
+        try:
+            with transaction.atomic():
+                Job.objects.create(path="/jobs/other", name="other")
+                writing.set()
+                done.wait(10)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=index_writer)
+    thread.start()
+    try:
+        assert writing.wait(10)
+        # when a worker claims the lease and starts its attempt meanwhile
+        t = time.monotonic()
+        claim = leases.claim(lease, worker, 30, 60)
+        assert claim is not None
+        said = leases.start(lease, claim, "hello__1")
+        took = time.monotonic() - t
+    finally:
+        done.set()
+        thread.join(10)
+    # then neither waited for it (on SQLite the leases are a file of their own; on PostgreSQL
+    # other rows' writes never block them)
+    assert said == leases.STARTED
+    assert took < 1.0, took
 
 
 def test_of_two_workers_claiming_the_same_lease_exactly_one_gets_it():
@@ -59,11 +99,11 @@ def test_of_two_workers_claiming_the_same_lease_exactly_one_gets_it():
     barrier = threading.Barrier(2)
 
     def take(worker: int) -> None:
-        from django.db import connection
+        from django.db import connections
 
         barrier.wait()
         got[worker] = leases.claim(lease, worker, 30, 60)
-        connection.close()
+        connections.close_all()
 
     threads = [threading.Thread(target=take, args=(w,)) for w in (first, second)]
     for t in threads:
@@ -220,7 +260,7 @@ def test_racing_starts_of_one_job_never_pass_its_j():
     barrier = threading.Barrier(2)
 
     def go(lease: int) -> None:
-        from django.db import OperationalError, connection
+        from django.db import OperationalError, connections
 
         barrier.wait()
         try:
@@ -235,7 +275,7 @@ def test_racing_starts_of_one_job_never_pass_its_j():
                         raise
                     time.sleep(0.005)
         finally:
-            connection.close()
+            connections.close_all()
 
     threads = [threading.Thread(target=go, args=(lease,)) for lease in (one, two)]
     for t in threads:

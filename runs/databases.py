@@ -1,0 +1,41 @@
+"""The database router: on SQLite, scale-out's tables (Worker, Dispatcher, Lease) are in the
+`leases` database, a file of their own beside the index (settings.py); everything else, and
+everything on PostgreSQL (whose row locks need no such split), is in `default`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+
+LEASES = "leases"
+LEASE_MODELS = frozenset({"worker", "dispatcher", "lease"})  # runs.models, by model_name
+
+
+def leases_db() -> str:
+    """The alias the lease tables are in (for `transaction.atomic(using=...)`)."""
+    return LEASES if LEASES in settings.DATABASES else "default"
+
+
+def _is_lease_model(model: Any) -> bool:
+    return model._meta.app_label == "runs" and model._meta.model_name in LEASE_MODELS
+
+
+class LeasesRouter:
+    def db_for_read(self, model: Any, **hints: Any) -> str | None:
+        return leases_db() if _is_lease_model(model) else None
+
+    db_for_write = db_for_read
+
+    def allow_relation(self, obj1: Any, obj2: Any, **hints: Any) -> bool | None:
+        if _is_lease_model(type(obj1)) != _is_lease_model(type(obj2)):
+            return LEASES not in settings.DATABASES
+        return None
+
+    def allow_migrate(
+        self, db: str, app_label: str, model_name: str | None = None, **hints: Any
+    ) -> bool | None:
+        if LEASES not in settings.DATABASES:
+            return None
+        lease_table = app_label == "runs" and model_name in LEASE_MODELS
+        return db == (LEASES if lease_table else "default")
