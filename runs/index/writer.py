@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from django.db import transaction
-from django.db.models import Count, F, Q, Sum
+from django.db import connections, router, transaction
+from django.db.models import Case, FloatField, Value, When
 from django.utils import timezone
 
 from runs.index import live
@@ -130,51 +130,77 @@ def refresh_trial(trial: int, job_live: bool) -> dict[str, Any]:
     return fields
 
 
+# The job's counts after each of its attempts' events: two statements of plain SQL (SQLite and
+# PostgreSQL alike), as the ORM's filtered aggregates cost more to build than to run.
+TRIAL_COUNTS = """
+SELECT COUNT(CASE WHEN state = 'done' THEN 1 END),
+       COUNT(CASE WHEN state = 'running' THEN 1 END),
+       COUNT(CASE WHEN outcome = 'passed' THEN 1 END),
+       COUNT(CASE WHEN outcome = 'failed' THEN 1 END),
+       COUNT(CASE WHEN outcome IN ('errored', 'verifier_errored') THEN 1 END),
+       COUNT(CASE WHEN state = 'done' AND reward IS NULL THEN 1 END),
+       SUM(CASE WHEN state = 'done' THEN reward END),
+       COUNT(CASE WHEN state = 'done' AND reward IS NOT NULL THEN 1 END)
+FROM {trial} WHERE job_id = %s"""
+ATTEMPT_SUMS = """
+SELECT COUNT(a.id), SUM(a.cost_usd), SUM(a.total_tokens), SUM(a.duration_s)
+FROM {attempt} a JOIN {trial} t ON t.id = a.trial_id WHERE t.job_id = %s"""
+
+
+def _one_row(sql: str, job_id: int) -> tuple[Any, ...]:
+    tables = {"trial": Trial._meta.db_table, "attempt": Attempt._meta.db_table}
+    with connections[router.db_for_read(Job)].cursor() as cursor:
+        cursor.execute(sql.format(**tables), [job_id])
+        return tuple(cursor.fetchone())
+
+
 def refresh_job(job_id: int) -> None:
     """The job's counts over its trials, and the job caps' spend so far over its attempts."""
-    done, running = Q(state="done"), Q(state="running")
-    t = Trial.objects.filter(job_id=job_id).aggregate(
-        n_done=Count("id", filter=done),
-        n_running=Count("id", filter=running),
-        passed=Count("id", filter=Q(outcome="passed")),
-        failed=Count("id", filter=Q(outcome="failed")),
-        errored=Count("id", filter=Q(outcome__in=("errored", "verifier_errored"))),
-        unscored=Count("id", filter=done & Q(reward__isnull=True)),
-        reward_sum=Sum("reward", filter=done),
-        scored=Count("id", filter=done & Q(reward__isnull=False)),
+    n_done, n_running, passed, failed, errored, unscored, reward_sum, scored = _one_row(
+        TRIAL_COUNTS, job_id
     )
-    a = Attempt.objects.filter(trial__job_id=job_id).aggregate(
-        n=Count("id"),
-        cost=Sum("cost_usd"),
-        tokens=Sum("total_tokens"),
-        seconds=Sum("duration_s"),
-    )
-    scored, reward_sum = t.pop("scored"), t.pop("reward_sum")
+    n, cost, tokens, seconds = _one_row(ATTEMPT_SUMS, job_id)
+    tokens = int(tokens) if tokens is not None else None  # PostgreSQL sums integers as numeric
     Job.objects.filter(pk=job_id).update(
-        **t,
-        mean_reward=reward_sum / scored if scored else None,
-        n_attempts=a["n"],
-        cost_usd=a["cost"],
-        total_tokens=a["tokens"],
+        n_done=n_done,
+        n_running=n_running,
+        passed=passed,
+        failed=failed,
+        errored=errored,
+        unscored=unscored,
+        mean_reward=float(reward_sum) / scored if scored else None,
+        n_attempts=n,
+        cost_usd=cost,
+        total_tokens=tokens,
     )
-    job = Job.objects.only("summary", "state").get(pk=job_id)
-    if job.summary is None:  # while it runs; summary.json's budget block has the last word
-        spent = {
-            "cost_usd": a["cost"] or 0.0,
-            "tokens": a["tokens"] or 0,
-            "sandbox_seconds": a["seconds"] or 0.0,
-            "rollouts": a["n"],
-        }
-        for measure, value in spent.items():
-            Budget.objects.filter(job_id=job_id, trial=None, measure=measure).update(spent=value)
+    spent = {
+        "cost_usd": float(cost or 0.0),
+        "tokens": float(tokens or 0),
+        "sandbox_seconds": float(seconds or 0.0),
+        "rollouts": float(n),
+    }
+    # while it runs (summary.json's budget block has the last word once it ended): one statement
+    Budget.objects.filter(
+        job_id=job_id, trial=None, measure__in=spent, job__summary__isnull=True
+    ).update(
+        spent=Case(
+            *(When(measure=m, then=Value(v)) for m, v in spent.items()),
+            output_field=FloatField(),
+        )
+    )
 
 
 def record_event(
     job_id: int, kind: str, trial_name: str = "", payload: Mapping[str, Any] | None = None
 ) -> int:
     """An Event row with the job's next sequence number; its hint is published after commit."""
-    Job.objects.filter(pk=job_id).update(last_seq=F("last_seq") + 1)
-    seq = Job.objects.filter(pk=job_id).values_list("last_seq", flat=True).get()
+    table = Job._meta.db_table
+    with connections[router.db_for_write(Job)].cursor() as cursor:  # one statement, not two
+        cursor.execute(
+            f"UPDATE {table} SET last_seq = last_seq + 1 WHERE id = %s RETURNING last_seq",
+            [job_id],
+        )
+        seq = cursor.fetchone()[0]
     Event.objects.create(
         job_id=job_id, seq=seq, kind=kind, trial_name=trial_name, payload=dict(payload or {})
     )

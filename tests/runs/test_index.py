@@ -69,6 +69,42 @@ def test_index_records_attempts_and_the_best_outcome_per_trial(tmp_path):
     assert first.cost_usd == 0.01 and first.total_tokens == 100 and first.duration_s == 1.5
 
 
+@pytest.mark.django_db(transaction=True)
+def test_while_a_job_runs_its_counts_and_caps_spend_follow_its_attempts(tmp_path):
+    # given a job with a cap on each measure, two attempts finished and one running
+    from runs.models import Budget
+
+    index = Index()
+    caps = {"max_cost_usd": 1.0, "max_tokens": 1000, "max_sandbox_seconds": 60, "max_rollouts": 9}
+    index.open_job(
+        tmp_path / "2026-01-01__00-00-00",
+        {"tasks_dir": "tasks", "agent": "oracle", "plan": ["a", "b", "c"], "budget": caps},
+    )
+    index.attempt_created("a", "a", 0, "a__00000001", 1)
+    index.attempt_finished(result("a", "a__00000001", 1.0))
+    index.attempt_created("b", "b", 0, "b__00000002", 1)
+    index.attempt_finished(result("b", "b__00000002", None, error="sandbox startup failed"))
+    index.attempt_created("c", "c", 0, "c__00000003", 1)
+    index._pool.submit(lambda: None).result()  # the writer caught up; the job still runs
+    # then the job's row counts them, and each cap's row says what was spent against it
+    job = Job.objects.get()
+    assert (job.n_done, job.n_running, job.passed, job.errored, job.unscored) == (2, 1, 1, 1, 1)
+    assert (job.mean_reward, job.n_attempts, job.total_tokens) == (1.0, 3, 200)
+    assert job.cost_usd == pytest.approx(0.02)
+    spent = dict(Budget.objects.filter(job=job, trial=None).values_list("measure", "spent"))
+    assert spent == {
+        "cost_usd": pytest.approx(0.02),
+        "tokens": 200,
+        "sandbox_seconds": 3.0,
+        "rollouts": 3,
+    }
+    # and once it ended, summary.json's budget block has the last word
+    block = {"caps": caps, "spent": {"tokens": 250}, "stopped": False}
+    index.finish_job({"passed": 1, "budget": block}, JobState.FINISHED)
+    index.close()
+    assert Budget.objects.get(job=job, trial=None, measure="tokens").spent == 250
+
+
 @pytest.mark.parametrize(
     ("res", "outcome"),
     [
