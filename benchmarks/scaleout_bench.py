@@ -9,8 +9,12 @@ Figures, from each job's summary.json and its leases in the database:
   its prepared sandbox waited for a slot: the broker, the claims, the hints and the database
   trips; median over the attempts;
 - slots idle while attempts waited: from the first attempt's start to the last's (attempts wait,
-  queued or prepared, all along), the share of the four slots' time no attempt ran on (started to
-  finished), and the gaps on a slot between one attempt's end and the next's start.
+  queued or prepared, all along), the share of the four slots' time that held no attempt (a
+  worker holds an attempt from its claim to its end, its sandbox being made or its agent running,
+  as a slot in process holds its trial from its start; a worker holding fewer than its slots has
+  the rest idle); beside it the share no attempt *ran* on (started to finished), which making
+  sandboxes bounds when they take longer than the attempts, and the gaps on a slot between one
+  attempt's end and the next's start.
 
     .venv/bin/python benchmarks/scaleout_bench.py [--tasks 200] [--rounds 3]
 
@@ -169,6 +173,24 @@ def lease_figures(job: Path) -> dict[str, Any]:
             nxt = [a for a in starts if a >= e]
             if nxt:
                 gaps.append(nxt[0] - e)
+    # a slot holds an attempt from its claim (its sandbox being made, as a slot in process holds
+    # its trial from the start) to its end; a worker holding fewer attempts than its slots has
+    # that many slots idle
+    held_idle = 0.0
+    for name in by_worker:
+        marks = sorted(
+            [
+                ((r["claimed_at"] - start).total_seconds(), 1)
+                for r in rows
+                if r["worker__name"] == name
+            ]
+            + [
+                ((r["finished_at"] - start).total_seconds(), -1)
+                for r in rows
+                if r["worker__name"] == name
+            ]
+        )
+        held_idle += idle_slot_seconds(marks, SLOTS, window)
     to_claim = [(r["claimed_at"] - r["dispatched_at"]).total_seconds() for r in rows]
     to_collect = [
         (r["collected_at"] - r["finished_at"]).total_seconds() for r in rows if r["collected_at"]
@@ -191,7 +213,10 @@ def lease_figures(job: Path) -> dict[str, Any]:
             sorted(overheads)[int(0.9 * (len(overheads) - 1))] * 1000, 1
         ),
         "waiting_window_s": round(window, 1),
-        "slots_idle_share_while_waiting": round(1 - busy / (WORKERS * SLOTS * window), 4)
+        "slots_idle_share_while_waiting": round(held_idle / (WORKERS * SLOTS * window), 4)
+        if window
+        else None,
+        "slots_idle_share_no_run": round(1 - busy / (WORKERS * SLOTS * window), 4)
         if window
         else None,
         "slot_gap_ms_median": round(statistics.median(gaps) * 1000, 1) if gaps else None,
@@ -200,21 +225,42 @@ def lease_figures(job: Path) -> dict[str, Any]:
     }
 
 
-def local_idle(job: Path) -> float | None:
-    """The same share for the job in process, from its result.json files: an attempt holds its
-    slot from its agent's start (its end less its agent, verifier and teardown phases) to its end."""
+def idle_slot_seconds(marks: list[tuple[float, int]], slots: int, window: float) -> float:
+    """Slot-seconds idle in [0, window] given (time, +1 taken / -1 freed) marks of one worker's
+    attempts: at each moment, its slots less the attempts it holds (none below zero)."""
+    idle, held, at = 0.0, 0, 0.0
+    for t, step in marks:
+        t = min(max(t, 0.0), window)
+        idle += max(0, slots - held) * (t - at)
+        held, at = held + step, t
+    return idle + max(0, slots - held) * (window - at)
+
+
+def local_idle(job: Path) -> dict[str, float | None]:
+    """The same shares for the job in process, from its result.json files: a slot holds a trial
+    from its start (its sandbox made, or taken warm) to its end, and runs it from its agent's start
+    (its end less its agent, verifier and teardown phases)."""
     from datetime import datetime
 
-    spans = []
+    spans, runs = [], []
     for result in job.glob("*__*/result.json"):
         doc = json.loads(result.read_text())
         timing = doc.get("timing") or {}
         end = datetime.fromisoformat(doc["finished_at"]).timestamp()
-        spans.append((end - (timing["total"] - timing["environment_setup"]), end))
-    start, stop = min(a for a, _ in spans), max(a for a, _ in spans)
+        spans.append((end - timing["total"], end))
+        runs.append((end - (timing["total"] - timing["environment_setup"]), end))
+    start, stop = min(a for a, _ in runs), max(a for a, _ in runs)
     window = stop - start
-    busy = sum(max(0.0, min(b, stop) - max(a, start)) for a, b in spans)
-    return round(1 - busy / (J * window), 4) if window else None
+    if not window:
+        return {"slots_idle_share_while_waiting": None, "slots_idle_share_no_run": None}
+    busy = sum(max(0.0, min(b, stop) - max(a, start)) for a, b in runs)
+    marks = sorted([(a - start, 1) for a, _ in spans] + [(b - start, -1) for _, b in spans])
+    return {
+        "slots_idle_share_while_waiting": round(
+            idle_slot_seconds(marks, J, window) / (J * window), 4
+        ),
+        "slots_idle_share_no_run": round(1 - busy / (J * window), 4),
+    }
 
 
 def main() -> None:
@@ -265,7 +311,7 @@ def main() -> None:
                 if mode == "workers":
                     measured[mode].update(lease_figures(job))
                 else:
-                    measured[mode]["slots_idle_share_while_waiting"] = local_idle(job)
+                    measured[mode].update(local_idle(job))
             measured["ratio"] = round(
                 measured["workers"]["elapsed_s"] / measured["local"]["elapsed_s"], 3
             )
@@ -294,6 +340,12 @@ def main() -> None:
         ),
         "in_process_slots_idle_share_median": statistics.median(
             r["local"]["slots_idle_share_while_waiting"] for r in rounds
+        ),
+        "slots_idle_share_no_run_median": statistics.median(
+            r["workers"]["slots_idle_share_no_run"] for r in rounds
+        ),
+        "in_process_slots_idle_share_no_run_median": statistics.median(
+            r["local"]["slots_idle_share_no_run"] for r in rounds
         ),
         "slot_gap_ms_median": statistics.median(r["workers"]["slot_gap_ms_median"] for r in rounds),
         "rounds": rounds,
