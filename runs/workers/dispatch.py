@@ -36,6 +36,7 @@ S = leases.S
 POLL_S = 1.0  # the database is read this often for every lease waited on (hints come sooner)
 SEEN_EVERY_S = 2.0
 STOP_WAIT_S = 60.0  # how long a cancel waits for the worker to stop the attempt and say so
+RESEND_S = 15.0  # a lease queued again (handed back, or lost) that no worker took is sent again
 # what `prepare` waits for: the sandbox is up and the attempt started (or it went no further)
 PREPARED = (S.RUNNING, S.FINISHED, S.FAILED, S.CANCELLED, S.DISCARDED)
 DONE = (S.FINISHED, S.FAILED, S.CANCELLED, S.DISCARDED)  # nothing more happens to it
@@ -70,6 +71,7 @@ class RemoteRunner:
         self._adopted: dict[str, leases.LeaseRow] = {}
         self._by_key: dict[str, int] = {}  # the rollout the coordinator knows an attempt by
         self._unsent: set[int] = set()
+        self._requeued: dict[tuple[int, int], float | None] = {}  # (lease, claim): queued since
         self._seen_claimed: dict[int, float] = {}
         self._floor: dict[int, int] = {}  # the lowest claim whose hints still count
         self._collected_at: dict[int, Any] = {}
@@ -363,9 +365,22 @@ class RemoteRunner:
                 self._unsent.add(row.id)
             elif row.state in leases.HELD and row.expires_at and row.expires_at < leases.now():
                 await self._lost(row)
+            elif row.state == S.QUEUED and row.claim > 0:
+                self._queued_again(row)
         loop = asyncio.get_running_loop()
         for lease in list(self._unsent):
             await loop.run_in_executor(None, self._enqueue, lease)
+
+    def _queued_again(self, row: leases.LeaseRow) -> None:
+        """A lease queued again under a later claim (a worker handed it back, or it was lost) that
+        no worker has taken for RESEND_S: its message may never have reached Redis (the worker
+        gives up after some seconds), so it is sent once more. A second message for a lease is
+        harmless: one claim wins, the other worker finds it taken."""
+        key = (row.id, row.claim)
+        since = self._requeued.setdefault(key, time.monotonic())
+        if since is not None and time.monotonic() - since >= RESEND_S:
+            self._requeued[key] = None  # once per claim; a send that fails is tried each poll
+            self._unsent.add(row.id)
 
     async def _lost(self, row: leases.LeaseRow) -> None:
         """Its worker stopped renewing the lease (killed, say): queued again for another worker;

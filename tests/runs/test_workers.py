@@ -194,3 +194,34 @@ async def test_a_prepared_attempt_starts_when_the_job_has_a_slot_again():
     await asyncio.wait_for(LeaseRun(w, 1)._start(held), 5)
     assert held.slot and w.slots.free == 0 and w.starts == 3
     assert time.monotonic() - t < 1.5
+
+
+async def test_a_lease_handed_back_that_no_worker_takes_is_sent_again_once(monkeypatch, tmp_path):
+    import asyncio
+    from dataclasses import replace
+
+    from runs.workers import dispatch
+
+    sent: list[int] = []
+
+    class Broker:
+        def enqueue(self, lease: int, queue: str) -> None:
+            sent.append(lease)
+
+    # given a lease a worker handed back (queued under claim 2) whose message never reached Redis,
+    # and a fresh lease (claim 0) that waits in the queue for a free worker
+    runner = dispatch.RemoteRunner(tmp_path, lambda _: None, Broker(), None, "q")  # type: ignore[arg-type]
+    back = leases.LeaseRow(7, "queued", 2, "", "", None, None, None, None, None, "", "a", 1, "u7")
+    fresh = replace(back, id=8, claim=0, uid="u8")
+    runner.rows = {7: replace(back, state="preparing", claim=1), 8: fresh}
+    monkeypatch.setattr(leases, "rows", lambda ids: {7: back, 8: fresh})
+    monkeypatch.setattr(dispatch, "RESEND_S", 0.2)
+    # when the coordinator polls at once, and again after RESEND_S, three times
+    await runner._poll_once()
+    assert sent == []  # the worker that handed it back sends it
+    await asyncio.sleep(0.25)
+    for _ in range(3):
+        await runner._poll_once()
+    # then the handed-back lease was sent once more, once; the fresh one not at all
+    assert sent == [7]
+    runner._db.shutdown(wait=True)
