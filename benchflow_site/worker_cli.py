@@ -98,8 +98,9 @@ def run(args: argparse.Namespace) -> int:
     # pickled messages (JSON only)
     warnings.filterwarnings("ignore", category=SecurityWarning)
     runtime.start()
-    from celery.signals import worker_shutting_down
+    from celery.signals import worker_ready, worker_shutting_down
 
+    worker_ready.connect(lambda **_kw: runtime.serving(), weak=False)
     worker_shutting_down.connect(lambda **_kw: runtime.draining(), weak=False)
     try:
         app.worker_main(

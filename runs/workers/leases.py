@@ -255,6 +255,11 @@ def worker_seen(worker: int) -> None:
     Worker.objects.filter(pk=worker).update(last_seen_at=now())
 
 
+def worker_serving(worker: int, queues: list[str]) -> None:
+    """It takes messages from `queues` now (registered with none while Celery started)."""
+    Worker.objects.filter(pk=worker).update(queues=queues, last_seen_at=now())
+
+
 def worker_draining(worker: int) -> None:
     """It takes nothing more (a warm shutdown: its attempts finish): it serves no queue now, so no
     other worker hands it a lease and no `bench run` counts on it."""

@@ -101,6 +101,7 @@ class WorkerRuntime:
         self._outbox: asyncio.Queue[tuple[str, dict[str, Any]]]
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._reaped = 0  # orphan containers removed as it started
 
     # --- the process ----------------------------------------------------------------------------
 
@@ -123,11 +124,10 @@ class WorkerRuntime:
         )
         loop_thread.start()
         ready.wait()
-        self.worker_id = leases.register_worker(self.name, self.run_slots, self.queues)
-        reaped = reap_orphans(self.client)
-        self.emit(
-            ev.WorkerStarted(self.name, self.run_slots, tuple(self.queues), len(reaped), self.ahead)
-        )
+        # it serves no queue until Celery takes messages (`serving`): no coordinator counts on
+        # it, and no other worker hands it a lease, before then
+        self.worker_id = leases.register_worker(self.name, self.run_slots, [])
+        self._reaped = len(reap_orphans(self.client))
         seen = threading.Thread(target=self._seen, name="bench-worker-seen", daemon=True)
         seen.start()
         self._threads = [loop_thread, seen]
@@ -146,6 +146,21 @@ class WorkerRuntime:
     def run(self, lease: int) -> None:
         """Run the lease's attempt here (from a Celery thread); returns when it is done here."""
         asyncio.run_coroutine_threadsafe(LeaseRun(self, lease)(), self.loop).result()
+
+    def serving(self) -> None:
+        """Celery's consumer is up (its `worker_ready`): the row names the queues it serves, and
+        the log says it is up."""
+        from django.db import connections
+
+        try:
+            leases.worker_serving(self.worker_id, self.queues)
+        finally:
+            connections.close_all()
+        self.emit(
+            ev.WorkerStarted(
+                self.name, self.run_slots, tuple(self.queues), self._reaped, self.ahead
+            )
+        )
 
     def draining(self) -> None:
         """Celery's warm shutdown began (it takes nothing more): the row says it serves no queue,
