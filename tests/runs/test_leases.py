@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from datetime import timedelta
+from typing import TypeVar
 
 import pytest
 
@@ -16,6 +18,7 @@ from runs.workers import leases
 pytestmark = pytest.mark.django_db(transaction=True)
 
 S = LeaseState
+T = TypeVar("T")
 JOB = "/jobs/2026-01-01__00-00-00"
 
 
@@ -35,6 +38,25 @@ def queued(dispatcher_id: int, trial: str = "hello", enqueued: list[int] | None 
         env_digest="sha256:x",
         enqueue=(enqueued if enqueued is not None else []).append,
     )
+
+
+def in_a_thread(write: Callable[[], T]) -> T:
+    """A racing thread's write: the suite's SQLite is in memory with a shared cache, where the
+    second writer is refused at once ("locked") where a file database makes it wait; its
+    connection is closed after."""
+    from django.db import OperationalError, connections
+
+    try:
+        for _ in range(500):
+            try:
+                return write()
+            except OperationalError as exc:
+                if "locked" not in str(exc):
+                    raise
+                time.sleep(0.005)
+        raise AssertionError("still locked after 500 tries")
+    finally:
+        connections.close_all()
 
 
 def test_a_lease_is_enqueued_after_its_row_is_committed():
@@ -99,11 +121,8 @@ def test_of_two_workers_claiming_the_same_lease_exactly_one_gets_it():
     barrier = threading.Barrier(2)
 
     def take(worker: int) -> None:
-        from django.db import connections
-
         barrier.wait()
-        got[worker] = leases.claim(lease, worker, 30, 60)
-        connections.close_all()
+        got[worker] = in_a_thread(lambda: leases.claim(lease, worker, 30, 60))
 
     threads = [threading.Thread(target=take, args=(w,)) for w in (first, second)]
     for t in threads:
@@ -260,22 +279,8 @@ def test_racing_starts_of_one_job_never_pass_its_j():
     barrier = threading.Barrier(2)
 
     def go(lease: int) -> None:
-        from django.db import OperationalError, connections
-
         barrier.wait()
-        try:
-            for _ in range(500):
-                try:
-                    said[lease] = leases.start(lease, claims[lease], f"r{lease}")
-                    return
-                except OperationalError as exc:
-                    # the suite's SQLite is in memory with a shared cache, where the second
-                    # writer is refused at once ("locked") where a file database makes it wait
-                    if "locked" not in str(exc):
-                        raise
-                    time.sleep(0.005)
-        finally:
-            connections.close_all()
+        said[lease] = in_a_thread(lambda: leases.start(lease, claims[lease], f"r{lease}"))
 
     threads = [threading.Thread(target=go, args=(lease,)) for lease in (one, two)]
     for t in threads:
