@@ -269,6 +269,12 @@ class RemoteRunner:
                 )
             except TimeoutError:
                 pass
+        elif self.rows[lease].state not in leases.ENDED:
+            # it ended before the cancel reached it, and no hint or poll said so yet: the row
+            # read now tells how (a finished run's spend counts against the cap below)
+            fresh = (await self.db(leases.rows, [lease])).get(lease)
+            if fresh is not None and fresh.claim >= self.rows[lease].claim:
+                self._set(fresh)
         row = self.rows[lease]
         if row.state == S.CANCELLED and prepared.cancelled_by is not None:
             prepared.cancelled_record = row.cancelled_record

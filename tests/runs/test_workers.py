@@ -225,3 +225,35 @@ async def test_a_lease_handed_back_that_no_worker_takes_is_sent_again_once(monke
     # then the handed-back lease was sent once more, once; the fresh one not at all
     assert sent == [7]
     runner._db.shutdown(wait=True)
+
+
+async def test_a_cap_counts_an_attempt_that_finished_before_its_stop_though_no_hint_said_so(
+    monkeypatch, tmp_path
+):
+    from dataclasses import replace
+
+    from runs.workers import dispatch
+
+    class Channel:
+        async def send(self, key: str, message: dict) -> bool:
+            return True
+
+    # given a running attempt whose worker has just written its result (the row says finished)
+    # while the coordinator's copy of the row still says running
+    runner = dispatch.RemoteRunner(tmp_path, lambda _: None, None, Channel(), "q")  # type: ignore[arg-type]
+    result = {"agent_result": {"total_tokens": 2021}, "timing": {"total": 5.0}}
+    running = leases.LeaseRow(
+        4, "running", 1, "t4__1", "w", None, None, None, None, None, "", "t4", 1, "u4"
+    )
+    finished = replace(running, state="finished", result=result)
+    runner.rows = {4: running}
+    monkeypatch.setattr(leases, "request_cancel", lambda lease, kind, by=None: "finished")
+    monkeypatch.setattr(leases, "rows", lambda ids: {4: finished})
+    prepared = dispatch.RemotePrepared(None, tmp_path, "", 0.0, lease=4, claim=1)  # type: ignore[arg-type]
+    prepared.cancelled_by = "budget reached: 6,063 tokens spent of a 5,000 cap"
+    # when the cap stops it
+    await runner._stop(prepared)
+    # then what it spent counts, as a cancelled attempt's would
+    assert prepared.cancelled_record is not None
+    assert prepared.cancelled_record["agent_result"]["total_tokens"] == 2021
+    runner._db.shutdown(wait=True)
