@@ -94,7 +94,8 @@ def attempt_folders(job: Path) -> list[Path]:
 
 def containers_of(docker_client, job: Path) -> list:
     label = f"benchflow.job_dir={job.resolve()}"
-    return docker_client.containers.list(all=True, filters={"label": label})
+    # sparse: no inspect of each one listed, which fails when one is removed meanwhile
+    return docker_client.containers.list(all=True, filters={"label": label}, sparse=True)
 
 
 def attempt_rows(cluster: Cluster, job: Path) -> dict[str, int]:
