@@ -135,6 +135,16 @@ def results_of(job: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(job.glob("*/result.json"))]
 
 
+def only_result(job: Path) -> dict:
+    """The job's one attempt's result.json; when there are several (a retry), says why each ended."""
+    results = results_of(job)
+    assert len(results) == 1, [
+        (r.get("rollout_name"), r.get("error"), r.get("verifier_error"), r.get("rewards"))
+        for r in results
+    ]
+    return results[0]
+
+
 def write_task(
     root: Path,
     name: str,

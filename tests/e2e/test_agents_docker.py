@@ -31,6 +31,7 @@ from tests.conftest import (
     REPO,
     job_dirs,
     make_agent,
+    only_result,
     results_of,
     run_args,
     run_bench,
@@ -163,7 +164,7 @@ def test_claude_passes_two_examples_at_j2_with_usage_tools_and_trajectory(
     # then: it reuses the layered image as it was
     assert again.returncode == 0, again.stdout + again.stderr
     [second] = [j for j in job_dirs(tmp_path / "jobs") if j != job]
-    [rerun] = results_of(second)
+    rerun = only_result(second)
     image = json.loads((second / rerun["rollout_name"] / "sandbox.json").read_text())["image"]
     assert image in ids and docker_client.images.get(image).id == ids[image]
 
@@ -188,7 +189,7 @@ def test_opencode_and_codex_pass_through_the_proxy(
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "[PASS] hello-world (reward=1.00, tools=1)" in proc.stdout
     [job] = job_dirs(tmp_path / "jobs")
-    [result] = results_of(job)
+    result = only_result(job)
     assert result["rewards"] == {"reward": 1.0} and result["error"] is None, result
     assert_agent_ran_through_proxy(job, result)
     assert (job / result["rollout_name"] / "agent" / f"{agent}.txt").is_file()
@@ -211,7 +212,7 @@ def test_agent_mount_instead_of_a_layer_runs_the_task_image_as_it_is(
     # then the trial passes in the plain task image
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [job] = job_dirs(tmp_path / "jobs")
-    [result] = results_of(job)
+    result = only_result(job)
     assert result["rewards"] == {"reward": 1.0}, result
     image = json.loads((job / result["rollout_name"] / "sandbox.json").read_text())["image"]
     assert image.startswith("benchflow-env:") and "opencode" not in image
@@ -239,7 +240,7 @@ def test_turn_budget_of_one_stops_claude_after_one_forwarded_call(
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [job] = job_dirs(tmp_path / "jobs")
     assert len(attempt_folders(job)) == 1  # a budget stop is never retried
-    [result] = results_of(job)
+    result = only_result(job)
     calls = trajectory(job, result)
     assert [(c["status"], c["refused"]) for c in calls] == [(200, False), (400, True)]
     assert calls[1]["error"] == "trial_budget_spent"
@@ -304,7 +305,7 @@ def test_turn_budget_spent_before_the_work_is_done_fails_the_trial(
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [job] = job_dirs(tmp_path / "jobs")
     assert len(attempt_folders(job)) == 1
-    [result] = results_of(job)
+    result = only_result(job)
     assert result["rewards"] == {"reward": 0.0}
     assert result["error_category"] == "trial_budget"
     assert (
@@ -335,7 +336,7 @@ def test_task_turn_budget_applies_and_the_runs_replaces_it(docker_client, clean_
         run_args("claude", "-m", "mock/oracle", jobs_dir="task-jobs"), env=clean_env, cwd=tmp_path
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    [result] = results_of(job_dirs(tmp_path / "task-jobs")[0])
+    result = only_result(job_dirs(tmp_path / "task-jobs")[0])
     budget = result["trial_budget"]
     assert budget["budget"] == {"tokens": None, "turns": 1}
     assert budget["source"] == {"tokens": None, "turns": "task"}
@@ -347,7 +348,7 @@ def test_task_turn_budget_applies_and_the_runs_replaces_it(docker_client, clean_
         cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    [result] = results_of(job_dirs(tmp_path / "run-jobs")[0])
+    result = only_result(job_dirs(tmp_path / "run-jobs")[0])
     budget = result["trial_budget"]
     assert budget["budget"] == {"tokens": None, "turns": 5}
     assert budget["source"] == {"tokens": None, "turns": "run"}
@@ -383,7 +384,7 @@ def test_budgeted_task_refuses_an_agent_whose_calls_bypass_the_proxy(
     # then the trial is refused before its agent starts, as an agent integration failure, not retried
     [job] = job_dirs(tmp_path / "jobs")
     assert len(attempt_folders(job)) == 1, proc.stdout + proc.stderr
-    [result] = results_of(job)
+    result = only_result(job)
     assert not (job / result["rollout_name"] / "agent" / "started").exists()
     assert result["error_category"] == "agent_integration", result
     assert result["error"].startswith("agent integration failure [agent_budget]")
@@ -602,7 +603,7 @@ def test_upstream_key_reaches_the_upstream_and_nothing_else(
     # then the call was made, counted, and sent upstream with the host's key
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [job] = job_dirs(tmp_path / "jobs")
-    [result] = results_of(job)
+    result = only_result(job)
     assert result["rewards"] == {"reward": 1.0} and result["agent_exit_code"] == 0, result
     assert result["agent_result"]["total_tokens"] == CHAT_USAGE["total_tokens"]
     assert result["agent_result"]["n_calls"] == 1
@@ -670,7 +671,7 @@ def test_a_call_still_streaming_at_the_agent_timeout_is_counted(
     # then the agent was stopped mid-call, and the call it left is counted in full
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [job] = job_dirs(tmp_path / "jobs")
-    [result] = results_of(job)
+    result = only_result(job)
     assert result["error_category"] == "timeout", result
     assert "chatcmpl-up" in (job / result["rollout_name"] / "agent" / "script.txt").read_text()
     assert result["agent_result"]["total_tokens"] == CHAT_USAGE["total_tokens"], result[
@@ -702,7 +703,7 @@ def test_claude_login_calls_its_gateway_directly_with_usage_from_its_own_log(
     # then the real CLI called the gateway itself, with the login's token, not through the proxy
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [job] = job_dirs(tmp_path / "jobs")
-    [result] = results_of(job)
+    result = only_result(job)
     assert result["agent_exit_code"] == 0 and result["error"] is None, result
     assert result["model"] == "sonnet"
     calls = [c for c in fake_upstream.requests if urlsplit(c["path"]).path == "/v1/messages"]
@@ -758,7 +759,7 @@ def test_claude_login_stopped_at_its_timeout_keeps_the_usage_of_the_calls_it_mad
     # then the agent never printed its final result line
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [job] = job_dirs(tmp_path / "jobs")
-    [result] = results_of(job)
+    result = only_result(job)
     assert result["error_category"] == "timeout", result
     agent_log = (job / result["rollout_name"] / "agent" / "claude.txt").read_text()
     assert "sleep 600" in agent_log and '"type":"result"' not in agent_log
@@ -786,7 +787,7 @@ def test_claude_on_a_paid_provider_sends_the_host_key_upstream_only(
     # then Claude Code's streamed calls went upstream with the host's key, and were counted
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [job] = job_dirs(tmp_path / "jobs")
-    [result] = results_of(job)
+    result = only_result(job)
     assert result["agent_exit_code"] == 0 and result["error"] is None, result
     assert fake_upstream.requests, "no call reached the upstream"
     for call in fake_upstream.requests:
@@ -826,7 +827,7 @@ def test_a_model_the_provider_rejects_is_an_error_not_a_silent_fail(
     # then the trial says why it did nothing, and is not retried: the same call would be rejected again
     [job] = job_dirs(tmp_path / "jobs")
     assert len(attempt_folders(job)) == 1, proc.stdout + proc.stderr
-    [result] = results_of(job)
+    result = only_result(job)
     assert fake_upstream.requests and all(
         c["body"]["model"] == "deepseek-v9-typo" for c in fake_upstream.requests
     )
@@ -940,7 +941,7 @@ def test_idle_watchdog_gives_a_running_tool_3x_and_stops_a_silent_one(
     # about 6 s, and the trial was graded on what it left
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [job] = job_dirs(tmp_path / "jobs")
-    [result] = results_of(job)
+    result = only_result(job)
     assert result["error_category"] == "idle_timeout", result
     assert re.fullmatch(
         r"Agent idle for 6s with no new tool call, message, or thought "
@@ -989,7 +990,7 @@ def test_opencode_grep_and_glob_work_in_a_sandbox_without_network(
     # then both tools found the file, and none failed for want of ripgrep
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [job] = job_dirs(tmp_path / "jobs")
-    [result] = results_of(job)
+    result = only_result(job)
     assert result["error"] is None and result["n_tool_calls"] == 2, result
     messages = trajectory(job, result)[-1]["request"]["messages"]
     grep_out, glob_out = [str(m["content"]) for m in messages if m.get("role") == "tool"]
@@ -1013,7 +1014,7 @@ def run_budgeted_script(
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [job] = job_dirs(tmp_path / "jobs")
-    [result] = results_of(job)
+    result = only_result(job)
     assert result["error"] is None, result
     return job, result
 

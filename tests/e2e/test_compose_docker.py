@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, job_dirs, make_agent, results_of, run_args, run_bench
+from tests.conftest import REPO, job_dirs, make_agent, only_result, results_of, run_args, run_bench
 
 pytestmark = pytest.mark.docker
 
@@ -72,7 +72,7 @@ def test_the_oracle_reaches_the_sidecar_not_the_internet_and_nothing_is_left(
     # then it read the sidecar's word and volume, and could not reach the internet
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [job] = job_dirs(tmp_path / "jobs")
-    [result] = results_of(job)
+    result = only_result(job)
     assert result["rewards"] == {"reward": 1.0}, result
     assert leftovers(docker_client, job) == NOTHING
     # and a second run builds neither main nor the sidecar again
@@ -93,7 +93,7 @@ def test_an_agent_in_a_compose_task_reaches_its_model_through_the_proxy(
     # then the task passed and the model call went through the proxy, counted
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [job] = job_dirs(tmp_path / "jobs")
-    [result] = results_of(job)
+    result = only_result(job)
     assert result["rewards"] == {"reward": 1.0}, result
     assert result["agent_result"]["n_calls"] == 1
     log = (job / result["rollout_name"] / "agent" / "script.txt").read_text()
@@ -224,7 +224,7 @@ def test_a_no_network_compose_task_puts_main_on_no_network_and_keeps_its_model(
     proc = run_bench(run_args(f"script:{agent}", "-m", "mock/echo"), env=bench_env, cwd=tmp_path)
     # then neither the sidecar nor the internet, but its model yes
     [job] = job_dirs(tmp_path / "jobs")
-    [result] = results_of(job)
+    result = only_result(job)
     log = (job / result["rollout_name"] / "agent" / "script.txt").read_text()
     assert "sidecar unreachable" in log and "internet unreachable" in log, log
     assert "model echo: hi" in log, proc.stdout + proc.stderr

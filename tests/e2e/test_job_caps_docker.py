@@ -14,7 +14,15 @@ from pathlib import Path
 import pytest
 
 from runs.jobs.console import USD_UNKNOWN_WARNING
-from tests.conftest import job_dirs, make_agent, results_of, run_args, run_bench, write_task
+from tests.conftest import (
+    job_dirs,
+    make_agent,
+    only_result,
+    results_of,
+    run_args,
+    run_bench,
+    write_task,
+)
 
 pytestmark = pytest.mark.docker
 
@@ -82,7 +90,7 @@ def assert_one_of_two_ran(
     """The seed's first example: the cap stops the job after one trial of two; returns (result, other task)."""
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout.splitlines()
-    [result] = results_of(job)
+    result = only_result(job)
     ran = result["task_name"]
     [other] = {"alpha", "beta"} - {ran}
     assert attempt_folders(job, other) == []

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, job_dirs, results_of, run_args, run_bench
+from tests.conftest import REPO, job_dirs, only_result, run_args, run_bench
 
 pytestmark = pytest.mark.docker
 
@@ -70,7 +70,7 @@ def test_the_agent_lists_and_calls_the_tasks_stdio_and_http_mcp_servers(
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "takes no MCP servers" not in proc.stderr
     [job] = job_dirs(tmp_path / "jobs")
-    [result] = results_of(job)
+    result = only_result(job)
     assert result["rewards"] == {"reward": 1.0}, result
     sent = requests(job, result)
     assert any({stdio_tool, http_tool} <= offered(r) for r in sent), [offered(r) for r in sent]
@@ -98,6 +98,6 @@ def test_the_agent_tells_its_model_of_the_tasks_skills(docker_client, bench_env,
     # then its request to the model lists the skill, copied from skills_dir to where it reads skills
     assert "takes no skills" not in proc.stderr
     [job] = job_dirs(tmp_path / "jobs")
-    [result] = results_of(job)
+    result = only_result(job)
     assert result["error"] is None, result
     assert any("word-of-the-day" in json.dumps(r) for r in requests(job, result))

@@ -10,7 +10,7 @@ from tests.conftest import (
     EXAMPLES,
     job_dirs,
     make_agent,
-    results_of,
+    only_result,
     run_args,
     run_bench,
     write_task,
@@ -34,7 +34,7 @@ def test_oracle_passes_every_step_of_the_example_in_one_sandbox(docker_client, b
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "[PASS] multi-step (reward=1.00, tools=0)" in proc.stdout
     [job] = job_dirs(tmp_path / "jobs")
-    [result] = results_of(job)  # one attempt: one sandbox for both steps
+    result = only_result(job)  # one attempt: one sandbox for both steps
     assert result["rewards"] == {"reward": 1.0, "create": 1.0, "append": 1.0}
     assert [(s["name"], s["ran"], s["reward"]) for s in result["steps"]] == [
         ("create", True, 1.0),
@@ -61,7 +61,7 @@ def test_nop_fails_the_first_step_and_stops_there(docker_client, bench_env, tmp_
     assert proc.returncode == 0, proc.stdout + proc.stderr  # a wrong answer is scored, not an error
     assert "[FAIL] multi-step (reward=0.00, tools=0)" in proc.stdout
     [job] = job_dirs(tmp_path / "jobs")
-    [result] = results_of(job)
+    result = only_result(job)
     assert result["rewards"] == {"reward": 0.0, "create": 0.0}
     create, append = result["steps"]
     assert create["ran"] and create["reward"] == 0.0 and create["stopped_early"]  # min_reward = 1.0
@@ -107,7 +107,7 @@ def test_a_step_below_its_min_reward_key_stops_the_trial(docker_client, bench_en
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "[FAIL] stopper (reward=0.50" in proc.stdout
     [job] = job_dirs(tmp_path / "jobs")
-    [result] = results_of(job)
+    result = only_result(job)
     assert result["rewards"] == {"reward": 0.5, "first": 1.0}
     first, second = result["steps"]
     assert first["rewards"] == {"reward": 1.0, "quality": 0.5} and first["stopped_early"]
@@ -146,7 +146,7 @@ def test_each_step_gives_the_agent_its_own_instruction(docker_client, bench_env,
     proc = run_bench(run_args(f"script:{agent}"), env=bench_env, cwd=tmp_path)
     # then
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    [result] = results_of(job_dirs(tmp_path / "jobs")[0])
+    result = only_result(job_dirs(tmp_path / "jobs")[0])
     assert result["rewards"] == {"reward": 1.0, "one": 1.0, "two": 1.0}, proc.stdout
     assert containers_of(docker_client, result) == []
 
@@ -168,7 +168,7 @@ def test_a_step_verifier_error_is_the_trials_and_names_the_step(docker_client, b
 
     assert proc.returncode == 1, proc.stdout + proc.stderr  # a verifier error is an error
     [job] = job_dirs(tmp_path / "jobs")
-    [result] = results_of(job)
+    result = only_result(job)
     assert result["rewards"] is None
     assert result["verifier_error"].startswith("step 'two': No reward file found")
     assert result["verifier_error_category"] == "verifier_no_reward"
@@ -199,7 +199,7 @@ def test_a_steps_healthcheck_runs_before_its_agent_and_its_artifacts_are_kept_ap
     proc = run_bench(run_args("oracle", "--retry-attempts", "0"), env=bench_env, cwd=tmp_path)
     assert job_dirs(tmp_path / "jobs"), proc.stdout + proc.stderr
     [job] = job_dirs(tmp_path / "jobs")
-    [result] = results_of(job)
+    result = only_result(job)
     # then the second step's healthcheck passed and its artifact sits under its own folder; the
     # third step's never passed: the trial errs naming it, before that step's agent ran
     folder = job / result["rollout_name"]

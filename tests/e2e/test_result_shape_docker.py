@@ -19,7 +19,7 @@ from tests.conftest import (
     EXAMPLES,
     job_dirs,
     make_agent,
-    results_of,
+    only_result,
     run_args,
     run_bench,
     write_task,
@@ -73,8 +73,7 @@ def shape(value: Any, key: str = "") -> Any:
 
 def _only_result(jobs: Path) -> dict[str, Any]:
     [job] = job_dirs(jobs)
-    [result] = results_of(job)
-    return result
+    return only_result(job)
 
 
 def test_result_json_has_the_keys_and_values_it_had_before(docker_client, bench_env, tmp_path):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLES, job_dirs, results_of, run_bench, write_task
+from tests.conftest import EXAMPLES, job_dirs, only_result, results_of, run_bench, write_task
 
 pytestmark = pytest.mark.docker
 
@@ -341,7 +341,7 @@ def test_a_trial_a_job_cap_cancelled_is_run_again_on_resume(docker_client, bench
         f"Resuming into existing job directory: {job.name} "
     )
     assert "Job: 1 task, 0 done, 1 to run" in rerun.stdout, rerun.stdout
-    [result] = results_of(job)
+    result = only_result(job)
     assert result["rewards"]["reward"] == 1.0 and len(list(job.glob("alpha__*"))) == 2
     summary = json.loads((job / "summary.json").read_text())
     assert (summary["total"], summary["passed"], summary["not_run"]) == (1, 1, [])

@@ -12,6 +12,7 @@ from tests.conftest import (
     EXAMPLES,
     job_dirs,
     make_agent,
+    only_result,
     results_of,
     run_args,
     run_bench,
@@ -109,7 +110,7 @@ def test_agent_timeout_is_stopped_graded_and_leaves_no_container(
     # then: scored 0, not errored, and not retried
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [job] = job_dirs(tmp_path / "jobs")
-    [result] = results_of(job)
+    result = only_result(job)
     assert result["rewards"] == {"reward": 0.0}
     assert result["error_category"] == "timeout"
     assert result["timing"]["agent_execution"] < 60
@@ -123,7 +124,7 @@ def test_timeout_without_reward_counts_zero(docker_client, bench_env, tmp_path):
     )
     agent = make_agent(tmp_path, "sleepy.sh", "#!/bin/bash\nsleep 60\n")
     proc = run_bench(run_args(f"script:{agent}"), env=bench_env, cwd=tmp_path)
-    [result] = results_of(job_dirs(tmp_path / "jobs")[0])
+    result = only_result(job_dirs(tmp_path / "jobs")[0])
     assert result["rewards"] == {"reward": 0.0} and result["verifier_error"] is None, proc.stdout
 
 
@@ -168,7 +169,7 @@ def test_verifier_timeout_is_a_verifier_error(docker_client, bench_env, tmp_path
     proc = run_bench(run_args("oracle", "--retry-attempts", "0"), env=bench_env, cwd=tmp_path)
     assert proc.returncode == 1
     [job] = job_dirs(tmp_path / "jobs")
-    [result] = results_of(job)
+    result = only_result(job)
     assert result["verifier_error"] == "verifier timed out after 2s"
     assert result["verifier_error_category"] == "verifier_timeout"
     assert owned_containers(docker_client, job) == []
@@ -274,7 +275,7 @@ def test_big_output_is_bounded_in_the_agent_log(docker_client, bench_env, tmp_pa
     proc = run_bench(run_args("oracle"), env=bench_env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [job] = job_dirs(tmp_path / "jobs")
-    [result] = results_of(job)
+    result = only_result(job)
     log = job / result["rollout_name"] / "agent" / "oracle.txt"
     assert log.stat().st_size < 9 * 1024 * 1024
     assert "more bytes of output were not kept" in log.read_text()[-200:]
@@ -376,7 +377,7 @@ def test_files_the_agent_plants_for_the_verifier_are_gone_before_it_runs(
     # when
     proc = run_bench(run_args(f"script:{agent}"), env=bench_env, cwd=tmp_path)
     # then: neither the planted reward nor the planted file survives; the verifier wrote nothing
-    [result] = results_of(job_dirs(tmp_path / "jobs")[0])
+    result = only_result(job_dirs(tmp_path / "jobs")[0])
     assert result["rewards"] is None, proc.stdout
     assert "No reward file found" in result["verifier_error"]
 
@@ -400,7 +401,7 @@ def test_an_agent_killed_for_lack_of_memory_is_named_with_the_fix(
     proc = run_bench(run_args(f"script:{hog}"), env=bench_env, cwd=tmp_path)
     # then the trial is graded as usual, and the console and result.json say why the agent died
     [job] = job_dirs(tmp_path / "jobs")
-    [result] = results_of(job)
+    result = only_result(job)
     assert result["agent_exit_code"] == 137 and result["agent_oom_killed"] is True, result
     assert "[small] the agent was killed for lack of memory (memory_mb=64)" in proc.stdout
     assert "fix: raise memory_mb" in proc.stdout
@@ -414,6 +415,6 @@ def test_an_agent_that_exits_137_by_itself_is_not_called_out_of_memory(
     agent = make_agent(tmp_path, "selfkill.sh", "#!/bin/bash\nkill -9 $$\n")
     proc = run_bench(run_args(f"script:{agent}"), env=bench_env, cwd=tmp_path)
     [job] = job_dirs(tmp_path / "jobs")
-    [result] = results_of(job)
+    result = only_result(job)
     assert result["agent_exit_code"] == 137 and "agent_oom_killed" not in result, result
     assert "lack of memory" not in proc.stdout

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import job_dirs, make_agent, results_of, run_args, write_task
+from tests.conftest import job_dirs, make_agent, only_result, results_of, run_args, write_task
 from tests.e2e.scaleout import Cluster, PrivateRedis, wait_for, worker_name
 
 pytestmark = pytest.mark.docker
@@ -357,8 +357,8 @@ def test_a_per_trial_budget_holds_on_a_worker_as_in_process(docker_client, clust
     # then the worker's proxy refused the call past the budget, as the one in process did
     assert remote.returncode == local.returncode, remote.stdout + remote.stderr
     assert "Attempts run on 1 worker(s)" in remote.stdout
-    [on_worker] = results_of(job_dirs(tmp_path / "jobs")[0])
-    [in_process] = results_of(job_dirs(tmp_path / "local")[0])
+    on_worker = only_result(job_dirs(tmp_path / "jobs")[0])
+    in_process = only_result(job_dirs(tmp_path / "local")[0])
     assert on_worker["error_category"] == in_process["error_category"] == "trial_budget"
     assert on_worker["trial_budget"]["stopped_by"] == "tokens"
     for key in ("budget", "used", "stopped_by", "stopped_at", "refused_calls"):

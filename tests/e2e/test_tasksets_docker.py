@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, job_dirs, results_of, run_args, run_bench
+from tests.conftest import REPO, job_dirs, only_result, results_of, run_args, run_bench
 
 pytestmark = pytest.mark.docker
 
@@ -142,7 +142,7 @@ def test_an_environment_that_never_gets_ready_is_an_error_naming_the_command(
     toml.write_text(text.replace(*change))
     proc = run_bench(run_args("oracle", "--retry-attempts", "0"), env=bench_env, cwd=tmp_path)
     [job] = job_dirs(tmp_path / "jobs")
-    [result] = results_of(job)
+    result = only_result(job)
     assert result["error_category"] == "environment_setup", result
     assert result["error"].startswith(said), result["error"]
     assert result["rewards"] is None
