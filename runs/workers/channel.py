@@ -49,12 +49,18 @@ class Channel:
         self.up = True  # False while Redis does not answer; the caller polls the database
 
     async def send(self, key: str, message: dict[str, Any]) -> bool:
+        return await self.send_all([(key, message)])
+
+    async def send_all(self, messages: list[tuple[str, dict[str, Any]]]) -> bool:
+        """Messages, each to its key in order, in one round trip."""
         from redis.exceptions import RedisError
 
         try:
             async with self._redis.pipeline(transaction=False) as pipe:
-                pipe.rpush(key, json.dumps(message, default=str))
-                pipe.expire(key, EXPIRE_S)
+                for key, message in messages:
+                    pipe.rpush(key, json.dumps(message, default=str))
+                for key in dict.fromkeys(key for key, _ in messages):
+                    pipe.expire(key, EXPIRE_S)
                 await pipe.execute()
         except (RedisError, OSError) as exc:
             self._down(exc)
@@ -74,13 +80,24 @@ class Channel:
             await asyncio.sleep(min(timeout, 1.0))
             return None
         self.up = True
-        if got is None:
-            return None
+        return None if got is None else _message(got[1])
+
+    async def receive_all(self, key: str, timeout: float, most: int = 100) -> list[dict[str, Any]]:
+        """The messages waiting on `key` (up to `most`) in one round trip; when none waits, the
+        next one, or none after `timeout` seconds."""
+        from redis.exceptions import RedisError
+
         try:
-            message = json.loads(got[1])
-        except ValueError:
-            return None
-        return message if isinstance(message, dict) else None
+            waiting = await self._redis.lpop(key, most)
+        except (RedisError, OSError) as exc:
+            self._down(exc)
+            await asyncio.sleep(min(timeout, 1.0))
+            return []
+        if waiting:
+            self.up = True
+            return [m for raw in waiting if (m := _message(raw)) is not None]
+        message = await self.receive(key, timeout)
+        return [] if message is None else [message]
 
     async def drop(self, key: str) -> None:
         from redis.exceptions import RedisError
@@ -113,3 +130,11 @@ class Channel:
         if self.up:
             log.warning("Redis does not answer (%s); carrying on from the database", exc)
         self.up = False
+
+
+def _message(raw: Any) -> dict[str, Any] | None:
+    try:
+        message = json.loads(raw)
+    except ValueError:
+        return None
+    return message if isinstance(message, dict) else None

@@ -319,22 +319,23 @@ class RemoteRunner:
         """Workers' events go out on the job's bus; lease changes refresh the row at once."""
         key = events_key(self.job_path)
         while True:
-            message = await self.channel.receive(key, 1.0)
-            if message is None:
-                continue
-            lease, claim = message.get("lease"), message.get("claim")
-            row = self.rows.get(lease) if isinstance(lease, int) else None
-            if "kind" in message:
-                if row is not None and claim != row.claim:
-                    continue  # a lost run's, still talking
-                try:
-                    event = ev.from_payload(message["kind"], message.get("payload") or {})
-                except (KeyError, TypeError):
-                    continue
-                self.emit(event)
-            elif row is not None and isinstance(change := message.get("change"), dict):
-                if isinstance(claim, int) and self._newer(row, claim, change.get("state")):
-                    self._set(replace(row, claim=claim, **_fields(change)))
+            for message in await self.channel.receive_all(key, 1.0):
+                self._on_hint(message)
+
+    def _on_hint(self, message: dict[str, Any]) -> None:
+        lease, claim = message.get("lease"), message.get("claim")
+        row = self.rows.get(lease) if isinstance(lease, int) else None
+        if "kind" in message:
+            if row is not None and claim != row.claim:
+                return  # a lost run's, still talking
+            try:
+                event = ev.from_payload(message["kind"], message.get("payload") or {})
+            except (KeyError, TypeError):
+                return
+            self.emit(event)
+        elif row is not None and isinstance(change := message.get("change"), dict):
+            if isinstance(claim, int) and self._newer(row, claim, change.get("state")):
+                self._set(replace(row, claim=claim, **_fields(change)))
 
     async def _poll(self) -> None:
         """Each second: the rows of the leases waited on, expired leases taken back, ids the broker

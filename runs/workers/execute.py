@@ -134,7 +134,7 @@ class LeaseRun:
             elsewhere, held.free_elsewhere = held.free_elsewhere, None
         else:
             queues = [held.info.queue]
-            elsewhere = await w.db(
+            elsewhere = await w.keep_db(
                 leases.slot_free_elsewhere, w.worker_id, queues, worker_alive_s()
             )
         if not elsewhere:
@@ -229,11 +229,11 @@ class LeaseRun:
                 self._on_hint(held, message)
             usage = w.usage_report(held)
             if time.monotonic() - renewed >= lease_s() / 6 or usage is not None:
-                if not await w.db(leases.renew, held.lease, held.claim, lease_s(), usage):
+                if not await w.keep_db(leases.renew, held.lease, held.claim, lease_s(), usage):
                     held.command("lost")
                     return
                 renewed = time.monotonic()
-            orders = await w.db(leases.orders, held.lease, held.claim, dispatcher_stale_s())
+            orders = await w.keep_db(leases.orders, held.lease, held.claim, dispatcher_stale_s())
             if orders is None:
                 held.command("lost")
                 return

@@ -94,7 +94,11 @@ class WorkerRuntime:
         self.held: dict[str, Held] = {}  # by rollout: whose events go to which coordinator
         self.loop = asyncio.new_event_loop()
         self.channel: Channel
+        # an attempt's claim, start and end each wait on their database trip; the renewals and
+        # reads of the held leases (each a second) have a thread of their own, not to queue
+        # ahead of them
         self._db = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="bench-leases")
+        self._keep_db = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="bench-keep")
         self._contexts: dict[int, JobContext] = {}
         self._context_lock: asyncio.Lock
         self._gateway_port = 0
@@ -217,7 +221,12 @@ class WorkerRuntime:
     # --- for the attempts -------------------------------------------------------------------------
 
     async def db(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """A trip an attempt's next step waits on (its claim, start, end)."""
         return await asyncio.get_running_loop().run_in_executor(self._db, fn, *args)
+
+    async def keep_db(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """A trip of a held lease's upkeep (renewal, orders, a slot asked for elsewhere)."""
+        return await asyncio.get_running_loop().run_in_executor(self._keep_db, fn, *args)
 
     async def context(self, info: LeaseInfo) -> JobContext:
         async with self._context_lock:
@@ -267,9 +276,12 @@ class WorkerRuntime:
             self.loop.call_soon_threadsafe(self._outbox.put_nowait, (key, message))
 
     async def _send(self) -> None:
+        """What waits in the outbox goes in one round trip, in order."""
         while True:
-            key, message = await self._outbox.get()
-            await self.channel.send(key, message)
+            batch = [await self._outbox.get()]
+            while not self._outbox.empty() and len(batch) < 100:
+                batch.append(self._outbox.get_nowait())
+            await self.channel.send_all(batch)
 
     def usage_report(self, held: Held) -> dict[str, Any] | None:
         """What the proxy counted for the held attempt, when it changed since last said."""

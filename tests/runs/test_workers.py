@@ -152,6 +152,8 @@ class SlotsOnly:
             return False
         raise AssertionError(fn)
 
+    keep_db = db
+
     def post(self, key, message) -> None:
         pass
 
@@ -257,3 +259,23 @@ async def test_a_cap_counts_an_attempt_that_finished_before_its_stop_though_no_h
     assert prepared.cancelled_record is not None
     assert prepared.cancelled_record["agent_result"]["total_tokens"] == 2021
     runner._db.shutdown(wait=True)
+
+
+async def test_hints_waiting_in_redis_go_and_come_in_one_trip_each_way_in_order():
+    import uuid
+
+    from runs.workers.channel import Channel
+
+    # given two keys of the machine's Redis (keys of their own)
+    channel = Channel("redis://127.0.0.1:6379/12")
+    first, second = f"test:{uuid.uuid4().hex}:a", f"test:{uuid.uuid4().hex}:b"
+    try:
+        # when three messages go in one batch, and the first key is read twice
+        assert await channel.send_all([(first, {"n": 1}), (second, {"n": 2}), (first, {"n": 3})])
+        got = await channel.receive_all(first, 0.1)
+        nothing = await channel.receive_all(first, 0.1)
+        # then what waited comes at once and in order; then nothing, after the timeout
+        assert got == [{"n": 1}, {"n": 3}] and nothing == []
+        assert await channel.receive_all(second, 0.1) == [{"n": 2}]
+    finally:
+        await channel.close()
