@@ -79,6 +79,7 @@ class Channel:
             self._down(exc)
             await asyncio.sleep(min(timeout, 1.0))
             return None
+        _not_cancelled()
         self.up = True
         return None if got is None else _message(got[1])
 
@@ -93,6 +94,7 @@ class Channel:
             self._down(exc)
             await asyncio.sleep(min(timeout, 1.0))
             return []
+        _not_cancelled()
         if waiting:
             self.up = True
             return [m for raw in waiting if (m := _message(raw)) is not None]
@@ -127,6 +129,7 @@ class Channel:
             pass
 
     def _down(self, exc: BaseException) -> None:
+        _not_cancelled()
         if self.up:
             log.warning("Redis does not answer (%s); carrying on from the database", exc)
         self.up = False
@@ -138,3 +141,12 @@ def _message(raw: Any) -> dict[str, Any] | None:
     except ValueError:
         return None
     return message if isinstance(message, dict) else None
+
+
+def _not_cancelled() -> None:
+    """Raises the cancel of the calling task that Redis's client turned into one of its errors or
+    an empty answer (a cancel landing as a blocking read ended): a loop of reads would otherwise
+    never end, and whoever cancelled it would wait for ever."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError

@@ -36,6 +36,7 @@ S = leases.S
 POLL_S = 1.0  # the database is read this often for every lease waited on (hints come sooner)
 SEEN_EVERY_S = 2.0
 STOP_WAIT_S = 60.0  # how long a cancel waits for the worker to stop the attempt and say so
+CLOSE_WAIT_S = 5.0  # how long the end of a job waits for its hint reader and poll to stop
 RESEND_S = 15.0  # a lease queued again (handed back, or lost) that no worker took is sent again
 # what `prepare` waits for: the sandbox is up and the attempt started (or it went no further)
 PREPARED = (S.RUNNING, S.FINISHED, S.FAILED, S.CANCELLED, S.DISCARDED)
@@ -108,7 +109,10 @@ class RemoteRunner:
     async def close(self) -> None:
         for task in self._tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        # a task that does not end on its cancel (a client library swallowed it) is left: the job
+        # has ended, its leases' rows are written below
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=CLOSE_WAIT_S)
         await self.db(leases.close_dispatcher, self.dispatcher)
         await self.db(leases.collected, self._collected_at)
         await self.channel.close()

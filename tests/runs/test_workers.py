@@ -279,3 +279,76 @@ async def test_hints_waiting_in_redis_go_and_come_in_one_trip_each_way_in_order(
         assert await channel.receive_all(second, 0.1) == [{"n": 2}]
     finally:
         await channel.close()
+
+
+async def test_a_cancel_that_redis_client_swallows_still_ends_a_loop_of_reads():
+    import asyncio
+
+    from runs.workers.channel import Channel
+
+    # given a channel whose client answers a cancel landing mid-read with an empty answer, as
+    # redis-py's can (a job's end once waited for ever on its hint reader)
+    class Swallowing:
+        async def blpop(self, keys, timeout):
+            try:
+                await asyncio.sleep(timeout)
+            except asyncio.CancelledError:
+                pass
+            return None
+
+        async def lpop(self, key, count):
+            return None
+
+    channel = Channel("redis://127.0.0.1:6379/12")
+    channel._redis = Swallowing()  # type: ignore[assignment]
+    given_up = asyncio.Event()
+
+    async def read_for_ever():
+        while not given_up.is_set():
+            await channel.receive_all("k", 0.05)
+
+    task = asyncio.create_task(read_for_ever())
+    await asyncio.sleep(0.12)
+    # when it is cancelled
+    task.cancel()
+    done, _ = await asyncio.wait([task], timeout=1.0)
+    given_up.set()
+    await asyncio.gather(task, return_exceptions=True)
+    # then the loop ended on the cancel
+    assert done == {task} and task.cancelled()
+
+
+async def test_the_end_of_a_job_does_not_wait_for_ever_on_a_task_that_ignores_its_cancel(
+    monkeypatch, tmp_path
+):
+    import asyncio
+
+    from runs.workers import dispatch
+
+    class Channel:
+        async def close(self) -> None:
+            pass
+
+    released = asyncio.Event()
+
+    async def stubborn():
+        while not released.is_set():
+            try:
+                await asyncio.sleep(0.05)
+            except asyncio.CancelledError:
+                continue
+
+    # given a coordinator's hint reader that ignores its cancel
+    monkeypatch.setattr(dispatch, "CLOSE_WAIT_S", 0.2)
+    monkeypatch.setattr(leases, "close_dispatcher", lambda dispatcher: [])
+    monkeypatch.setattr(leases, "collected", lambda when: None)
+    runner = dispatch.RemoteRunner(tmp_path, lambda _: None, None, Channel(), "q")  # type: ignore[arg-type]
+    runner._tasks = [asyncio.create_task(stubborn())]
+    # when the job ends
+    closing = asyncio.create_task(runner.close())
+    done, _ = await asyncio.wait([closing], timeout=2)
+    stubborn_left = not runner._tasks[0].done()
+    released.set()
+    await asyncio.gather(closing, runner._tasks[0])
+    # then it closed after waiting its bound, the stubborn task still going
+    assert done == {closing} and stubborn_left
