@@ -70,12 +70,14 @@ class Channel:
 
     async def receive(self, key: str, timeout: float) -> dict[str, Any] | None:
         """The next message on `key`, or None after `timeout` seconds (or at once when Redis is
-        down: the caller's poll of the database carries on meanwhile)."""
+        down: the caller's poll of the database carries on meanwhile). For a loop of reads: a
+        cancel of the calling task always ends it (see `_not_cancelled`)."""
         from redis.exceptions import RedisError
 
         try:
             got = await self._redis.blpop([key], timeout=timeout)
         except (RedisError, OSError) as exc:
+            _not_cancelled()
             self._down(exc)
             await asyncio.sleep(min(timeout, 1.0))
             return None
@@ -91,6 +93,7 @@ class Channel:
         try:
             waiting = await self._redis.lpop(key, most)
         except (RedisError, OSError) as exc:
+            _not_cancelled()
             self._down(exc)
             await asyncio.sleep(min(timeout, 1.0))
             return []
@@ -129,7 +132,6 @@ class Channel:
             pass
 
     def _down(self, exc: BaseException) -> None:
-        _not_cancelled()
         if self.up:
             log.warning("Redis does not answer (%s); carrying on from the database", exc)
         self.up = False
@@ -144,9 +146,10 @@ def _message(raw: Any) -> dict[str, Any] | None:
 
 
 def _not_cancelled() -> None:
-    """Raises the cancel of the calling task that Redis's client turned into one of its errors or
-    an empty answer (a cancel landing as a blocking read ended): a loop of reads would otherwise
-    never end, and whoever cancelled it would wait for ever."""
+    """In a read: raises the cancel of the calling task that Redis's client turned into one of
+    its errors or an empty answer (a cancel landing as a blocking read ended). A loop of reads
+    would otherwise never end, and whoever cancelled it would wait for ever. Not for sends: a
+    task may go on sending after it caught its own cancel (a stop it passes on)."""
     task = asyncio.current_task()
     if task is not None and task.cancelling():
         raise asyncio.CancelledError

@@ -80,6 +80,7 @@ class RemoteRunner:
         self._removals: set[asyncio.Task[Any]] = set()
         self._db = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="bench-leases")
         self._server: str | None = None
+        self._closing = False  # the hint reader and the poll stop (a cancel alone may be lost)
 
     # --- life -----------------------------------------------------------------------------------
 
@@ -107,6 +108,7 @@ class RemoteRunner:
         return [row.rollout_name for row in adopted]
 
     async def close(self) -> None:
+        self._closing = True
         for task in self._tasks:
             task.cancel()
         # a task that does not end on its cancel (a client library swallowed it) is left: the job
@@ -322,7 +324,7 @@ class RemoteRunner:
     async def _read_hints(self) -> None:
         """Workers' events go out on the job's bus; lease changes refresh the row at once."""
         key = events_key(self.job_path)
-        while True:
+        while not self._closing:
             for message in await self.channel.receive_all(key, 1.0):
                 self._on_hint(message)
 
@@ -345,7 +347,7 @@ class RemoteRunner:
         """Each second: the rows of the leases waited on, expired leases taken back, ids the broker
         did not take sent again; every 2 s the coordinator says it is alive."""
         seen = 0.0
-        while True:
+        while not self._closing:
             await asyncio.sleep(POLL_S)
             try:
                 if time.monotonic() - seen >= SEEN_EVERY_S:
