@@ -35,6 +35,10 @@ from runs.sandboxes.resources import Grant, HostResources, grant, host_resources
 from runs.sandboxes.streams import OUTPUT_CAP_BYTES, CappedWriter, ExecResult, StreamReader
 from runs.tasks.load import Task
 
+EXEC_TRIES = 3
+EXEC_NOT_STARTED = b"unable to start container process"  # runc's words: nothing of the cmd ran
+HEAD_BYTES = 1024
+
 ARCHIVE_CAP_BYTES = 200 * 1024 * 1024  # of /logs copied back into the attempt folder
 
 # Stops every process but init and the container's main process: the agent, its children,
@@ -133,11 +137,38 @@ class Sandbox:
         on_stdout: Callable[[bytes], None] | None = None,
         secrets: list[str] | None = None,
     ) -> ExecResult:
-        """Run `cmd`, streaming its output to files (bounded, `secrets` replaced); blocks until it ends."""
+        """Run `cmd`, streaming its output to files (bounded, `secrets` replaced); blocks until it
+        ends. An exec the container runtime could not start (exit 126, "unable to start container
+        process": nothing of `cmd` ran) is tried again, up to EXEC_TRIES times in all: on a
+        loaded engine runc sometimes fails so, and a whole attempt should not be lost to it."""
+        started = time.monotonic()
+        for tried in range(1, EXEC_TRIES + 1):
+            result, head = self._exec_once(
+                cmd, user, workdir, env, stdout_path, stderr_path, on_stdout, secrets
+            )
+            if not (result.exit_code == 126 and EXEC_NOT_STARTED in head) or tried == EXEC_TRIES:
+                break
+            time.sleep(0.2 * tried)
+        result.duration_s = time.monotonic() - started
+        return result
+
+    def _exec_once(
+        self,
+        cmd: list[str],
+        user: str | None,
+        workdir: str | None,
+        env: dict[str, str] | None,
+        stdout_path: Path | None,
+        stderr_path: Path | None,
+        on_stdout: Callable[[bytes], None] | None,
+        secrets: list[str] | None,
+    ) -> tuple[ExecResult, bytes]:
+        """One exec; with the first bytes of its output (the runtime's own error, if any)."""
         started = time.monotonic()
         exec_id = self.api.exec_create(
             self.id, cmd, user=user or "", workdir=workdir, environment=env or None
         )["Id"]
+        head = b""
         out = CappedWriter(stdout_path, OUTPUT_CAP_BYTES, secrets)
         err = (
             out
@@ -146,6 +177,8 @@ class Sandbox:
         )
         try:
             for chunk_out, chunk_err in self.api.exec_start(exec_id, stream=True, demux=True):
+                if len(head) < HEAD_BYTES:
+                    head += (chunk_out or b"") + (chunk_err or b"")
                 out.write(chunk_out)
                 err.write(chunk_err)
                 if on_stdout is not None and chunk_out:
@@ -161,7 +194,8 @@ class Sandbox:
         except (APIError, NotFound):
             code = None
         dropped = out.dropped + (err.dropped if err is not out else 0)
-        return ExecResult(code, dropped_bytes=dropped, duration_s=time.monotonic() - started)
+        result = ExecResult(code, dropped_bytes=dropped, duration_s=time.monotonic() - started)
+        return result, head[:HEAD_BYTES]
 
     def pid(self) -> int:
         """The host pid of the container's init: the way into its namespaces."""
