@@ -11,6 +11,8 @@ import asyncio
 import hashlib
 import json
 import logging
+import queue
+import threading
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -57,10 +59,7 @@ class Channel:
 
         try:
             async with self._redis.pipeline(transaction=False) as pipe:
-                for key, message in messages:
-                    pipe.rpush(key, json.dumps(message, default=str))
-                for key in dict.fromkeys(key for key, _ in messages):
-                    pipe.expire(key, EXPIRE_S)
+                _push(pipe, messages)
                 await pipe.execute()
         except (RedisError, OSError) as exc:
             self._down(exc)
@@ -135,6 +134,70 @@ class Channel:
         if self.up:
             log.warning("Redis does not answer (%s); carrying on from the database", exc)
         self.up = False
+
+
+class Outbox:
+    """Hints sent from a thread of its own, with a blocking client: whoever posts (the event loop,
+    or a database thread the moment its write took) hands the message over with no hop through
+    the loop. They go in the order posted; what waits goes in one round trip. Best effort, as every
+    hint: while Redis does not answer, they are dropped (the rows are the truth)."""
+
+    MOST = 100
+
+    def __init__(self, url: str) -> None:
+        import redis
+
+        self._redis = redis.Redis.from_url(
+            url, socket_connect_timeout=2, socket_timeout=5, health_check_interval=10
+        )
+        self._queue: queue.SimpleQueue[tuple[str, dict[str, Any]] | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="bench-hints", daemon=True)
+        self.up = True
+        self._thread.start()
+
+    def post(self, key: str, message: dict[str, Any]) -> None:
+        """From any thread."""
+        self._queue.put((key, message))
+
+    def close(self, timeout: float = 5.0) -> None:
+        """What was posted is sent (for up to `timeout` seconds), then the thread ends."""
+        self._queue.put(None)
+        self._thread.join(timeout)
+        self._redis.close()
+
+    def _run(self) -> None:
+        while (first := self._queue.get()) is not None:
+            batch, last = [first], False
+            while len(batch) < self.MOST and not self._queue.empty():
+                if (more := self._queue.get_nowait()) is None:
+                    last = True
+                    break
+                batch.append(more)
+            self._send(batch)
+            if last:
+                return
+
+    def _send(self, batch: list[tuple[str, dict[str, Any]]]) -> None:
+        from redis.exceptions import RedisError
+
+        try:
+            pipe = self._redis.pipeline(transaction=False)
+            _push(pipe, batch)
+            pipe.execute()
+        except (RedisError, OSError) as exc:
+            if self.up:
+                log.warning("Redis does not answer (%s); hints wait for the database", exc)
+            self.up = False
+            return
+        self.up = True
+
+
+def _push(pipe: Any, messages: list[tuple[str, dict[str, Any]]]) -> None:
+    """Each message to the end of its key's list; a list nobody reads expires."""
+    for key, message in messages:
+        pipe.rpush(key, json.dumps(message, default=str))
+    for key in dict.fromkeys(key for key, _ in messages):
+        pipe.expire(key, EXPIRE_S)
 
 
 def _message(raw: Any) -> dict[str, Any] | None:

@@ -44,24 +44,27 @@ class LeaseInfo:
     queue: str = ""  # the broker's queue its coordinator sends to
 
 
+INFO_FIELDS = (
+    "uid",
+    "job_path",
+    "trial_name",
+    "task_path",
+    "trial_index",
+    "attempt",
+    "env_digest",
+    "dispatcher_id",
+    "dispatcher__cwd",
+    "dispatcher__settings",
+    "dispatcher__queue",
+)
+
+
 def lease_info(lease: int) -> LeaseInfo:
-    row = (
-        Lease.objects.filter(pk=lease)
-        .values(
-            "uid",
-            "job_path",
-            "trial_name",
-            "task_path",
-            "trial_index",
-            "attempt",
-            "env_digest",
-            "dispatcher_id",
-            "dispatcher__cwd",
-            "dispatcher__settings",
-            "dispatcher__queue",
-        )
-        .get()
-    )
+    return info_of(Lease.objects.filter(pk=lease).values(*INFO_FIELDS).get())
+
+
+def info_of(row: dict[str, Any]) -> LeaseInfo:
+    """A LeaseInfo of the lease's INFO_FIELDS."""
     return LeaseInfo(
         uid=row["uid"],
         job_path=row["job_path"],

@@ -68,16 +68,10 @@ class LeaseRun:
         self.w = worker  # runs.workers.runtime.WorkerRuntime
         self.lease = lease
 
-    async def __call__(self) -> None:
+    async def __call__(self, claim: int, info: LeaseInfo, free_elsewhere: bool | None) -> None:
+        """The attempt of a lease this worker claimed (`claim_lease`), until its last write."""
         w, lease = self.w, self.lease
-        # it would wait for a slot here: whether another worker has one free is asked in the
-        # same trip
-        would_wait = w.slots.free <= w.pending
-        taken = await w.db(_claim, lease, w.worker_id, would_wait)
-        if taken is None:
-            return  # another worker holds it, it ended, or its coordinator is gone
         started = time.monotonic()
-        claim, info, free_elsewhere = taken
         held = Held(lease, claim, info)
         held.free_elsewhere = free_elsewhere
         keeper = asyncio.create_task(self._keep(held))
@@ -162,10 +156,14 @@ class LeaseRun:
                 continue
             held.slot = True
             said = await w.db(
-                leases.start, held.lease, held.claim, held.rollout, time.monotonic() - waited
+                leases.start,
+                held.lease,
+                held.claim,
+                held.rollout,
+                time.monotonic() - waited,
+                then=self._hint_if(held, S.RUNNING, lambda said: said == leases.STARTED),
             )
             if said == leases.STARTED:
-                self._hint(held, S.RUNNING)
                 return
             held.slot = False
             w.slots.give(wake=said != leases.FULL)
@@ -200,8 +198,8 @@ class LeaseRun:
             return
         work_s += time.monotonic() - t
         document = result.to_json()
-        if await w.db(leases.finish, held.lease, held.claim, document, work_s):
-            self._hint(held, S.FINISHED, result=document)
+        took = self._hint_if(held, S.FINISHED, bool, result=document)
+        if await w.db(leases.finish, held.lease, held.claim, document, work_s, then=took):
             self._ended(held, "finished", started, result.reward, result.error)
         else:  # taken back while it ran: another worker runs it; nothing of this run counts
             self._salvage(held)
@@ -261,6 +259,18 @@ class LeaseRun:
         }
         self.w.post(events_key(held.info.job_path), message)
 
+    def _hint_if(
+        self, held: Held, state: str, took: Callable[[Any], bool], **row: Any
+    ) -> Callable[[Any], None]:
+        """For a database trip's `then`: the hint goes from the database's thread the moment the
+        write took (`took` of its answer), with no hop back through the loop first."""
+
+        def then(answer: Any) -> None:
+            if took(answer):
+                self._hint(held, state, **row)
+
+        return then
+
     def _ended(
         self,
         held: Held,
@@ -299,15 +309,19 @@ class LeaseRun:
                 shutil.rmtree(stray, ignore_errors=True)
 
 
-def _claim(lease: int, worker: int, would_wait: bool) -> tuple[int, LeaseInfo, bool | None] | None:
+def claim_lease(
+    lease: int, worker: int, would_wait: bool
+) -> tuple[int, LeaseInfo, bool | None] | None:
     """The claim, what the lease names and, when it would wait for a slot here, whether another
-    worker has one free: one trip to the database thread."""
-    from runs.workers.context import lease_info
+    worker has one free; None when another worker holds it, it ended, or its coordinator is gone.
+    Blocking: in the Celery thread that got the lease's id."""
+    from runs.workers.context import INFO_FIELDS, info_of
 
-    claim = leases.claim(lease, worker, lease_s(), dispatcher_stale_s())
-    if claim is None:
+    taken = leases.claim_reading(lease, worker, lease_s(), dispatcher_stale_s(), INFO_FIELDS)
+    if taken is None:
         return None
-    info = lease_info(lease)
+    claim, row = taken
+    info = info_of(row)
     elsewhere = (
         leases.slot_free_elsewhere(worker, [info.queue], worker_alive_s()) if would_wait else None
     )

@@ -273,15 +273,24 @@ def worker_stopped(worker: int) -> None:
 def claim(lease: int, worker: int, lease_s: float, stale_s: float) -> int | None:
     """Take a queued lease for this worker; its claim number, or None when another worker holds
     it, it ended, or its coordinator has gone quiet (then it is abandoned: nobody would collect it)."""
+    taken = claim_reading(lease, worker, lease_s, stale_s, ())
+    return None if taken is None else taken[0]
+
+
+def claim_reading(
+    lease: int, worker: int, lease_s: float, stale_s: float, fields: Iterable[str]
+) -> tuple[int, dict[str, Any]] | None:
+    """`claim`, with the lease's `fields` (and its dispatcher's, as `dispatcher__name`) read in the
+    same statement as the state it checks."""
     at = now()
     row = (
         Lease.objects.filter(pk=lease)
-        .values_list("state", "cancel", "claim", "dispatcher__last_seen_at")
+        .values("state", "cancel", "claim", "dispatcher__last_seen_at", *fields)
         .first()
     )
-    if row is None or row[0] != S.QUEUED or row[1]:
+    if row is None or row["state"] != S.QUEUED or row["cancel"]:
         return None
-    _, _, seen_claim, seen = row
+    seen_claim, seen = row["claim"], row["dispatcher__last_seen_at"]
     if seen < at - timedelta(seconds=stale_s):
         Lease.objects.filter(pk=lease, state=S.QUEUED).update(state=S.ABANDONED)
         return None
@@ -294,7 +303,7 @@ def claim(lease: int, worker: int, lease_s: float, stale_s: float) -> int | None
         expires_at=at + timedelta(seconds=lease_s),
         claimed_at=at,
     )
-    return seen_claim + 1 if took == 1 else None
+    return (seen_claim + 1, row) if took == 1 else None
 
 
 def _held(lease: int, claim: int, *states: str) -> Any:
@@ -309,14 +318,15 @@ def start(lease: int, claim: int, rollout: str, slot_wait_s: float = 0.0) -> str
     its job's leases run than the coordinator's -j (else FULL: try again when one ends), unless it
     was called off or taken back meanwhile (OFF).
 
-    The dispatcher's row is written first: on PostgreSQL that locks it, on SQLite it takes the
-    write lock, so two workers' starts of one job never both see a free slot."""
+    The dispatcher's row is locked first (on SQLite the transaction holds the write lock from its
+    start), so two workers' starts of one job never both see a free slot."""
     with transaction.atomic(using=leases_db()):
         found = Lease.objects.filter(pk=lease).values_list("dispatcher_id", flat=True).first()
         if found is None:
             return OFF
-        dispatcher = Dispatcher.objects.filter(pk=found)
-        dispatcher.update(slots=F("slots"))
+        # FOR UPDATE on PostgreSQL; SQLite has no row locks and no such clause (Django leaves it
+        # out)
+        dispatcher = Dispatcher.objects.select_for_update().filter(pk=found)
         limit = dispatcher.values_list("slots", flat=True).first() or 0
         running = Lease.objects.filter(dispatcher=found, state=S.RUNNING)
         if limit and running.count() >= limit:

@@ -2,8 +2,9 @@
 model proxy serves their sandboxes, its row in the database (seen every 2 s), and a sweep that
 removes this machine's containers whose owning process died (a worker killed mid-attempt).
 
-Celery's threads hand each attempt (a lease id) to `run`, which blocks until the attempt is done
-here; the attempt itself runs in the loop.
+Celery's threads hand each attempt (a lease id) to `run`, which claims it there and blocks until
+the attempt is done here; the attempt itself runs in the loop. Hints to coordinators go out from a
+thread of their own (runs.workers.channel.Outbox).
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ from runs.gateway import ModelGateway
 from runs.sandboxes.owners import reap_orphans
 from runs.workers import leases
 from runs.workers.broker import Broker
-from runs.workers.channel import Channel
+from runs.workers.channel import Channel, Outbox
 from runs.workers.config import reap_every_s
 from runs.workers.context import JobContext, LeaseInfo, WorkerSetupError, build_context
-from runs.workers.execute import Held, LeaseRun, forward, usage_of
+from runs.workers.execute import Held, LeaseRun, claim_lease, forward, usage_of
 
 SEEN_EVERY_S = 2.0
 MAX_CONTEXTS = 32  # runs remembered (their agent, tasks, image cache); the oldest goes first
@@ -94,15 +95,15 @@ class WorkerRuntime:
         self.held: dict[str, Held] = {}  # by rollout: whose events go to which coordinator
         self.loop = asyncio.new_event_loop()
         self.channel: Channel
-        # an attempt's claim, start and end each wait on their database trip; the renewals and
-        # reads of the held leases (each a second) have a thread of their own, not to queue
-        # ahead of them
+        self.outbox: Outbox
+        # an attempt's start and end each wait on their database trip (its claim is made in
+        # Celery's thread); the renewals and reads of the held leases (each a second) have a
+        # thread of their own, not to queue ahead of them
         self._db = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="bench-leases")
         self._keep_db = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="bench-keep")
         self._contexts: dict[int, JobContext] = {}
         self._context_lock: asyncio.Lock
         self._gateway_port = 0
-        self._outbox: asyncio.Queue[tuple[str, dict[str, Any]]]
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
         self._reaped = 0  # orphan containers removed as it started
@@ -111,6 +112,7 @@ class WorkerRuntime:
 
     def start(self) -> None:
         global _current
+        self.outbox = Outbox(self.redis_url)
         try:
             import uvloop
 
@@ -142,14 +144,18 @@ class WorkerRuntime:
         self.channel = Channel(self.redis_url)
         self.slots = Slots(self.run_slots)
         self._context_lock = asyncio.Lock()
-        self._outbox = asyncio.Queue()
-        self.loop.create_task(self._send())
         self.loop.call_soon(ready.set)
         self.loop.run_forever()
 
     def run(self, lease: int) -> None:
-        """Run the lease's attempt here (from a Celery thread); returns when it is done here."""
-        asyncio.run_coroutine_threadsafe(LeaseRun(self, lease)(), self.loop).result()
+        """Run the lease's attempt here (from a Celery thread); returns when it is done here. Its
+        claim is made in this thread: the loop gets the attempt with its lease held."""
+        # whether it would wait for a slot here (read across threads: a hint for the claim's
+        # question whether another worker has one free)
+        would_wait = self.slots.free <= self.pending
+        taken = claim_lease(lease, self.worker_id, would_wait)
+        if taken is not None:
+            asyncio.run_coroutine_threadsafe(LeaseRun(self, lease)(*taken), self.loop).result()
 
     def serving(self) -> None:
         """Celery's consumer is up (its `worker_ready`): the row names the queues it serves, and
@@ -194,6 +200,7 @@ class WorkerRuntime:
             pass
         leases.worker_stopped(self.worker_id)
         self.loop.call_soon_threadsafe(self.loop.stop)
+        self.outbox.close()
 
     async def _close(self) -> None:
         for context in self._contexts.values():
@@ -220,9 +227,19 @@ class WorkerRuntime:
 
     # --- for the attempts -------------------------------------------------------------------------
 
-    async def db(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """A trip an attempt's next step waits on (its claim, start, end)."""
-        return await asyncio.get_running_loop().run_in_executor(self._db, fn, *args)
+    async def db(
+        self, fn: Callable[..., Any], *args: Any, then: Callable[[Any], None] | None = None
+    ) -> Any:
+        """A trip an attempt's next step waits on (its start, its end); `then` gets the answer in
+        the database's thread, before the trip returns to the loop (a hint of what was written)."""
+
+        def trip() -> Any:
+            answer = fn(*args)
+            if then is not None:
+                then(answer)
+            return answer
+
+        return await asyncio.get_running_loop().run_in_executor(self._db, trip)
 
     async def keep_db(self, fn: Callable[..., Any], *args: Any) -> Any:
         """A trip of a held lease's upkeep (renewal, orders, a slot asked for elsewhere)."""
@@ -265,23 +282,8 @@ class WorkerRuntime:
                 continue
 
     def post(self, key: str, message: dict[str, Any]) -> None:
-        """Queue a hint for the coordinator, from any thread; sent in order, one at a time."""
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is self.loop:
-            self._outbox.put_nowait((key, message))
-        else:
-            self.loop.call_soon_threadsafe(self._outbox.put_nowait, (key, message))
-
-    async def _send(self) -> None:
-        """What waits in the outbox goes in one round trip, in order."""
-        while True:
-            batch = [await self._outbox.get()]
-            while not self._outbox.empty() and len(batch) < 100:
-                batch.append(self._outbox.get_nowait())
-            await self.channel.send_all(batch)
+        """A hint for a coordinator, from any thread; hints go in the order posted."""
+        self.outbox.post(key, message)
 
     def usage_report(self, held: Held) -> dict[str, Any] | None:
         """What the proxy counted for the held attempt, when it changed since last said."""

@@ -144,13 +144,17 @@ class SlotsOnly:
         self.slots, self.pending, self.worker_id, self.name = Slots(slots), 0, 1, "vm:1"
         self.answers, self.starts = answers, 0
 
-    async def db(self, fn, *args):
+    async def db(self, fn, *args, then=None):
         if fn is leases.start:
             self.starts += 1
-            return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
-        if fn is leases.slot_free_elsewhere:
-            return False
-        raise AssertionError(fn)
+            answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        elif fn is leases.slot_free_elsewhere:
+            answer = False
+        else:
+            raise AssertionError(fn)
+        if then is not None:
+            then(answer)
+        return answer
 
     keep_db = db
 
@@ -279,6 +283,52 @@ async def test_hints_waiting_in_redis_go_and_come_in_one_trip_each_way_in_order(
         assert await channel.receive_all(second, 0.1) == [{"n": 2}]
     finally:
         await channel.close()
+
+
+async def test_hints_posted_from_several_threads_reach_redis_in_each_ones_order():
+    import threading
+    import uuid
+
+    from runs.workers.channel import Channel, Outbox
+
+    # given a worker's outbox on the machine's Redis, and a key of the test's own
+    key = f"test:{uuid.uuid4().hex}:events"
+    outbox = Outbox("redis://127.0.0.1:6379/12")
+    channel = Channel("redis://127.0.0.1:6379/12")
+    try:
+        # when two threads (the loop and a database thread, say) post 200 hints each, and the
+        # outbox closes at once after
+        def post(who: str) -> None:
+            for n in range(200):
+                outbox.post(key, {"who": who, "n": n})
+
+        threads = [threading.Thread(target=post, args=(who,)) for who in ("loop", "db")]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        outbox.close()
+        got: list[dict] = []
+        while batch := await channel.receive_all(key, 0.1):
+            got.extend(batch)
+        # then every hint arrived, each thread's in the order it posted them
+        for who in ("loop", "db"):
+            assert [m["n"] for m in got if m["who"] == who] == list(range(200))
+        assert outbox.up
+    finally:
+        await channel.close()
+
+
+def test_hints_to_a_redis_that_does_not_answer_are_dropped_without_an_error():
+    from runs.workers.channel import Outbox
+
+    # given an outbox whose Redis does not answer (a port of loopback where none listens)
+    outbox = Outbox("redis://127.0.0.1:1/0")
+    # when a hint is posted and the outbox closes
+    outbox.post("k", {"n": 1})
+    outbox.close()
+    # then nothing raised, and the outbox knows Redis is down (the rows carry the truth)
+    assert not outbox.up
 
 
 async def test_a_cancel_that_redis_client_swallows_still_ends_a_loop_of_reads():
