@@ -15,7 +15,6 @@ from runs import events as ev
 from runs.agents.base import AgentError
 from runs.agents.registry import resolve_agent
 from runs.gateway import ModelGateway
-from runs.models import Lease
 from runs.sandboxes.docker import Sandbox, SandboxFactory
 from runs.spec import RunSpec
 from runs.tasks.load import Task, TaskError, load_task
@@ -44,6 +43,7 @@ class LeaseInfo:
     queue: str = ""  # the broker's queue its coordinator sends to
 
 
+# what a lease names, read with its claim (runs.workers.leases.claim_reading)
 INFO_FIELDS = (
     "uid",
     "job_path",
@@ -57,10 +57,6 @@ INFO_FIELDS = (
     "dispatcher__settings",
     "dispatcher__queue",
 )
-
-
-def lease_info(lease: int) -> LeaseInfo:
-    return info_of(Lease.objects.filter(pk=lease).values(*INFO_FIELDS).get())
 
 
 def info_of(row: dict[str, Any]) -> LeaseInfo:
