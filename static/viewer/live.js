@@ -100,5 +100,21 @@
   body.addEventListener("htmx:configRequest", function (e) {
     if (lastSeq) e.detail.headers["X-Bench-Seq"] = String(lastSeq);
   });
-  open(true);
+  // Listen once htmx has processed the page: a hint handled before that (a socket that opened
+  // while a deferred script was still loading) fires bench:state with no listener yet, and a job
+  // that ended then keeps its running controls. htmx processes the page on DOMContentLoaded, in a
+  // listener added before this one (its script runs first). A deferred script runs while
+  // readyState is already "interactive", before DOMContentLoaded: only "complete" means it fired.
+  var started = false;
+  function start() {
+    if (started) return;
+    started = true;
+    open(true);
+  }
+  if (document.readyState === "complete") {
+    start();
+  } else {
+    document.addEventListener("DOMContentLoaded", start);
+    window.addEventListener("load", start);
+  }
 })();
