@@ -51,15 +51,17 @@ class Viewer:
     def __init__(self, cwd: Path, env: dict[str, str], paths: list[str]):
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "benchflow_site.cli", "view", *paths]
-            + ["--port", str(self.port), "--no-browser"],
-            cwd=cwd,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
+        self.log = cwd / "server.log"
+        with self.log.open("w") as out:  # the child keeps its own copy
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "benchflow_site.cli", "view", *paths]
+                + ["--port", str(self.port), "--no-browser"],
+                cwd=cwd,
+                env=env,
+                # a file, not an unread pipe: a full pipe would block the server
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
@@ -67,7 +69,7 @@ class Viewer:
                 return
             except OSError as exc:
                 if self.proc.poll() is not None:
-                    output = self.proc.stdout.read() if self.proc.stdout else ""
+                    output = self.log.read_text()
                     raise RuntimeError(f"bench view exited: {output}") from exc
                 time.sleep(0.2)
         raise RuntimeError("bench view did not answer within 60 s")

@@ -34,14 +34,16 @@ class Served:
             assert done.returncode == 0, done.stderr
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "benchflow_site.cli", "serve", "--port", str(self.port)],
-            cwd=tmp_path,
-            env=self.env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
+        self.log = tmp_path / "server.log"
+        with self.log.open("w") as out:  # the child keeps its own copy
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "benchflow_site.cli", "serve", "--port", str(self.port)],
+                cwd=tmp_path,
+                env=self.env,
+                # a file, not an unread pipe: a full pipe would block the server
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
@@ -49,7 +51,7 @@ class Served:
                 return
             except OSError as exc:
                 if self.proc.poll() is not None:
-                    out = self.proc.stdout.read() if self.proc.stdout else ""
+                    out = self.log.read_text()
                     raise RuntimeError(f"bench serve exited: {out}") from exc
                 time.sleep(0.2)
         raise RuntimeError("bench serve did not answer within 60 s")
