@@ -8,6 +8,7 @@ Synchronous ORM code: callers run it off their event loop.
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 from collections.abc import Callable, Iterable, Mapping
@@ -15,8 +16,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import transaction
-from django.db.models import Count, F, Q
+from django.db import connections, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from runs.databases import leases_db
@@ -280,30 +281,85 @@ def claim(lease: int, worker: int, lease_s: float, stale_s: float) -> int | None
 def claim_reading(
     lease: int, worker: int, lease_s: float, stale_s: float, fields: Iterable[str]
 ) -> tuple[int, dict[str, Any]] | None:
-    """`claim`, with the lease's `fields` (and its dispatcher's, as `dispatcher__name`) read in the
-    same statement as the state it checks."""
+    """`claim`, with the lease's `fields` (its own, or its dispatcher's as `dispatcher__name`)
+    returned by the claim's own statement: one trip to the database. When no queued lease of a
+    live coordinator matched, a second read tells whether its coordinator has gone quiet."""
     at = now()
-    row = (
-        Lease.objects.filter(pk=lease)
-        .values("state", "cancel", "claim", "dispatcher__last_seen_at", *fields)
-        .first()
-    )
-    if row is None or row["state"] != S.QUEUED or row["cancel"]:
+    alias = leases_db()
+    connection = connections[alias]
+    wanted = tuple(fields)
+    sql, fields_of = _claim_sql(connection.vendor, wanted)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            sql,
+            [
+                worker,
+                _at(connection, at + timedelta(seconds=lease_s)),
+                _at(connection, at),
+                lease,
+                _at(connection, at - timedelta(seconds=stale_s)),
+            ],
+        )
+        found = cursor.fetchone()
+    if found is None:
+        _abandon_if_quiet(lease, at - timedelta(seconds=stale_s))
         return None
-    seen_claim, seen = row["claim"], row["dispatcher__last_seen_at"]
-    if seen < at - timedelta(seconds=stale_s):
+    values = {
+        name: _from_db(field, value, connection)
+        for name, field, value in zip(wanted, fields_of, found[1:], strict=True)
+    }
+    return found[0], values
+
+
+def _abandon_if_quiet(lease: int, since: datetime) -> None:
+    """A queued lease whose coordinator has not been seen since `since` is abandoned: nobody
+    would collect it."""
+    row = Lease.objects.filter(pk=lease, state=S.QUEUED, cancel="").values(
+        "dispatcher__last_seen_at"
+    )
+    seen = row.first()
+    if seen is not None and seen["dispatcher__last_seen_at"] < since:
         Lease.objects.filter(pk=lease, state=S.QUEUED).update(state=S.ABANDONED)
-        return None
-    # a compare-and-swap on the lease's own row, with no join: on PostgreSQL a condition through
-    # a join is not rechecked after a racing UPDATE, and both racers could match
-    took = Lease.objects.filter(pk=lease, state=S.QUEUED, cancel="", claim=seen_claim).update(
-        state=S.PREPARING,
-        worker_id=worker,
-        claim=seen_claim + 1,
-        expires_at=at + timedelta(seconds=lease_s),
-        claimed_at=at,
+
+
+def _at(connection: Any, when: datetime) -> Any:
+    """A datetime as the backend stores it (SQLite: UTC text), for raw SQL."""
+    return connection.ops.adapt_datetimefield_value(when)
+
+
+@functools.cache
+def _claim_sql(vendor: str, fields: tuple[str, ...]) -> tuple[str, list[Any]]:
+    """The claim as one compare-and-swap on the lease's own row (a condition through a join is
+    not rechecked on PostgreSQL after a racing UPDATE; this one's is its row's state), returning
+    the new claim and `fields` (with their model fields, to read the values as the ORM would)."""
+    q = connections[leases_db()].ops.quote_name
+    lease, dispatcher = q(Lease._meta.db_table), q(Dispatcher._meta.db_table)
+    returning, fields_of = [], []
+    for name in fields:
+        owner, _, field_name = name.rpartition("__")
+        model = Dispatcher if owner == "dispatcher" else Lease
+        field = model._meta.get_field(field_name)
+        column = q(field.column)
+        if model is Dispatcher:
+            column = f"(SELECT d.{column} FROM {dispatcher} d WHERE d.id = {lease}.dispatcher_id)"
+        returning.append(column)
+        fields_of.append(field)
+    sql = (
+        f"UPDATE {lease} SET state = '{S.PREPARING}', worker_id = %s, claim = claim + 1, "
+        "expires_at = %s, claimed_at = %s "
+        f"WHERE id = %s AND state = '{S.QUEUED}' AND cancel = '' AND dispatcher_id IN "
+        f"(SELECT id FROM {dispatcher} WHERE last_seen_at >= %s) "
+        f"RETURNING claim{''.join(', ' + c for c in returning)}"
     )
-    return (seen_claim + 1, row) if took == 1 else None
+    return sql, fields_of
+
+
+def _from_db(field: Any, value: Any, connection: Any) -> Any:
+    """A raw column's value as the ORM reads it (a JSON column comes as text)."""
+    from_db = getattr(field, "from_db_value", None)
+    if from_db is None or not isinstance(value, str):
+        return value
+    return from_db(value, None, connection)
 
 
 def _held(lease: int, claim: int, *states: str) -> Any:
@@ -318,30 +374,41 @@ def start(lease: int, claim: int, rollout: str, slot_wait_s: float = 0.0) -> str
     its job's leases run than the coordinator's -j (else FULL: try again when one ends), unless it
     was called off or taken back meanwhile (OFF).
 
-    The dispatcher's row is locked first (on SQLite the transaction holds the write lock from its
-    start), so two workers' starts of one job never both see a free slot."""
-    with transaction.atomic(using=leases_db()):
-        found = Lease.objects.filter(pk=lease).values_list("dispatcher_id", flat=True).first()
-        if found is None:
-            return OFF
-        # FOR UPDATE on PostgreSQL; SQLite has no row locks and no such clause (Django leaves it
-        # out)
-        dispatcher = Dispatcher.objects.select_for_update().filter(pk=found)
-        limit = dispatcher.values_list("slots", flat=True).first() or 0
-        running = Lease.objects.filter(dispatcher=found, state=S.RUNNING)
-        if limit and running.count() >= limit:
-            return FULL
-        took = (
-            _held(lease, claim, S.PREPARING)
-            .filter(cancel="", dispatcher=found)
-            .update(
-                state=S.RUNNING,
-                rollout_name=rollout,
-                started_at=now(),
-                slot_wait_s=round(slot_wait_s, 4),
+    One UPDATE whose condition counts the job's running leases: SQLite runs a writing statement
+    under the file's write lock from its first read, so two workers' starts of one job never both
+    see a free slot. PostgreSQL reads each statement's rows as they were when it began, so there
+    the dispatcher's row is locked first, in a statement of its own, and the count then sees every
+    start committed before it."""
+    alias = leases_db()
+    connection = connections[alias]
+    q = connection.ops.quote_name
+    lease_t, dispatcher_t = q(Lease._meta.db_table), q(Dispatcher._meta.db_table)
+    params = [rollout, _at(connection, now()), round(slot_wait_s, 4), lease, claim]
+    update = (
+        f"UPDATE {lease_t} SET state = '{S.RUNNING}', rollout_name = %s, started_at = %s, "
+        f"slot_wait_s = %s WHERE id = %s AND claim = %s AND state = '{S.PREPARING}' "
+        f"AND cancel = '' AND (SELECT d.slots = 0 OR d.slots > (SELECT COUNT(*) FROM {lease_t} r "
+        f"WHERE r.dispatcher_id = d.id AND r.state = '{S.RUNNING}') FROM {dispatcher_t} d "
+        f"WHERE d.id = {lease_t}.dispatcher_id)"
+    )
+    if connection.vendor == "sqlite":
+        with connection.cursor() as cursor:
+            cursor.execute(update, params)
+            took = cursor.rowcount
+    else:
+        with transaction.atomic(using=alias), connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT d.id FROM {dispatcher_t} d JOIN {lease_t} l ON l.dispatcher_id = d.id "
+                "WHERE l.id = %s FOR UPDATE OF d",
+                [lease],
             )
-        )
-    return STARTED if took == 1 else OFF
+            cursor.execute(update, params)
+            took = cursor.rowcount
+    if took == 1:
+        return STARTED
+    # not started: FULL while it is still prepared under this claim, uncalled-off
+    still = _held(lease, claim, S.PREPARING).filter(cancel="").exists()
+    return FULL if still else OFF
 
 
 MAX_HAND_BACKS = 2  # then it waits where it is (a free worker that does not take it: no ping-pong)
@@ -368,15 +435,22 @@ def hand_back(lease: int, claim: int) -> bool:
 
 def slot_free_elsewhere(worker: int, queues: list[str], alive_s: float) -> bool:
     """Whether a live worker other than this one, serving one of `queues`, has a slot that no
-    lease it holds (running, or prepared for it) takes."""
-    since = now() - timedelta(seconds=alive_s)
-    others = (
-        Worker.objects.filter(last_seen_at__gte=since, stopped_at__isnull=True)
-        .exclude(pk=worker)
-        .annotate(held=Count("leases", filter=Q(leases__state__in=HELD)))
-        .filter(held__lt=F("slots"))
-    )
-    return any(set(queues) & set(w.queues or []) for w in others.only("queues"))
+    lease it holds (running, or prepared for it) takes. One statement (it rides on claims)."""
+    connection = connections[leases_db()]
+    q = connection.ops.quote_name
+    worker_t, lease_t = q(Worker._meta.db_table), q(Lease._meta.db_table)
+    held = ", ".join(f"'{state}'" for state in HELD)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT w.queues FROM {worker_t} w WHERE w.last_seen_at >= %s AND w.stopped_at IS "
+            f"NULL AND w.id <> %s AND w.slots > (SELECT COUNT(*) FROM {lease_t} l WHERE "
+            f"l.worker_id = w.id AND l.state IN ({held}))",
+            [_at(connection, now() - timedelta(seconds=alive_s)), worker],
+        )
+        found = cursor.fetchall()
+    field = Worker._meta.get_field("queues")
+    wanted = set(queues)
+    return any(wanted & set(_from_db(field, row[0], connection) or []) for row in found)
 
 
 def renew(lease: int, claim: int, lease_s: float, usage: dict[str, Any] | None) -> bool:
