@@ -280,7 +280,16 @@ def main() -> None:
     parser.add_argument(
         "--ahead", type=int, default=None, help="each worker's --prepare-ahead (default: its own)"
     )
+    parser.add_argument(
+        "--against",
+        default="",
+        help="another checkout (a git worktree, say): each round runs the job on workers of this "
+        "tree and of that one, in alternating order, and compares their figures (no in-process job)",
+    )
     args = parser.parse_args()
+    if args.against:
+        compare(args)
+        return
     root = Path(tempfile.mkdtemp(prefix="scaleout-bench-"))
     make_tasks(root / "tasks", args.tasks, args.sleep)
     env = {
@@ -354,6 +363,60 @@ def main() -> None:
     out = REPO / "benchmarks" / "results" / args.out
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps({k: v for k, v in result.items() if k != "rounds"}, indent=2))
+
+
+def compare(args: argparse.Namespace) -> None:
+    """A/B: the same jobs on workers of two trees (each tree's coordinator and workers run its own
+    code, through PYTHONPATH; each its own queue), alternating which goes first."""
+    root = Path(tempfile.mkdtemp(prefix="scaleout-ab-"))
+    make_tasks(root / "tasks", args.tasks, args.sleep)
+    trees = {"this": REPO, "against": Path(args.against).resolve()}
+    base = {
+        **os.environ,
+        "BENCHFLOW_HOME": str(root / "state"),
+        "BENCHFLOW_REDIS_URL": REDIS,
+        "PYTHONUNBUFFERED": "1",
+    }
+    base.pop("DATABASE_URL", None)
+    os.environ.update({"BENCHFLOW_HOME": base["BENCHFLOW_HOME"]})
+    os.environ.pop("DATABASE_URL", None)
+    if args.database:
+        base["DATABASE_URL"] = os.environ["DATABASE_URL"] = args.database
+    from benchflow_site.django_setup import setup_django
+
+    setup_django()
+    envs, workers = {}, []
+    for name, tree in trees.items():
+        envs[name] = {
+            **base,
+            "PYTHONPATH": str(tree),
+            "BENCHFLOW_QUEUE": f"bench-{name}-{uuid.uuid4().hex[:8]}",
+        }
+        (root / name).mkdir()
+        (root / name / "tasks").symlink_to(root / "tasks")
+        workers += start_workers(envs[name], root / name, args.ahead)
+    figures: dict[str, list[float]] = {name: [] for name in trees}
+    try:
+        for name in trees:  # images built and caches warm for both
+            run_job("workers", envs[name], root / name, args.tasks)
+        for i in range(args.rounds):
+            order = list(trees) if i % 2 == 0 else list(reversed(trees))
+            measured: dict[str, Any] = {}
+            for name in order:
+                job, elapsed, _ = run_job("workers", envs[name], root / name, args.tasks)
+                measured[name] = {"elapsed_s": elapsed, **lease_figures(job)}
+                figures[name].append(measured[name]["dispatch_overhead_ms_median"])
+            print(json.dumps({"round": i + 1, **measured}), flush=True)
+    finally:
+        for w in workers:
+            w.terminate()
+        for w in workers:
+            w.wait(60)
+    for name, tree in trees.items():
+        print(
+            f"{name} ({tree}): dispatch overhead {figures[name]} ms, median "
+            f"{statistics.median(figures[name])}"
+        )
 
 
 if __name__ == "__main__":
