@@ -183,6 +183,11 @@ CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 # gets a second delivery, which finds its lease held and does nothing).
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# Celery's Django fixup closes the worker thread's database connections before and after each
+# task unless they may be reused this many times: every claim would open a new one (on PostgreSQL a
+# server process, 30 ms and more on a busy machine). They are reused; the worker recycles them by
+# CONN_MAX_AGE, or after an error, before each claim (runs.workers.execute.claim_lease).
+CELERY_DB_REUSE_MAX = 1_000_000
 
 # The job folders `bench view` shows (os.pathsep-separated; each a job or a jobs folder); empty:
 # every job in the index (`bench serve`).

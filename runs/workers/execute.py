@@ -314,9 +314,14 @@ def claim_lease(
 ) -> tuple[int, LeaseInfo, bool | None] | None:
     """The claim, what the lease names and, when it would wait for a slot here, whether another
     worker has one free; None when another worker holds it, it ended, or its coordinator is gone.
-    Blocking: in the Celery thread that got the lease's id."""
+    Blocking: in the Celery thread that got the lease's id, whose database connection lives on
+    between attempts (Celery's per-task close is off: settings.CELERY_DB_REUSE_MAX); one past
+    CONN_MAX_AGE or broken by an error is replaced here."""
+    from django.db import close_old_connections
+
     from runs.workers.context import INFO_FIELDS, info_of
 
+    close_old_connections()
     taken = leases.claim_reading(lease, worker, lease_s(), dispatcher_stale_s(), INFO_FIELDS)
     if taken is None:
         return None

@@ -402,3 +402,65 @@ async def test_the_end_of_a_job_does_not_wait_for_ever_on_a_task_that_ignores_it
     await asyncio.gather(closing, runner._tasks[0])
     # then it closed after waiting its bound, the stubborn task still going
     assert done == {closing} and stubborn_left
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_celery_thread_keeps_its_database_connection_from_one_attempt_to_the_next(monkeypatch):
+    # Celery's Django fixup closes the task thread's connections before and after each task
+    # unless reuse is allowed: every claim would open a new one (a server process on PostgreSQL)
+    from celery.fixups.django import DjangoWorkerFixup
+    from django.db import connections
+
+    from benchflow_site.celery import app
+    from runs.databases import leases_db
+    from runs.workers.celery_tasks import run_attempt
+
+    connection = connections[leases_db()]
+    closed: list[str] = []
+    monkeypatch.setattr(connection, "close", lambda: closed.append(connection.alias))
+    fixup = DjangoWorkerFixup(app)
+    for _ in range(3):  # three tasks, each closed around
+        fixup.on_task_prerun(sender=run_attempt)
+        fixup.on_task_postrun(sender=run_attempt)
+    assert closed == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_claim_replaces_a_connection_past_its_age_and_reads_the_lease(monkeypatch):
+    import time as clock
+
+    from django.db import connections
+
+    from runs.databases import leases_db
+    from runs.workers.execute import claim_lease
+
+    d = leases.open_dispatcher("/jobs/j", "/work", "q", {"agent": "oracle"}, slots=2)
+    lease = leases.create(
+        d,
+        job_path="/jobs/j",
+        trial_name="hello",
+        task_name="hello",
+        task_path="/tasks/hello",
+        trial_index=0,
+        attempt=1,
+        env_digest="",
+        enqueue=lambda _: None,
+    )
+    worker = leases.register_worker("host:1", 1, ["q"])
+    connection = connections[leases_db()]
+    connection.ensure_connection()
+    connection.close_at = clock.monotonic() - 1  # past CONN_MAX_AGE
+    closed: list[str] = []
+    close = connection.close
+    monkeypatch.setattr(connection, "close", lambda: (closed.append("closed"), close()))
+    taken = claim_lease(lease, worker, would_wait=False)
+    assert closed == ["closed"]  # (an in-memory test database stays open: SQLite's wrapper)
+    assert taken is not None
+    claim, info, elsewhere = taken
+    assert (claim, elsewhere) == (1, None)
+    assert (info.trial_name, info.cwd, info.queue, info.settings) == (
+        "hello",
+        "/work",
+        "q",
+        {"agent": "oracle"},
+    )
