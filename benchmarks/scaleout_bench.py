@@ -95,6 +95,13 @@ def start_workers(
     raise SystemExit("the workers did not start; see worker-*.log in " + str(cwd))
 
 
+def stop_workers(workers: list[subprocess.Popen[bytes]]) -> None:
+    for w in workers:
+        w.terminate()
+    for w in workers:
+        w.wait(60)
+
+
 def run_job(mode: str, env: dict[str, str], cwd: Path, n: int) -> tuple[Path, float, float]:
     jobs = cwd / f"jobs-{mode}"
     flag = "on" if mode == "workers" else "off"
@@ -327,10 +334,7 @@ def main() -> None:
             rounds.append(measured)
             print(json.dumps({"round": i + 1, **measured}), flush=True)
     finally:
-        for w in workers:
-            w.terminate()
-        for w in workers:
-            w.wait(60)
+        stop_workers(workers)
     result = {
         "tasks": args.tasks,
         "sleep_s": args.sleep,
@@ -408,10 +412,7 @@ def compare(args: argparse.Namespace) -> None:
                 figures[name].append(measured[name]["dispatch_overhead_ms_median"])
             print(json.dumps({"round": i + 1, **measured}), flush=True)
     finally:
-        for w in workers:
-            w.terminate()
-        for w in workers:
-            w.wait(60)
+        stop_workers(workers)
     for name, tree in trees.items():
         print(
             f"{name} ({tree}): dispatch overhead {figures[name]} ms, median "
