@@ -19,7 +19,18 @@ EXAMPLES = REPO / "examples" / "tasks"
 collect_ignore_glob = ["tasksets/*"]
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--database-only",
+        action="store_true",
+        help="run only the tests whose behaviour depends on the database: those that use the "
+        "ORM in process (django_db) and those marked `database` (a process they start "
+        "coordinates through it, or they check what it wrote there); the suite's second pass, "
+        "on PostgreSQL, runs these alone",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A database test may use every database: on SQLite the leases are a file of their own
     (settings.py), read by pages as much as by workers, and the two are one database to a user."""
     by_fixture = {"db", "transactional_db", "live_server"}  # what pytest-django reads as a mark
@@ -31,6 +42,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if "databases" not in kwargs:
             kwargs = {**kwargs, "databases": "__all__"}
             item.add_marker(pytest.mark.django_db(*args, **kwargs), append=False)
+    if config.getoption("--database-only"):
+        keep = [
+            i
+            for i in items
+            if i.get_closest_marker("django_db") or i.get_closest_marker("database")
+        ]
+        config.hook.pytest_deselected(items=[i for i in items if i not in keep])
+        items[:] = keep
 
 
 @pytest.fixture(scope="session")

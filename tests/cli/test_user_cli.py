@@ -6,7 +6,12 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import REPO, run_bench
+
+# users and their groups live in the database
+pytestmark = pytest.mark.database
 
 
 def _role_and_login(env, name, password):

@@ -13,6 +13,9 @@ import pytest
 from tests.conftest import run_bench
 from tests.jobfolders import result_doc, write_attempt, write_job, write_summary
 
+# bench view indexes the folders it is given and serves pages from the index
+pytestmark = pytest.mark.database
+
 
 def test_a_busy_port_is_named_with_its_fix(tmp_path, bench_env):
     (tmp_path / "jobs").mkdir()

@@ -12,7 +12,7 @@ import pytest
 from tests.conftest import EXAMPLES, make_agent
 from tests.e2e.browser import Viewer
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.database]
 
 
 @pytest.fixture

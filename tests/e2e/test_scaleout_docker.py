@@ -17,7 +17,7 @@ import pytest
 from tests.conftest import job_dirs, make_agent, only_result, results_of, run_args, write_task
 from tests.e2e.scaleout import Cluster, PrivateRedis, wait_for, worker_name
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.database]
 
 SLIM = "FROM debian:bookworm-slim\nWORKDIR /app\n"
 PYTHON = "FROM python:3.11-slim\nWORKDIR /app\n"

@@ -14,7 +14,7 @@ import pytest
 from tests.conftest import EXAMPLES, job_dirs, make_agent
 from tests.operate.server import containers_of
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.database]
 
 
 def _start(tmp_path, env, agent):

@@ -11,7 +11,7 @@ import pytest
 
 from tests.operate.server import Served
 
-pytestmark = [pytest.mark.browser]
+pytestmark = [pytest.mark.browser, pytest.mark.database]
 
 JOB = "2026-12-02__12-00-00"
 

@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import run_bench
 from tests.operate.server import Served, containers_of
 
-pytestmark = [pytest.mark.browser, pytest.mark.docker]
+pytestmark = [pytest.mark.browser, pytest.mark.docker, pytest.mark.database]
 
 
 @pytest.fixture

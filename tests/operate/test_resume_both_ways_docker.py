@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import EXAMPLES, REPO, run_bench
 from tests.operate.server import PASSWORD, Served, containers_of
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.database]
 
 
 @pytest.fixture
