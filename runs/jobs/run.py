@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from runs import events as ev
+from runs import secrets
 from runs.agents.base import Agent
 from runs.gateway import ModelGateway
+from runs.host_env import NO_HOST_ENV, HostEnv
 from runs.jobfolder import CANCEL_REQUEST, JobLock, read_json, write_json
 from runs.jobs.budgets import JobBudget
 from runs.jobs.console import Reporter
@@ -41,6 +43,7 @@ from runs.trials.attempt import AttemptRunner
 from runs.workers.channel import Channel
 from runs.workers.choose import ScaleOut
 from runs.workers.dispatch import RemoteRunner
+from runs.workers.sealed import Sealed
 
 SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143}
 
@@ -83,6 +86,7 @@ class JobRun:
         gateway: ModelGateway | None = None,
         bus: ev.Bus | None = None,
         scale_out: ScaleOut | None = None,
+        host: HostEnv = NO_HOST_ENV,
     ):
         self.spec, self.tasks, self.agent, self.reporter, self.client = (
             spec,
@@ -93,6 +97,7 @@ class JobRun:
         )
         self.gateway = gateway
         self.scale_out = scale_out  # the attempts run on `bench worker` processes
+        self.host = host  # what the tasks' ${VAR}s read here: its workers get it sealed
         self.bus = bus or ev.Bus(reporter)
         self.live: set[Sandbox] = set()
         self.signals: list[str] = []
@@ -231,7 +236,11 @@ class JobRun:
                 )
             return None, []
         s = self.scale_out
-        remote = RemoteRunner(job_dir, self.bus.emit, s.broker, Channel(s.redis_url), s.queue)
+        secret = {k: spec.agent_env[k] for k in secrets.secret_keys(spec.agent_env)}
+        sealed = Sealed(agent_env=secret, host_env=dict(self.host.values))
+        remote = RemoteRunner(
+            job_dir, self.bus.emit, s.broker, Channel(s.redis_url), s.queue, sealed
+        )
         adopted = await remote.open(Path.cwd(), spec.recorded(), spec.concurrency)
         return remote, adopted
 

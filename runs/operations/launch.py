@@ -99,8 +99,9 @@ def _busy_problems(spec: RunSpec) -> list[Problem]:
 
 
 def check_spec(spec: RunSpec, gateway: ModelGateway | None) -> Checked:
-    """`bench run`'s own check (check_run), then the engine and the job's lock."""
-    found = check_run(spec, gateway)
+    """`bench run`'s own check (check_run, as for a job launched from `bench serve`), then the
+    engine and the job's lock."""
+    found = check_run(spec, gateway, on_server=True)
     problems = list(found.problems)
     if not problems and not found.tasks:
         problems.append(no_tasks(spec))
