@@ -84,6 +84,27 @@ class ProxyGateway:
             )
         )
 
+    def register_judge(
+        self,
+        *,
+        verification_id: str,
+        key_vars: Sequence[str],
+        log_path: Path,
+        secrets: Sequence[str] = (),
+    ) -> str:
+        from proxy.providers import provider_of_key
+        from proxy.registry import Attempt
+
+        return self.server.registry.register(
+            Attempt(
+                attempt_id=verification_id,
+                model=None,
+                log_path=log_path,
+                provider=next((p for v in key_vars if (p := provider_of_key(v))), None),
+                secrets=list(secrets),
+            )
+        )
+
     def unregister(self, key: str) -> Any:
         return self.server.registry.unregister(key)
 

@@ -40,6 +40,7 @@ from runs.sandboxes.owners import reap_orphans
 from runs.spec import RunSpec
 from runs.tasks.load import Task
 from runs.trials.attempt import AttemptRunner
+from runs.trials.judge import needs_judge
 from runs.workers.channel import Channel
 from runs.workers.choose import ScaleOut
 from runs.workers.dispatch import RemoteRunner
@@ -155,6 +156,7 @@ class JobRun:
             return budgets[repeat]
 
         budget = budget_for(0)
+        judges: ModelGateway | None = None
         runner: AttemptRunner | RemoteRunner
         in_flight: Callable[[str], int]
         usage_of: Callable[[str], Any]
@@ -168,7 +170,10 @@ class JobRun:
         else:
             factory = SandboxFactory(self.client, job_dir.name, str(job_dir.resolve()))
             proxy, agent = await self._start_proxy()
-            runner = AttemptRunner(spec, agent, factory, job_dir, bus.emit, self.live, proxy)
+            judges = await self._judge_gateway(proxy)
+            runner = AttemptRunner(
+                spec, agent, factory, job_dir, bus.emit, self.live, proxy, judges
+            )
             warm, uses_model = spec.warm_pool, proxy is not None
             in_flight = proxy.in_flight if proxy is not None else (lambda _key: 0)
             usage_of = proxy.usage if proxy is not None else (lambda _key: None)
@@ -216,6 +221,8 @@ class JobRun:
             runner.remove_never_started()
             if proxy is not None:
                 await proxy.stop()
+            elif judges is not None:
+                await judges.stop()
             if remote is not None:
                 await remote.close()
         return self._finish(choice, plan, budgets, coordinator, time.monotonic() - t0)
@@ -241,7 +248,11 @@ class JobRun:
         remote = RemoteRunner(
             job_dir, self.bus.emit, s.broker, Channel(s.redis_url), s.queue, sealed
         )
-        adopted = await remote.open(Path.cwd(), spec.recorded(), spec.concurrency)
+        # `judged`: its workers start their model proxy for the verifiers that ask for a model
+        judged = any(needs_judge(t) for t in self.tasks)
+        adopted = await remote.open(
+            Path.cwd(), {**spec.recorded(), "judged": judged}, spec.concurrency
+        )
         return remote, adopted
 
     async def _start_proxy(self) -> tuple[ModelGateway | None, Agent]:
@@ -250,6 +261,15 @@ class JobRun:
             return None, self.agent
         port = await self.gateway.start()
         return self.gateway, self.agent.with_proxy(f"http://127.0.0.1:{port}")
+
+    async def _judge_gateway(self, proxy: ModelGateway | None) -> ModelGateway | None:
+        """The gateway verifiers that ask for a model reach it through (runs/trials/judge.py):
+        the agent's, or started for them alone; None when no task's verifier asks."""
+        if self.gateway is None or not any(needs_judge(t) for t in self.tasks):
+            return None
+        if proxy is None:
+            await self.gateway.start()
+        return self.gateway
 
     async def _cancel_requested(self, job_dir: Path) -> None:
         """A cancel from another machine (the dashboard's, on a shared jobs folder) is a file in

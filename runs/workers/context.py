@@ -160,14 +160,17 @@ async def build_context(
         await asyncio.get_running_loop().run_in_executor(None, agent.install, emit)
     except AgentError as exc:
         raise WorkerSetupError(f"-a {spec.agent} on this worker: {exc}") from None
-    proxy = None
+    proxy = judges = None
     if agent.calls_proxy():
         if gateway is None:
             raise WorkerSetupError("this worker has no model gateway for -m")
         port = await gateway_port()
         agent, proxy = agent.with_proxy(f"http://127.0.0.1:{port}"), gateway
+    if info.settings.get("judged") and gateway is not None:  # a verifier asks for a model
+        await gateway_port()
+        judges = gateway
     live: set[Sandbox] = set()
     factory = SandboxFactory(client, job_dir.name, str(job_dir.resolve()))
-    runner = AttemptRunner(spec, agent, factory, job_dir, emit, live, proxy)
+    runner = AttemptRunner(spec, agent, factory, job_dir, emit, live, proxy, judges)
     host = sealed_host_env(sealed.host_env if sealed is not None else {})
     return JobContext(runner, live, host=host)
