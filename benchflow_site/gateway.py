@@ -29,6 +29,14 @@ class ProxyGateway:
         except ProviderError as exc:
             return [f"-m/--model: {exc}"]
         problems = []
+        if route.is_mock and route.model.startswith("script:"):
+            from proxy.mock import load_script
+
+            try:
+                load_script(route.model.split(":", 1)[1])
+            except (OSError, ValueError) as exc:
+                why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+                problems.append(f"-m {model}: {why}; fix: pass mock/script:FILE with a reply script")
         if protocol and not route.serves(protocol):
             served = ", ".join(API_NAMES[p] for p in sorted(route.protocols))
             problems.append(

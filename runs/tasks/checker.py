@@ -13,7 +13,7 @@ from typing import Any
 
 from runs.env_names import env_problem
 from runs.host_env import NO_HOST_ENV, HostEnv
-from runs.secrets import MODEL_KEY_VARS, is_secret
+from runs.secrets import MODEL_KEY_VARS
 
 _EXAMPLES = {"cpus": 2, "memory_mb": 2048, "token_budget": 200000, "turn_budget": 50}
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -146,7 +146,7 @@ class Checker:
         verifier's env (`judge`) its ${VAR} is kept for runs/trials/judge.py, which puts a token
         of the verification's own there; anywhere else it is a problem. The verifier runs in the
         sandbox the agent had (`agent_sees` is false only for a separate one): an allowed value
-        that looks secret is warned about.
+        given to it is warned about.
         """
         out: dict[str, str] = {}
         for name, raw in self.table(table, key, None, f"{where}.").items():
@@ -160,7 +160,7 @@ class Checker:
                 continue
             out[name] = _ENV_REF.sub(functools.partial(self._variable, at=dotted, judge=judge), raw)
             read = [m[1] for m in _ENV_REF.finditer(raw) if m[1] in self.host.values]
-            if judge and agent_sees and any(is_secret(v, self.host.values[v]) for v in read):
+            if judge and agent_sees and read:
                 self.warn(
                     dotted,
                     f"{', '.join(read)} from this machine is given to the verifier, which runs in "
