@@ -14,8 +14,8 @@ import pytest
 from benchflow_site.gateway import ProxyGateway
 from runs.index.rows import attempt_fields
 from runs.results.trial_result import AgentUsage
-from runs.trials.judge import JudgeAccess, judge_env, judge_vars
 from runs.tasks.config import VerifierConfig
+from runs.trials.judge import JudgeAccess, judge_env, judge_vars
 from tests.conftest import trial_result
 
 HOST_KEY = "sk-host-openai-0123456789abcdef0123456789"
