@@ -36,7 +36,9 @@ class ProxyGateway:
                 load_script(route.model.split(":", 1)[1])
             except (OSError, ValueError) as exc:
                 why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-                problems.append(f"-m {model}: {why}; fix: pass mock/script:FILE with a reply script")
+                problems.append(
+                    f"-m {model}: {why}; fix: pass mock/script:FILE with a reply script"
+                )
         if protocol and not route.serves(protocol):
             served = ", ".join(API_NAMES[p] for p in sorted(route.protocols))
             problems.append(

@@ -237,7 +237,8 @@ class RunSpec:
     )
     agent_env: dict[str, str] = option(
         flags=("--agent-env", "--ae"),
-        help="environment for the agent (repeat); secret-looking values are never recorded",
+        help="environment for the agent (repeat); secret-looking values are never recorded, "
+        "names that make a shell or loader run code (BASH_FUNC_*, LD_*, ...) are refused",
         parse=env_pair,
         metavar="KEY=VALUE",
         kind="env",
@@ -246,8 +247,8 @@ class RunSpec:
     allow_env: list[str] = option(
         flags=("--allow-env",),
         help="let a task's ${NAME} read NAME from this machine's environment (repeat; also "
-        "$BENCHFLOW_ALLOW_ENV, comma-separated); a task naming one not allowed is refused, a "
-        "model provider's key never is",
+        "$BENCHFLOW_ALLOW_ENV, comma-separated); a task naming one not allowed is refused, and "
+        "a model provider's key is never allowed",
         parse=allowed_name,
         metavar="NAME",
         kind="list",
