@@ -59,11 +59,10 @@ def spec_from_payload(body: Mapping[str, Any]) -> RunSpec:
 def _file_under_root(text: str, where: paths.Roots) -> Path | None:
     """A file named on the launch form, fully resolved (every symlink, the file's own too), when
     it is a regular file under a task root; else None."""
+    if not where.task_roots:
+        return None
     given = Path(text)
-    candidate = (
-        given if given.is_absolute() else where.task_roots[0] / given if where.task_roots else given
-    )
-    resolved = candidate.resolve()
+    resolved = (given if given.is_absolute() else where.task_roots[0] / given).resolve()
     if not resolved.is_file() or not any(paths.under(resolved, r) for r in where.task_roots):
         return None
     return resolved

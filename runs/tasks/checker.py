@@ -158,7 +158,9 @@ class Checker:
                 fix = f'quote it: {name} = "{raw}"'
                 self.add(dotted, f"must be a string, got {_kind(raw)}", fix)
                 continue
-            out[name] = _ENV_REF.sub(functools.partial(self._variable, at=dotted, judge=judge), raw)
+            out[name] = _ENV_REF.sub(
+                functools.partial(self._variable, dotted=dotted, judge=judge), raw
+            )
             read = [m[1] for m in _ENV_REF.finditer(raw) if m[1] in self.host.values]
             if judge and agent_sees and read:
                 self.warn(
@@ -169,8 +171,8 @@ class Checker:
                 )
         return out
 
-    def _variable(self, m: re.Match[str], *, at: str, judge: bool) -> str:
-        dotted = at
+    def _variable(self, m: re.Match[str], *, dotted: str, judge: bool) -> str:
+        """What one ${VAR} of the field `dotted` becomes (a problem added when it may not)."""
         var, default = m[1], m[2]
         if var in MODEL_KEY_VARS:
             if judge:
