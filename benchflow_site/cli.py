@@ -93,6 +93,15 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="TASKS",
         help="a task folder, a folder of tasks, or a folder holding tasks/",
     )
+    check.add_argument(
+        "--allow-env",
+        action="append",
+        default=[],
+        type=run_spec.argparse_type(run_spec.allowed_name),
+        metavar="NAME",
+        help="let a task's ${NAME} read NAME from this machine's environment, as bench run "
+        "--allow-env does (repeat; also $BENCHFLOW_ALLOW_ENV)",
+    )
 
     explain = sub.add_parser("explain", help="explain an error class (bench explain trial_budget)")
     explain.add_argument("error_class", metavar="CLASS", nargs="?")
@@ -189,12 +198,16 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
+    from runs.host_env import host_env, setting_problems
     from runs.sandboxes.engine import engine_running
     from runs.task_check import check_tasks
     from runs.tasks.load import TaskError
 
     if args.tasks_command != "check":
         raise UserError("bench tasks needs a verb: bench tasks check TASKS")
+    if problems := setting_problems():
+        raise UserError("; ".join(problems))
+    host = host_env(args.allow_env)
     client = None
     if engine_running():
         from runs.sandboxes.docker import connect
@@ -207,7 +220,7 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     reports = []
     for root in args.tasks:
         try:
-            reports += check_tasks(root, client)
+            reports += check_tasks(root, client, host)
         except TaskError as exc:
             raise UserError("; ".join(str(p) for p in exc.problems)) from None
     for report in reports:

@@ -29,6 +29,16 @@ class ProxyGateway:
         except ProviderError as exc:
             return [f"-m/--model: {exc}"]
         problems = []
+        if route.is_mock and route.model.startswith("script:"):
+            from proxy.mock import load_script
+
+            try:
+                load_script(route.model.split(":", 1)[1])
+            except (OSError, ValueError) as exc:
+                why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+                problems.append(
+                    f"-m {model}: {why}; fix: pass mock/script:FILE with a reply script"
+                )
         if protocol and not route.serves(protocol):
             served = ", ".join(API_NAMES[p] for p in sorted(route.protocols))
             problems.append(
@@ -80,6 +90,27 @@ class ProxyGateway:
                 turn_budget=turn_budget,
                 solution_text=solution_text,
                 on_budget_spent=on_budget_spent,
+                secrets=list(secrets),
+            )
+        )
+
+    def register_judge(
+        self,
+        *,
+        verification_id: str,
+        key_vars: Sequence[str],
+        log_path: Path,
+        secrets: Sequence[str] = (),
+    ) -> str:
+        from proxy.providers import provider_of_key
+        from proxy.registry import Attempt
+
+        return self.server.registry.register(
+            Attempt(
+                attempt_id=verification_id,
+                model=None,
+                log_path=log_path,
+                provider=next((p for v in key_vars if (p := provider_of_key(v))), None),
                 secrets=list(secrets),
             )
         )

@@ -16,13 +16,43 @@ from runs.problems import UserError
 from runs.spec import argparse_type, non_negative_int, positive_int
 
 
+def pass_name(text: str) -> str:
+    """--pass-env NAME: a plain name that runs no code, and no model provider's key."""
+    from runs.env_names import name_problem
+    from runs.secrets import MODEL_KEY_VARS
+
+    name = text.strip()
+    if why := name_problem(name):
+        raise ValueError(why)
+    if name in MODEL_KEY_VARS:
+        raise ValueError(
+            f"{name} is a model provider's key: it stays with this worker's model proxy and never "
+            "enters a sandbox"
+        )
+    return name
+
+
+def passed_values(names: list[str]) -> dict[str, str]:
+    """This worker's values of the names its admin passes; a name not set is a mistake."""
+    unset = [n for n in names if n not in os.environ]
+    if unset:
+        raise UserError(
+            f"--pass-env {unset[0]}: not set in this worker's environment; fix: export "
+            f"{unset[0]}=... before `bench worker`, or drop the flag"
+        )
+    return {n: os.environ[n] for n in names}
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     worker = sub.add_parser(
         "worker",
         help="run the attempts that bench run sends through Redis (scale-out)",
         description="Take attempts from the queue on BENCHFLOW_REDIS_URL and run them here in "
         "Docker, as bench run does in process. Needs the jobs and tasks folders at the same paths "
-        "as where bench run runs, and the same database (DATABASE_URL) when on another machine. "
+        "as where bench run runs, and the same database (DATABASE_URL) and secret key "
+        "(BENCHFLOW_SECRET_KEY: a job's secrets reach its workers sealed with it) when on another "
+        "machine. Nothing of this worker's environment enters a sandbox but what --pass-env names "
+        "(and its Claude login where BENCHFLOW_ALLOW_CLAUDE_LOGIN=1). "
         "Logs a line for each attempt it starts and ends. Ctrl-C takes nothing more and lets "
         "the attempts it holds (running or prepared) finish; a second Ctrl-C stops them (they "
         "run again elsewhere).",
@@ -53,6 +83,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     worker.add_argument(
         "--name", default="", help="this worker's name on the dashboard (default: HOST:PID)"
     )
+    worker.add_argument(
+        "--pass-env",
+        action="append",
+        default=[],
+        type=argparse_type(pass_name),
+        metavar="NAME",
+        help="give a job's secret --agent-env NAME this worker's own value when the job's own "
+        "did not reach it (repeat); no other variable of this worker's environment enters a "
+        "sandbox, and a model provider's key never does",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -70,6 +110,7 @@ def run(args: argparse.Namespace) -> int:
     if (why := redis_answers(url)) is not None:
         raise UserError(f"Redis at {url} does not answer ({why}); fix: start it", exit_code=1)
     queues = [q.strip() for q in (args.queues or config.queue()).split(",") if q.strip()]
+    pass_env = passed_values(args.pass_env)
     client = docker_client()
     setup_django()
 
@@ -93,6 +134,7 @@ def run(args: argparse.Namespace) -> int:
         gateway=ProxyGateway(),
         redis_url=url,
         emit=WorkerReporter(),
+        pass_env=pass_env,
     )
     # Celery warns a root worker off; Docker's socket needs root here, and the worker runs no
     # pickled messages (JSON only)

@@ -90,6 +90,18 @@ def upstream_key_vars() -> set[str]:
     return {p.key_var for p in PROVIDERS.values() if p.key_var}
 
 
+def provider_of_key(key_var: str) -> str | None:
+    """The provider whose key `key_var` holds (ANTHROPIC_AUTH_TOKEN counts as Anthropic's)."""
+    if key_var == "ANTHROPIC_AUTH_TOKEN":
+        return "anthropic"
+    return next((name for name, p in PROVIDERS.items() if p.key_var == key_var), None)
+
+
+def is_claude_name(model: str) -> bool:
+    """A bare Claude alias or id, which routes to Anthropic with no prefix."""
+    return model in CLAUDE_ALIASES or model.startswith("claude-")
+
+
 def split_model(model: str) -> tuple[str, str]:
     """(provider, upstream model) by prefix; bare Claude ids and aliases mean Anthropic."""
     model = model.strip()

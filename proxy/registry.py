@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from proxy.prices import Price, cost_usd, price_for
-from proxy.providers import Route, resolve_model
+from proxy.providers import Route, is_claude_name, resolve_model
 from proxy.usage import Usage
 
 log = logging.getLogger(__name__)
@@ -39,6 +39,8 @@ class Attempt:
     solution_text: str | None = None  # mock/oracle: the task's solution script
     script_replies: list[dict[str, Any]] | None = None  # mock/script: replies, in order
     on_budget_spent: Callable[[str], object] | None = None  # called once, with attempt_id
+    # for a key without a model (a judge's): where a request's bare model name ("gpt-4o") goes
+    provider: str | None = None
     # values its agent was given: redacted from the log
     secrets: list[str] = field(default_factory=list)
 
@@ -213,6 +215,8 @@ class Registry:
         """The attempt's route, or for a key without one, the route of the requested model."""
         if state.route is not None:
             return state.route, state.price
+        if state.spec.provider and "/" not in model and not is_claude_name(model):
+            model = f"{state.spec.provider}/{model}"
         hit = self._routes.get(model)
         if hit is None:
             hit = (resolve_model(model, self.env), price_for(model, self.env))

@@ -128,6 +128,16 @@ class AgentLacks(Event):
 
 
 @dataclass(frozen=True)
+class LoginLent(Event):
+    """The agent will hold this machine's Claude login (a `bench run` on one's own machine): said
+    before the job starts. `held` names the file or variable, never its value."""
+
+    agent: str
+    model: str
+    held: str
+
+
+@dataclass(frozen=True)
 class ResourcesReduced(Event):
     """A task asks for more CPUs or memory than this machine has: it runs with what there is."""
 

@@ -42,6 +42,19 @@ class ModelGateway(Protocol):
         """A key of the attempt's own; its calls are counted, priced, logged and budgeted. The
         `secrets` values (what the trial's agent was given) are redacted from its log."""
 
+    def register_judge(
+        self,
+        *,
+        verification_id: str,
+        key_vars: Sequence[str],
+        log_path: Path,
+        secrets: Sequence[str] = ...,
+    ) -> str:
+        """A token of one verification's own (runs/trials/judge.py): its calls route by the
+        model each names (a bare name to the provider of the first of `key_vars`, the provider
+        keys the verifier asked for), are counted apart from the agent's and logged to
+        `log_path`; unregister() ends it."""
+
     def unregister(self, key: str) -> Any:
         """Forget the key; returns the attempt's usage (tokens, turns, cost, budget stop, errors)."""
 

@@ -150,6 +150,8 @@ class Attempt(models.Model):
     n_turns = models.IntegerField(null=True, blank=True)  # model calls the proxy forwarded
     n_tool_calls = models.IntegerField(default=0)
     trial_budget = models.JSONField(null=True, blank=True)  # result.json's block, as written
+    # result.json's verifier_usage: the verifier's own model calls (a judge), apart from the agent's
+    verifier_usage = models.JSONField(null=True, blank=True)
     timing = models.JSONField(null=True, blank=True)  # phase -> seconds
     phase = models.CharField(max_length=40, blank=True, default="")
     last_tool_call = models.TextField(blank=True, default="")

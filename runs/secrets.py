@@ -23,6 +23,7 @@ SECRET_NAME_MARKERS = (
 _SECRET_VALUE = re.compile(
     r"(sk-[A-Za-z0-9_\-]{16,}|sk-ant-[A-Za-z0-9_\-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|xox[abpr]-[A-Za-z0-9\-]{10,}"
     r"|AKIA[0-9A-Z]{16}|eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}|-----BEGIN [A-Z ]*PRIVATE KEY"
+    r"|[A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@]+:[^/\s@]+@"  # a URL with a password
     r"|[A-Za-z0-9+/_\-]{40,})"
 )
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runs import secrets
+from runs import env_names, secrets
 from runs.problems import Problem
 
 DEFAULT_IDLE_TIMEOUT_S = 600.0
@@ -78,10 +78,26 @@ def workers_choice(text: str) -> str:
 
 
 def env_pair(text: str) -> tuple[str, str]:
+    """--agent-env KEY=VALUE: KEY a plain name that runs no code (runs/env_names.py)."""
     if "=" not in text or text.startswith("="):
         raise ValueError(f"--agent-env takes KEY=VALUE, got {text!r}")
     key, value = text.split("=", 1)
+    if why := env_names.env_problem(key, value):
+        raise ValueError(f"{why}; fix: {AGENT_ENV_FIX}")
     return key, value
+
+
+AGENT_ENV_FIX = "remove it; give the agent data under a plain name of its own"
+
+
+def allowed_name(text: str) -> str:
+    """--allow-env NAME: a host variable a task's ${NAME} may read (runs/host_env.py)."""
+    from runs.host_env import allow_problem
+
+    name = text.strip()
+    if why := allow_problem(name):
+        raise ValueError(why)
+    return name
 
 
 def argparse_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
@@ -221,11 +237,23 @@ class RunSpec:
     )
     agent_env: dict[str, str] = option(
         flags=("--agent-env", "--ae"),
-        help="environment for the agent (repeat); secret-looking values are never recorded",
+        help="environment for the agent (repeat); secret-looking values are never recorded, "
+        "names that make a shell or loader run code (BASH_FUNC_*, LD_*, ...) are refused",
         parse=env_pair,
         metavar="KEY=VALUE",
         kind="env",
         record="agent_env",
+    )
+    allow_env: list[str] = option(
+        flags=("--allow-env",),
+        help="let a task's ${NAME} read NAME from this machine's environment (repeat; also "
+        "$BENCHFLOW_ALLOW_ENV, comma-separated); a task naming one not allowed is refused, and "
+        "a model provider's key is never allowed",
+        parse=allowed_name,
+        metavar="NAME",
+        kind="list",
+        record="allow_env",
+        user_set=False,
     )
     retry_attempts: int = option(
         2,
@@ -458,4 +486,12 @@ def value_problems(spec: RunSpec) -> list[Problem]:
                 opt.parse(str(value))
             except ValueError as exc:
                 problems.append(Problem(f.name, f"{opt.name}: {exc}"))
+    for key, value in spec.agent_env.items():
+        if why := env_names.env_problem(key, value):
+            problems.append(Problem("agent_env", f"--agent-env: {why}; fix: {AGENT_ENV_FIX}"))
+    for name in spec.allow_env:
+        try:
+            allowed_name(name)
+        except ValueError as exc:
+            problems.append(Problem("allow_env", f"--allow-env: {exc}"))
     return problems

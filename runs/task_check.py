@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from runs.host_env import NO_HOST_ENV, HostEnv
 from runs.sandboxes.dockerfile_refs import explain_missing_images, missing_base_images
 from runs.tasks.load import Task, TaskError, find_task_dirs, load_task
 
@@ -26,14 +27,14 @@ class TaskReport:
         return not self.problems
 
 
-def check_tasks(root: Path, client: Any | None) -> list[TaskReport]:
+def check_tasks(root: Path, client: Any | None, host: HostEnv = NO_HOST_ENV) -> list[TaskReport]:
     """A report per task folder under root (raises TaskError when root holds none). Without a
-    Docker client the FROM images are not checked."""
+    Docker client the FROM images are not checked; ${VAR}s read what `host` allows."""
     reports = []
     for folder in find_task_dirs(root):
         report = TaskReport(folder)
         try:
-            task = load_task(folder)
+            task = load_task(folder, host)
         except TaskError as exc:
             report.problems = [str(p) for p in exc.problems]
         else:
@@ -99,7 +100,7 @@ def _compose_problems(task: Task, client: Any) -> list[str]:
         cpus=task.sandbox.cpus,
         memory_mb=task.sandbox.memory_mb,
     )
-    env = compose.interpolation_env(file, task.sandbox.env, variables)
+    env = compose.interpolation_env(task.sandbox.env, task.compose_env, variables)
     try:
         model = compose.resolve(file, file.parent, "benchflow-check", env)
     except compose.ComposeError as exc:

@@ -100,6 +100,7 @@ def context(
 
 def tasks_context(where: paths.Roots, text: str) -> dict[str, Any]:
     """The tasks the chosen folder holds, each with `bench tasks check`'s verdict (no images)."""
+    from runs.host_env import host_env
     from runs.task_check import check_tasks
     from runs.tasks.load import TaskError
 
@@ -107,7 +108,7 @@ def tasks_context(where: paths.Roots, text: str) -> dict[str, Any]:
     if not isinstance(folder, Path):
         return {"tasks": [], "tasks_problem": folder.text if folder else ""}
     try:
-        reports = check_tasks(folder, None)
+        reports = check_tasks(folder, None, host_env(on_server=True))
     except TaskError as exc:
         return {"tasks": [], "tasks_problem": "; ".join(str(p) for p in exc.problems)}
     return {"tasks": reports[:500], "tasks_problem": "", "tasks_count": len(reports)}

@@ -9,6 +9,7 @@ from runs.agents.base import Agent, AgentError
 from runs.agents.claude import ClaudeAgent, login_credentials
 from runs.agents.codex import CodexAgent
 from runs.agents.controls import NopAgent, OracleAgent, ScriptAgent
+from runs.agents.logins import login_refused
 from runs.agents.model_agent import ModelAgent
 from runs.agents.opencode import OpenCodeAgent
 
@@ -29,11 +30,19 @@ def known_agent_names() -> list[str]:
     return [*CONTROL_AGENTS, *MODEL_AGENTS, "script:PATH"]
 
 
-def resolve_agent(name: str, *, model: str | None = None, cwd: Path | None = None) -> Agent:
+def resolve_agent(
+    name: str,
+    *,
+    model: str | None = None,
+    cwd: Path | None = None,
+    login_lent_by: str | None = None,
+) -> Agent:
     """The agent for `-a NAME -m MODEL`; an unknown name raises AgentError with a did-you-mean.
 
     `-a claude` with a bare Claude alias and no API key uses this machine's Claude login, whose
-    calls go around the proxy (runs/agents/claude.py login_credentials).
+    calls go around the proxy (runs/agents/claude.py login_credentials). `login_lent_by` names
+    whose login that would be when its owner did not lend it (runs/agents/logins.py): then an
+    AgentError says so.
     """
     if name.startswith("script:"):
         path = Path(name[len("script:") :]).expanduser()
@@ -49,6 +58,8 @@ def resolve_agent(name: str, *, model: str | None = None, cwd: Path | None = Non
     canonical = ALIASES.get(name, name)
     if canonical == "claude":
         login = bool(model) and login_credentials(model or "") is not None
+        if login and login_lent_by is not None:
+            raise AgentError(login_refused(model or "", login_lent_by))
         return ClaudeAgent(model, login=login)
     if canonical in MODEL_AGENTS:
         return MODEL_AGENTS[canonical](model)

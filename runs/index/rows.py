@@ -92,6 +92,9 @@ def attempt_fields(result: Mapping[str, Any]) -> dict[str, Any]:
         "trial_budget": _json_safe(result.get("trial_budget"))
         if isinstance(result.get("trial_budget"), Mapping)
         else None,
+        "verifier_usage": _json_safe(result.get("verifier_usage"))
+        if isinstance(result.get("verifier_usage"), Mapping)
+        else None,
         "timing": _json_safe(timing) if isinstance(timing, Mapping) else None,
         "phase": "",
         "last_tool_call": _text(result.get("last_tool_call")),

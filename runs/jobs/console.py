@@ -150,6 +150,7 @@ class Reporter:
             ev.RipgrepFetching: self._ripgrep,
             ev.TasksWarned: self._tasks_warned,
             ev.AgentLacks: self._agent_lacks,
+            ev.LoginLent: self._login_lent,
             ev.ResourcesReduced: self._resources_reduced,
             ev.JobChosen: self._chosen,
             ev.JobStarted: self._started,
@@ -241,6 +242,13 @@ class Reporter:
         self.warn(
             f"warning: {e.field}: -a {e.agent} takes no {what}, so it runs without them; "
             f"claude, codex and opencode are given them ({names})"
+        )
+
+    def _login_lent(self, e: ev.LoginLent) -> None:
+        self.warn(
+            f"note: -a {e.agent} -m {e.model} runs on this machine's Claude login: the agent in "
+            f"each sandbox holds {e.held} and calls Anthropic directly, not through the proxy "
+            "(export ANTHROPIC_API_KEY, or pass -m anthropic/..., to keep it out)"
         )
 
     def _resources_reduced(self, e: ev.ResourcesReduced) -> None:

@@ -14,8 +14,10 @@ from typing import Any
 
 from runs import events as ev
 from runs.agents.base import BASE_URL_VARS, Agent, AgentError
+from runs.agents.logins import lent, shared_login_allowed
 from runs.agents.registry import resolve_agent
 from runs.gateway import ModelGateway
+from runs.host_env import NO_HOST_ENV, HostEnv, host_env, setting_problems
 from runs.jobfolder import JobLocked, read_json
 from runs.jobs.console import Reporter
 from runs.jobs.plan import trial_names
@@ -51,6 +53,7 @@ class RunCheck:
     tasks: list[Task] = field(default_factory=list)
     agent: Agent | None = None
     problems: list[Problem] = field(default_factory=list)
+    host: HostEnv = NO_HOST_ENV  # what the tasks' ${VAR}s may read here
 
 
 def _compose_problems(tasks: list[Task]) -> list[Problem]:
@@ -63,15 +66,26 @@ def _compose_problems(tasks: list[Task]) -> list[Problem]:
     return [Problem("tasks_dir", f"{with_compose[0].compose_file}: {compose.MISSING}")]
 
 
-def check_run(spec: RunSpec, gateway: ModelGateway | None = None) -> RunCheck:
-    """Tasks, agent, model and settings, all checked; nothing is created or changed."""
+def check_run(
+    spec: RunSpec, gateway: ModelGateway | None = None, *, on_server: bool = False
+) -> RunCheck:
+    """Tasks, agent, model and settings, all checked; nothing is created or changed.
+
+    `on_server`: launched from `bench serve`, by an operator who does not own this machine: the
+    tasks read only the variables the admin allowed, and the agent may not hold this machine's
+    Claude login unless the admin lends it (runs/host_env.py, runs/agents/logins.py)."""
     found = RunCheck(problems=value_problems(spec))
+    found.problems += [Problem("allow_env", text) for text in setting_problems()]
+    found.host = host_env(spec.allow_env, on_server=on_server)
     try:
-        found.tasks = load_tasks(spec.tasks_dir, spec.include, spec.exclude)
+        found.tasks = load_tasks(spec.tasks_dir, spec.include, spec.exclude, found.host)
     except TaskError as exc:
         found.problems += [Problem("tasks_dir", str(p)) for p in exc.problems]
+    lender = "the server bench serve runs on" if on_server and not shared_login_allowed() else None
     try:
-        found.agent = resolve_agent(spec.agent, model=spec.model, cwd=Path.cwd())
+        found.agent = resolve_agent(
+            spec.agent, model=spec.model, cwd=Path.cwd(), login_lent_by=lender
+        )
     except AgentError as exc:
         found.problems.append(Problem("agent", f"-a/--agent: {exc}"))
     agent = found.agent
@@ -238,10 +252,12 @@ def prepare_run(
     reporter: Reporter | None = None,
     gateway: ModelGateway | None = None,
     broker: Broker | None = None,
+    on_server: bool = False,
 ) -> int:
     """Check, install the agent (where the attempts run), then run the job, in this process or on
-    workers through `broker`; raises UserError for what stops it first."""
-    found = check_run(spec, gateway)
+    workers through `broker`; raises UserError for what stops it first. `on_server`: as
+    check_run's."""
+    found = check_run(spec, gateway, on_server=on_server)
     if found.problems:
         raise refusal(found.problems)
     if not found.tasks:
@@ -250,6 +266,8 @@ def prepare_run(
     client = docker_client()
     reporter = reporter or Reporter(quiet=spec.quiet)
     bus = ev.Bus(reporter)
+    if (held := login_held(found.agent)) is not None:
+        bus.emit(ev.LoginLent(spec.agent, spec.model or "", held))
     for event in task_warnings(found.tasks, host_resources(client), found.agent):
         bus.emit(event)
     setup_django()
@@ -266,7 +284,9 @@ def prepare_run(
     index = Index()
     bus.subscribe(index)
     try:
-        job = JobRun(spec, found.tasks, found.agent, reporter, client, gateway, bus, scale_out)
+        job = JobRun(
+            spec, found.tasks, found.agent, reporter, client, gateway, bus, scale_out, found.host
+        )
         return job.execute()
     except JobLocked as exc:
         raise UserError(
@@ -274,6 +294,16 @@ def prepare_run(
         ) from None
     finally:
         index.close()
+
+
+def login_held(agent: Agent) -> str | None:
+    """What of this machine's Claude login the agent will hold, or None when it holds none."""
+    from runs.agents.claude import login_credentials
+
+    if not agent.login or not agent.model:
+        return None
+    credentials = login_credentials(agent.model)
+    return None if credentials is None else lent(credentials)
 
 
 def resume_spec(

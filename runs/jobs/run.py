@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from runs import events as ev
+from runs import secrets
 from runs.agents.base import Agent
 from runs.gateway import ModelGateway
+from runs.host_env import NO_HOST_ENV, HostEnv
 from runs.jobfolder import CANCEL_REQUEST, JobLock, read_json, write_json
 from runs.jobs.budgets import JobBudget
 from runs.jobs.console import Reporter
@@ -38,9 +40,11 @@ from runs.sandboxes.owners import reap_orphans
 from runs.spec import RunSpec
 from runs.tasks.load import Task
 from runs.trials.attempt import AttemptRunner
+from runs.trials.judge import needs_judge
 from runs.workers.channel import Channel
 from runs.workers.choose import ScaleOut
 from runs.workers.dispatch import RemoteRunner
+from runs.workers.sealed import Sealed
 
 SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143}
 
@@ -83,6 +87,7 @@ class JobRun:
         gateway: ModelGateway | None = None,
         bus: ev.Bus | None = None,
         scale_out: ScaleOut | None = None,
+        host: HostEnv = NO_HOST_ENV,
     ):
         self.spec, self.tasks, self.agent, self.reporter, self.client = (
             spec,
@@ -93,6 +98,7 @@ class JobRun:
         )
         self.gateway = gateway
         self.scale_out = scale_out  # the attempts run on `bench worker` processes
+        self.host = host  # what the tasks' ${VAR}s read here: its workers get it sealed
         self.bus = bus or ev.Bus(reporter)
         self.live: set[Sandbox] = set()
         self.signals: list[str] = []
@@ -150,6 +156,7 @@ class JobRun:
             return budgets[repeat]
 
         budget = budget_for(0)
+        judges: ModelGateway | None = None
         runner: AttemptRunner | RemoteRunner
         in_flight: Callable[[str], int]
         usage_of: Callable[[str], Any]
@@ -163,7 +170,10 @@ class JobRun:
         else:
             factory = SandboxFactory(self.client, job_dir.name, str(job_dir.resolve()))
             proxy, agent = await self._start_proxy()
-            runner = AttemptRunner(spec, agent, factory, job_dir, bus.emit, self.live, proxy)
+            judges = await self._judge_gateway(proxy)
+            runner = AttemptRunner(
+                spec, agent, factory, job_dir, bus.emit, self.live, proxy, judges
+            )
             warm, uses_model = spec.warm_pool, proxy is not None
             in_flight = proxy.in_flight if proxy is not None else (lambda _key: 0)
             usage_of = proxy.usage if proxy is not None else (lambda _key: None)
@@ -211,6 +221,8 @@ class JobRun:
             runner.remove_never_started()
             if proxy is not None:
                 await proxy.stop()
+            elif judges is not None:
+                await judges.stop()
             if remote is not None:
                 await remote.close()
         return self._finish(choice, plan, budgets, coordinator, time.monotonic() - t0)
@@ -231,8 +243,16 @@ class JobRun:
                 )
             return None, []
         s = self.scale_out
-        remote = RemoteRunner(job_dir, self.bus.emit, s.broker, Channel(s.redis_url), s.queue)
-        adopted = await remote.open(Path.cwd(), spec.recorded(), spec.concurrency)
+        secret = {k: spec.agent_env[k] for k in secrets.secret_keys(spec.agent_env)}
+        sealed = Sealed(agent_env=secret, host_env=dict(self.host.values))
+        remote = RemoteRunner(
+            job_dir, self.bus.emit, s.broker, Channel(s.redis_url), s.queue, sealed
+        )
+        # `judged`: its workers start their model proxy for the verifiers that ask for a model
+        judged = any(needs_judge(t) for t in self.tasks)
+        adopted = await remote.open(
+            Path.cwd(), {**spec.recorded(), "judged": judged}, spec.concurrency
+        )
         return remote, adopted
 
     async def _start_proxy(self) -> tuple[ModelGateway | None, Agent]:
@@ -241,6 +261,15 @@ class JobRun:
             return None, self.agent
         port = await self.gateway.start()
         return self.gateway, self.agent.with_proxy(f"http://127.0.0.1:{port}")
+
+    async def _judge_gateway(self, proxy: ModelGateway | None) -> ModelGateway | None:
+        """The gateway verifiers that ask for a model reach it through (runs/trials/judge.py):
+        the agent's, or started for them alone; None when no task's verifier asks."""
+        if self.gateway is None or not any(needs_judge(t) for t in self.tasks):
+            return None
+        if proxy is None:
+            await self.gateway.start()
+        return self.gateway
 
     async def _cancel_requested(self, job_dir: Path) -> None:
         """A cancel from another machine (the dashboard's, on a shared jobs folder) is a file in

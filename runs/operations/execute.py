@@ -91,7 +91,9 @@ def _dispatch(
 ) -> int:
     if request.kind == "run":  # its attempts on workers when they are up (--workers auto)
         spec = spec_from_payload(request.body)
-        return prepare_run(spec, setup_django=setup_django, gateway=gateway, broker=broker)
+        return prepare_run(
+            spec, setup_django=setup_django, gateway=gateway, broker=broker, on_server=True
+        )
     if request.kind == "regrade":
         from runs.operations.regrade import run_regrade
 

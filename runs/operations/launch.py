@@ -23,6 +23,7 @@ from runs.spec import RunSpec, parse_form
 from runs.tasks.load import Task
 
 SCRIPT_PREFIX = "script:"
+MOCK_SCRIPT_PREFIX = "mock/script:"
 
 
 @dataclass
@@ -55,21 +56,52 @@ def spec_from_payload(body: Mapping[str, Any]) -> RunSpec:
     return RunSpec(**{k: v for k, v in values.items() if k in known})
 
 
+def _file_under_root(text: str, where: paths.Roots) -> Path | None:
+    """A file named on the launch form, fully resolved (every symlink, the file's own too), when
+    it is a regular file under a task root; else None."""
+    if not where.task_roots:
+        return None
+    given = Path(text)
+    resolved = (given if given.is_absolute() else where.task_roots[0] / given).resolve()
+    if not resolved.is_file() or not any(paths.under(resolved, r) for r in where.task_roots):
+        return None
+    return resolved
+
+
 def _agent_problems(agent: str, where: paths.Roots) -> tuple[str, list[Problem]]:
-    """A script agent from the browser must be a file under a task root (made absolute)."""
+    """A script agent from the browser must be a file under a task root (made absolute, with
+    symlinks resolved: a link in a root to a file elsewhere is refused)."""
     if not agent.startswith(SCRIPT_PREFIX):
         return agent, []
-    found = paths.task_folder(str(Path(agent[len(SCRIPT_PREFIX) :]).parent), where)
-    script = Path(agent[len(SCRIPT_PREFIX) :])
-    if isinstance(found, Problem):
+    script = agent[len(SCRIPT_PREFIX) :]
+    found = _file_under_root(script, where)
+    if found is None:
         return agent, [
             Problem(
                 "agent",
-                f"-a/--agent: {script} is not under a configured task root; fix: put the script "
-                "in a task root",
+                f"-a/--agent: {script} is not a file under a configured task root (a symlink "
+                "counts where it leads); fix: put the script in a task root",
             )
         ]
-    return f"{SCRIPT_PREFIX}{found / script.name}", []
+    return f"{SCRIPT_PREFIX}{found}", []
+
+
+def _model_problems(model: str, where: paths.Roots) -> tuple[str, list[Problem]]:
+    """A mock/script:FILE from the browser must be a file under a task root, as a script agent
+    must: the proxy reads the file."""
+    if not model.startswith(MOCK_SCRIPT_PREFIX):
+        return model, []
+    script = model[len(MOCK_SCRIPT_PREFIX) :]
+    found = _file_under_root(script, where)
+    if found is None:
+        return model, [
+            Problem(
+                "model",
+                f"-m/--model: {script} is not a file under a configured task root (a symlink "
+                "counts where it leads); fix: put the reply script in a task root",
+            )
+        ]
+    return f"{MOCK_SCRIPT_PREFIX}{found}", []
 
 
 def _job_name_problems(name: str | None) -> list[Problem]:
@@ -99,8 +131,9 @@ def _busy_problems(spec: RunSpec) -> list[Problem]:
 
 
 def check_spec(spec: RunSpec, gateway: ModelGateway | None) -> Checked:
-    """`bench run`'s own check (check_run), then the engine and the job's lock."""
-    found = check_run(spec, gateway)
+    """`bench run`'s own check (check_run, as for a job launched from `bench serve`), then the
+    engine and the job's lock."""
+    found = check_run(spec, gateway, on_server=True)
     problems = list(found.problems)
     if not problems and not found.tasks:
         problems.append(no_tasks(spec))
@@ -127,6 +160,10 @@ def check_launch(
     agent, agent_problems = _agent_problems(str(values.get("agent") or "").strip(), where)
     problems += agent_problems
     values["agent"] = agent
+    model, model_problems = _model_problems(str(values.get("model") or "").strip(), where)
+    problems += model_problems
+    if model:
+        values["model"] = model
     values["jobs_dir"] = str(where.jobs_dir)
     values.pop("fresh", None)
     values.pop("quiet", None)

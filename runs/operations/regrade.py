@@ -21,7 +21,7 @@ def check_regrade(job_dir: Path, trials: Collection[str] | None) -> list[Problem
     if control.is_running(job_dir):
         return [Problem("", f"{job_dir.name} is running; regrade it once it has ended")]
     try:
-        plans, refused = plan_regrade(job_dir, None, trials)
+        plans, refused = plan_regrade(job_dir, None, trials, on_server=True)
     except UserError as exc:
         return [Problem("trials", str(exc))]
     if not plans:
@@ -62,6 +62,7 @@ def run_regrade(job_dir: Path, body: Mapping[str, Any], *, by: str = "") -> int:
             emit=bus.emit,
             by=by or None,
             concurrency=int(body.get("concurrency") or 4),
+            on_server=True,
         )
     finally:
         index.close()

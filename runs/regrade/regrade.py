@@ -22,6 +22,7 @@ from typing import Any
 
 from runs.agents.base import Agent
 from runs.events import Event, Regraded, RegradeStarted
+from runs.host_env import HostEnv, host_env
 from runs.jobfolder import JobLock, JobLocked, new_job_name, read_json, write_json
 from runs.problems import UserError
 from runs.regrade.report import RegradeReport, TrialRow, change_of
@@ -125,7 +126,7 @@ def _manifest_problem(attempt_dir: Path, manifest: Mapping[str, Any]) -> str | N
 
 
 def _plan_trial(
-    attempts: list[Attempt], settings: Mapping[str, Any], tasks_dir: Path | None
+    attempts: list[Attempt], settings: Mapping[str, Any], tasks_dir: Path | None, host: HostEnv
 ) -> tuple[Attempt, _Plan | str]:
     """The trial's best attempt with saved outputs and its current task, or why it is refused."""
     saved = [a for a in attempts if (Path(a.path) / EVIDENCE / MANIFEST).is_file()]
@@ -147,7 +148,7 @@ def _plan_trial(
             f"task folder no longer exists (looked for {chosen.task} in {where}); pass --tasks-dir DIR",
         )
     try:
-        task = load_task(folder)
+        task = load_task(folder, host)
     except TaskError as exc:
         return chosen, f"task folder {folder} does not load: {exc.problems[0]}"
     if task.steps:
@@ -165,10 +166,15 @@ def _plan_trial(
 
 
 def plan_regrade(
-    job_dir: Path, tasks_dir: Path | None, only: Collection[str] | None = None
+    job_dir: Path,
+    tasks_dir: Path | None,
+    only: Collection[str] | None = None,
+    *,
+    on_server: bool = False,
 ) -> tuple[list[_Plan], list[TrialRow]]:
     """Every trial of the job (or those named in `only`): a plan to regrade it, or a refused row.
-    Reads only; writes nothing."""
+    Reads only; writes nothing. The tasks read the variables the job's run allowed (`on_server`:
+    from `bench serve`, only those the admin allows; runs/host_env.py)."""
     groups: dict[str, list[Attempt]] = {}
     for attempt in read_attempts(job_dir):
         groups.setdefault(attempt.trial_name, []).append(attempt)
@@ -180,10 +186,11 @@ def plan_regrade(
             raise UserError(f"{job_dir.name} has no trial {unknown[0]!r} with an attempt")
         groups = {name: a for name, a in groups.items() if name in only}
     settings = _read(job_dir / "evaluation.json")
+    host = host_env(settings.get("allow_env") or [], on_server=on_server)
     plans: list[_Plan] = []
     refused: list[TrialRow] = []
     for trial, attempts in sorted(groups.items()):
-        chosen, plan = _plan_trial(attempts, settings, tasks_dir)
+        chosen, plan = _plan_trial(attempts, settings, tasks_dir, host)
         if isinstance(plan, str):
             refused.append(
                 TrialRow(
@@ -373,7 +380,9 @@ async def _regrade_one(run: _Run, plan: _Plan, gate: asyncio.Semaphore) -> None:
                     error = error or f"sandbox removal failed: {exc}"
             shutil.rmtree(staging, ignore_errors=True)
             # the tests' output, with the secrets of the task's env replaced as in a run
-            redact_tree(out_dir, secret_values(task.sandbox.env, task.verifier.env))
+            redact_tree(
+                out_dir, secret_values(task.sandbox.env, task.verifier.env, task.compose_env)
+            )
             block["duration_s"] = round(time.monotonic() - t0, 1)
             _record(run, plan, block, outcome, error)
 
@@ -393,10 +402,11 @@ def regrade_job(
     emit: Emit = lambda _event: None,
     by: str | None = None,
     trials: Collection[str] | None = None,
+    on_server: bool = False,
 ) -> RegradeReport:
     """Regrade every regradable trial of a job (or only those named in `trials`); `emit` gets each
     refusal and regraded trial as it happens (runs.events.Regraded). `by` is who asked (this
-    machine's user by default).
+    machine's user by default). `on_server`: as plan_regrade's.
 
     Raises UserError when `job_dir` is no job folder. Never changes result.json.
     """
@@ -405,7 +415,9 @@ def regrade_job(
         raise UserError(f"{job_dir} is not a job folder (it does not exist)")
     created_at = datetime.now().isoformat(timespec="milliseconds")
     report = RegradeReport(job_dir, f"{new_job_name()}__{secrets.token_hex(4)}", created_at, reason)
-    plans, refused = plan_regrade(job_dir, Path(tasks_dir) if tasks_dir else None, trials)
+    plans, refused = plan_regrade(
+        job_dir, Path(tasks_dir) if tasks_dir else None, trials, on_server=on_server
+    )
     report.rows.extend(refused)
     for row in refused:
         emit(regraded(row, None))

@@ -149,6 +149,7 @@ class StepRecord:
 # Keys written only when set, in this order after the ones BenchFlow always writes.
 _OPTIONAL = (
     "steps",
+    "verifier_usage",
     "integration_failure_info",
     "idle_timeout_info",
     "usage_incomplete_info",
@@ -188,6 +189,9 @@ class TrialResult:
     timing: AttemptTiming = field(default_factory=AttemptTiming)
     # written only when set
     steps: list[StepRecord] | None = None
+    # what the verifier's own model calls used (a judge through the proxy, runs/trials/judge.py),
+    # counted apart from the agent's as BenchFlow counts a reviewer's: in no job cap
+    verifier_usage: AgentUsage | None = None
     integration_failure_info: dict[str, Any] | None = None
     idle_timeout_info: dict[str, Any] | None = None
     usage_incomplete_info: dict[str, Any] | None = None
@@ -234,7 +238,13 @@ class TrialResult:
         for key in _OPTIONAL:
             value = getattr(self, key)
             if value is not None:
-                data[key] = [s.to_json() for s in value] if key == "steps" else value
+                data[key] = (
+                    [s.to_json() for s in value]
+                    if key == "steps"
+                    else value.to_json()
+                    if isinstance(value, AgentUsage)
+                    else value
+                )
         data["timing"] = self.timing.to_json()
         return data
 
@@ -249,4 +259,6 @@ class TrialResult:
             values["trial_budget"] = TrialBudgetRecord(**data["trial_budget"])
         if data.get("steps") is not None:
             values["steps"] = [StepRecord(**s) for s in data["steps"]]
+        if data.get("verifier_usage") is not None:
+            values["verifier_usage"] = AgentUsage.from_json(data["verifier_usage"])
         return cls(**values)

@@ -34,7 +34,6 @@ MAIN = "main"
 PROJECT_LABEL = "com.docker.compose.project"
 SERVICE_LABEL = "com.docker.compose.service"
 _ENV_PASSED = ("PATH", "HOME", "DOCKER_HOST", "DOCKER_CONFIG", "DOCKER_CONTEXT", "DOCKER_CERT_PATH")
-_VAR_REF = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")
 _build_locks: dict[str, threading.Lock] = {}
 _build_locks_guard = threading.Lock()
 
@@ -114,17 +113,15 @@ def base_model() -> dict[str, Any]:
 
 
 def interpolation_env(
-    task_file: Path, task_env: dict[str, str], variables: dict[str, str]
+    task_env: dict[str, str], host_values: dict[str, str], variables: dict[str, str]
 ) -> dict[str, str]:
-    """What Compose may substitute into the task's file: Harbor's variables, the task's
-    [environment] env, and the host's variables the file names, but never a model provider's
-    key (the proxy keeps those on this machine)."""
-    from runs.secrets import MODEL_KEY_VARS
-
-    env = {k: os.environ[k] for k in _ENV_PASSED if k in os.environ}
-    named = set(_VAR_REF.findall(task_file.read_text(encoding="utf-8", errors="replace")))
-    env.update({k: os.environ[k] for k in named - MODEL_KEY_VARS if k in os.environ})
-    return {**env, **task_env, **variables}
+    """What Compose may substitute into the task's file, as its process's environment: Harbor's
+    variables, the task's [environment] env, and the variables of this machine it was allowed to
+    read (Task.compose_env, runs/host_env.py). Nothing else of this process's environment but
+    what the docker CLI itself needs, which a task's env does not replace."""
+    own = {k: os.environ[k] for k in _ENV_PASSED if k in os.environ}
+    given = {k: v for k, v in task_env.items() if not k.startswith(("DOCKER_", "COMPOSE_"))}
+    return {**host_values, **given, **variables, **own}
 
 
 def resolve(task_file: Path, env_dir: Path, project: str, env: dict[str, str]) -> dict[str, Any]:

@@ -457,7 +457,7 @@ class SandboxFactory:
                 task.compose_file,
                 env_dir,
                 name,
-                compose.interpolation_env(task.compose_file, task.sandbox.env, variables),
+                compose.interpolation_env(task.sandbox.env, task.compose_env, variables),
             )
             settings = compose.MainSettings(
                 image=image,

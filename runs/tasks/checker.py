@@ -4,13 +4,15 @@ types that runs/tasks/config.py and runs/tasks/harbor_keys.py share."""
 from __future__ import annotations
 
 import difflib
+import functools
 import math
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from runs.env_names import env_problem
+from runs.host_env import NO_HOST_ENV, HostEnv
 from runs.secrets import MODEL_KEY_VARS
 
 _EXAMPLES = {"cpus": 2, "memory_mb": 2048, "token_budget": 200000, "turn_budget": 50}
@@ -58,8 +60,9 @@ def _is_number(value: object) -> bool:
 class Checker:
     """Reads typed values out of one config file, collecting every problem instead of raising."""
 
-    def __init__(self, file: Path) -> None:
+    def __init__(self, file: Path, host: HostEnv = NO_HOST_ENV) -> None:
         self.file = file
+        self.host = host  # the variables a ${VAR} may read (runs/host_env.py)
         self.problems: list[TaskProblem] = []
         self.warnings: list[TaskWarning] = []
 
@@ -128,35 +131,67 @@ class Checker:
         return None
 
     def env(
-        self, table: dict[str, Any], key: str, where: str, agent_sees: bool = False
+        self,
+        table: dict[str, Any],
+        key: str,
+        where: str,
+        agent_sees: bool = True,
+        judge: bool = False,
+        names: bool = True,
     ) -> dict[str, str]:
-        """A dict of strings, ${VAR} and ${VAR:-default} resolved from the host environment.
+        """A dict of strings, ${VAR} and ${VAR:-default} resolved from the variables allowed here.
 
-        With `agent_sees` (the sandbox's own env) an upstream model key is refused: the proxy
-        keeps those on this machine, and the agent must not read one. The verifier's env is
-        set only while the tests run, after the agent is stopped, so a judge may have one.
+        Each name passes the rule of runs/env_names.py (`names`; HTTP headers are no env names). A
+        model provider's key is never resolved: the proxy keeps those on this machine. In the
+        verifier's env (`judge`) its ${VAR} is kept for runs/trials/judge.py, which puts a token
+        of the verification's own there; anywhere else it is a problem. The verifier runs in the
+        sandbox the agent had (`agent_sees` is false only for a separate one): an allowed value
+        given to it is warned about.
         """
         out: dict[str, str] = {}
         for name, raw in self.table(table, key, None, f"{where}.").items():
             dotted = f"{where}.{key}.{name}"
+            if names and (why := env_problem(name, raw if isinstance(raw, str) else None)):
+                self.add(dotted, why, "remove it; give the value under a plain name of its own")
+                continue
             if not isinstance(raw, str):
                 fix = f'quote it: {name} = "{raw}"'
                 self.add(dotted, f"must be a string, got {_kind(raw)}", fix)
                 continue
-            for var in (
-                m[1] for m in _ENV_REF.finditer(raw) if agent_sees and m[1] in MODEL_KEY_VARS
-            ):
-                msg = f"${{{var}}} would put a model provider's key into the sandbox, where the agent reads it"
-                fix = "remove it: agents reach their model through the proxy; a verifier that needs it can have it in [verifier] env"
-                self.add(dotted, msg, fix)
-            refs = _ENV_REF.finditer(raw)
-            for var in (m[1] for m in refs if m[1] not in os.environ and m[2] is None):
-                fix = f"export {var}=... before running, or write ${{{var}:-default}}"
-                self.add(dotted, f"${{{var}}} is not set in the environment", fix)
-            out[name] = _ENV_REF.sub(_resolve, raw)
+            out[name] = _ENV_REF.sub(
+                functools.partial(self._variable, dotted=dotted, judge=judge), raw
+            )
+            read = [m[1] for m in _ENV_REF.finditer(raw) if m[1] in self.host.values]
+            if judge and agent_sees and read:
+                self.warn(
+                    dotted,
+                    f"{', '.join(read)} from this machine is given to the verifier, which runs in "
+                    "the agent's sandbox: the agent can read it (a program it leaves there runs "
+                    "with the tests); give the verifier a model through the proxy instead",
+                )
         return out
 
-
-def _resolve(m: re.Match[str]) -> str:
-    found, default = os.environ.get(m[1], ""), m[2]
-    return default if not found and default is not None else found  # ":-" also covers "", as in sh
+    def _variable(self, m: re.Match[str], *, dotted: str, judge: bool) -> str:
+        """What one ${VAR} of the field `dotted` becomes (a problem added when it may not)."""
+        var, default = m[1], m[2]
+        if var in MODEL_KEY_VARS:
+            if judge:
+                return m[0]  # the verification's own token goes here (runs/trials/judge.py)
+            msg = f"${{{var}}} would put a model provider's key into the sandbox, where the agent reads it"
+            fix = "remove it: agents reach their model through the proxy; a verifier that needs one writes it in [verifier] env, where it gets a token of its own"
+            self.add(dotted, msg, fix)
+            return ""
+        if var in self.host.allowed:
+            found = self.host.values.get(var)
+            if found is None and default is None:
+                fix = f"export {var}=... before running, or write ${{{var}:-default}}"
+                self.add(dotted, f"${{{var}}} is allowed but not set in the environment", fix)
+            return default if not found and default is not None else (found or "")  # ":-" as sh
+        if default is not None:
+            return default  # a variable not allowed is unset here
+        msg = (
+            f"${{{var}}} reads this machine's environment, and {var} is not a variable tasks "
+            "may read here"
+        )
+        self.add(dotted, msg, self.host.how_to_allow(var))
+        return ""

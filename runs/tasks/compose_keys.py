@@ -11,13 +11,14 @@ Compose's to honour.
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from runs.env_names import env_problem
+from runs.host_env import HostEnv
 from runs.secrets import MODEL_KEY_VARS
 from runs.tasks.checker import Checker
 
@@ -90,6 +91,10 @@ def compose_problems(c: Checker, env_dir: Path, given: set[str]) -> Path | None:
 
 def _service(c: Checker, file: Path, env_dir: Path, name: str, s: dict[str, Any]) -> None:
     at = f"services.{name}"
+    for var in _environment_names(s.get("environment")):
+        if why := env_problem(var):
+            fix = "remove it; give the value under a plain name of its own"
+            c.add(f"{at}.environment.{var}", why, fix, file)
     for key, (why, fix) in REFUSED_SERVICE_KEYS.items():
         if key in s and s[key] not in (None, False, []):
             c.add(f"{at}.{key}", f"{key} is not honoured here: {why}", fix, file)
@@ -191,22 +196,49 @@ def _top_level(c: Checker, file: Path, env_dir: Path, kind: str, table: Any) -> 
             c.add(f"{at}.file", f"{spec['file']} is outside environment/", fix, file)
 
 
+def _environment_names(environment: Any) -> list[str]:
+    """The names a service's environment: sets (a mapping, or a list of NAME=VALUE / NAME)."""
+    if isinstance(environment, dict):
+        return [str(k) for k in environment]
+    if isinstance(environment, list):
+        return [str(item).split("=", 1)[0] for item in environment]
+    return []
+
+
 def _interpolation(c: Checker, file: Path, given: set[str]) -> None:
-    """${VAR}s the runner cannot give: a model provider's key (never in a sandbox) or one unset."""
+    """${VAR}s the runner cannot give: a model provider's key (never in a sandbox), one not
+    allowed (runs/host_env.py) without a default, or one allowed but unset."""
     seen: set[str] = set()
-    for m in _REF.finditer(file.read_text(encoding="utf-8")):
+    text = file.read_text(encoding="utf-8")
+    for m in _REF.finditer(text):
         var, default = m.group(1) or m.group(3), m.group(2)
         if var in seen or var in HARBOR_VARS or var in given:
             continue
         seen.add(var)
+        line = f"line {text.count(chr(10), 0, m.start()) + 1}"
         if var in MODEL_KEY_VARS:
             c.warn(
-                "",
+                line,
                 f"${{{var}}} is a model provider's key, which never enters a sandbox here: it is empty",
                 file,
             )
-        elif default is None and var not in os.environ:
-            c.warn("", f"${{{var}}} is not set in this environment: Compose makes it empty", file)
+        elif var not in c.host.allowed and default is None:
+            msg = (
+                f"${{{var}}} reads this machine's environment, and {var} is not a variable tasks "
+                "may read here"
+            )
+            c.add(line, msg, c.host.how_to_allow(var), file)
+        elif var in c.host.allowed and var not in c.host.values and default is None:
+            c.warn(line, f"${{{var}}} is not set in this environment: Compose makes it empty", file)
+
+
+def compose_variables(file: Path | None, host: HostEnv) -> dict[str, str]:
+    """The allowed variables of this machine the task's Compose file names, with their values:
+    all that Compose may read of the host's environment (runs/sandboxes/compose.py)."""
+    if file is None:
+        return {}
+    named = {m.group(1) or m.group(3) for m in _REF.finditer(file.read_text(encoding="utf-8"))}
+    return {k: v for k, v in host.values.items() if k in named and k not in MODEL_KEY_VARS}
 
 
 def _bind_source(volume: Any) -> str | None:

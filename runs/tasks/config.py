@@ -124,7 +124,7 @@ def verifier_config(
     return VerifierConfig(
         timeout_sec=c.number(raw, "timeout_sec", where, base.timeout_sec),
         user=c.text(raw, "user", where, base.user),
-        env={**base.env, **c.env(raw, "env", where)},
+        env={**base.env, **c.env(raw, "env", where, judge=True)},
         reward_range=reward_range,
     )
 
@@ -167,7 +167,7 @@ def sandbox_config(c: Checker, data: dict[str, Any]) -> SandboxConfig:
         memory_mb=memory_mb,
         network_mode=mode or "public",
         workdir=workdir,
-        env=c.env(raw, "env", where, agent_sees=True),
+        env=c.env(raw, "env", where),
         mcp_servers=mcp_servers(c, raw, where),
         healthcheck=healthcheck(c, raw, where),
         setup_commands=setup_commands(c, raw, where),

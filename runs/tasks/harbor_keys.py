@@ -97,7 +97,7 @@ def mcp_servers(c: Checker, raw: dict[str, Any], where: str) -> tuple[McpServer,
         if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
             c.add(f"{at}.args", "must be a list of strings", 'write args = ["server.py"]')
             continue
-        headers = c.env(s, "headers", at, agent_sees=True)
+        headers = c.env(s, "headers", at, names=False)
         if headers and transport == "stdio":
             c.add(f"{at}.headers", "headers are for HTTP transports only", "remove them")
         for key in ("tools", "include_tags", "exclude_tags", "cwd"):
@@ -113,7 +113,7 @@ def mcp_servers(c: Checker, raw: dict[str, Any], where: str) -> tuple[McpServer,
                 url=url if transport != "stdio" else None,
                 command=command if transport == "stdio" else None,
                 args=tuple(args),
-                env=c.env(s, "env", at, agent_sees=True),
+                env=c.env(s, "env", at),
                 headers=headers,
             )
         )

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from runs.host_env import NO_HOST_ENV, HostEnv
 from runs.tasks.checker import Checker, TaskProblem, TaskWarning
-from runs.tasks.compose_keys import compose_problems
+from runs.tasks.compose_keys import compose_problems, compose_variables
 from runs.tasks.config import (
     AGENT_KEYS,
     REWARD_STRATEGIES,
@@ -67,6 +68,8 @@ class Task:
     warnings: tuple[TaskWarning, ...] = ()  # keys accepted but not honoured in full: what differs
     compose_file: Path | None = None  # environment/docker-compose.yaml, merged over main
     artifacts: tuple[Artifact, ...] = ()  # copied out of the sandbox after the verifier
+    # the allowed variables of this machine its Compose file names (all Compose may read of them)
+    compose_env: dict[str, str] = field(default_factory=dict)
 
 
 _NOT_HASHED = {"__pycache__", ".git", ".DS_Store", ".pytest_cache"}
@@ -100,8 +103,9 @@ def _symlink_problems(root: Path) -> list[TaskProblem]:
     return problems
 
 
-def load_task(path: Path) -> Task:
-    """Read and validate one task folder; raise TaskError listing every problem it has."""
+def load_task(path: Path, host: HostEnv = NO_HOST_ENV) -> Task:
+    """Read and validate one task folder; raise TaskError listing every problem it has. Its
+    ${VAR}s read only the variables `host` allows (runs/host_env.py)."""
     root = Path(path).resolve()
     md = root / "task.md"
     config_file = md if md.is_file() else root / "task.toml"  # task.md wins when both exist
@@ -111,7 +115,7 @@ def load_task(path: Path) -> Task:
         msg = "holds neither task.toml nor task.md"
         raise TaskError([TaskProblem(root, "", msg, _TASK_FOLDER_FIX)])
     native = config_file == md
-    c = Checker(config_file)
+    c = Checker(config_file, host)
     data, body = read_config(c, config_file)
     if data is None:  # unreadable config: report it and skip the checks that depend on it
         raise TaskError(c.problems + _symlink_problems(root))
@@ -188,6 +192,7 @@ def load_task(path: Path) -> Task:
         warnings=tuple(c.warnings),
         compose_file=compose_file,
         artifacts=task_artifacts,
+        compose_env=compose_variables(compose_file, host),
     )
 
 
@@ -228,7 +233,12 @@ def find_task_dirs(root: Path) -> list[Path]:
     raise TaskError([TaskProblem(root, "", what, _TASK_FOLDER_FIX)])
 
 
-def load_tasks(root: Path, include: Iterable[str] = (), exclude: Iterable[str] = ()) -> list[Task]:
+def load_tasks(
+    root: Path,
+    include: Iterable[str] = (),
+    exclude: Iterable[str] = (),
+    host: HostEnv = NO_HOST_ENV,
+) -> list[Task]:
     """The selected tasks under root, validated; one TaskError carries every problem of every task."""
     dirs = find_task_dirs(root)
     names, include, exclude = [d.name for d in dirs], list(include), list(exclude)
@@ -250,7 +260,7 @@ def load_tasks(root: Path, include: Iterable[str] = (), exclude: Iterable[str] =
     tasks: list[Task] = []
     for d in selected:
         try:
-            tasks.append(load_task(d))
+            tasks.append(load_task(d, host))
         except TaskError as e:
             problems += e.problems
     if problems:

@@ -59,7 +59,7 @@ def setup_commands(c: Checker, raw: dict[str, Any], where: str) -> tuple[SetupCo
                 command=item["command"],
                 timeout_sec=c.number(item, "timeout_sec", here, 600.0),
                 cwd=cwd,
-                env=c.env(item, "env", here, agent_sees=True),
+                env=c.env(item, "env", here),
                 user=c.text(item, "user", here, None),
                 service=c.text(item, "service", here, None),
             )

@@ -10,6 +10,7 @@ import asyncio
 import shutil
 import time
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -24,9 +25,11 @@ from runs.sandboxes.images import ImageBuildError
 from runs.sandboxes.layers import LayerError
 from runs.secrets import redact_obj, redact_tree
 from runs.spec import RunSpec
+from runs.tasks.load import Task
 from runs.trials.agent_run import run_agent, trial_secrets
 from runs.trials.artifacts import collect
 from runs.trials.environment_setup import EnvironmentSetupError, set_up
+from runs.trials.judge import JudgeAccess, judged
 from runs.trials.prepared import AttemptPlan, Prepared
 from runs.trials.steps import instruction_for, run_steps
 from runs.trials.trial_budget import trial_budget_for
@@ -70,6 +73,7 @@ class AttemptRunner:
         emit: Callable[[ev.Event], None],
         live: set[Sandbox],
         proxy: Any = None,
+        judges: Any = None,
     ):
         self.spec = spec
         self.agent = agent
@@ -79,6 +83,8 @@ class AttemptRunner:
         self.live = live  # every sandbox not yet removed, for clean-up on a signal
         # the model gateway (benchflow_site.gateway.ProxyGateway) when the agent calls a model
         self.proxy = proxy
+        # the gateway a verifier that asks for a model reaches it through (runs/trials/judge.py)
+        self.judges = judges
         self._removals: set[asyncio.Task[None]] = set()
 
     async def call(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -313,6 +319,21 @@ class AttemptRunner:
             error_category=prepared.error_category,
         )
 
+    def judged(
+        self, prepared: Prepared, task: Task, result: TrialResult
+    ) -> AbstractAsyncContextManager[JudgeAccess | None]:
+        """Around a verification of `task` (a step's view of it, or the task): its judge's way to
+        a model, when its env asks for one; what the judge used goes into the result."""
+        assert prepared.sandbox is not None
+        return judged(
+            self.judges,
+            sandbox=prepared.sandbox,
+            attempt_dir=prepared.attempt_dir,
+            verifier=task.verifier,
+            secrets=trial_secrets(self.spec.agent_env, prepared.plan.task),
+            result=result,
+        )
+
     def emit_phase(self, prepared: Prepared, phase: str, step: str | None = None) -> None:
         plan = prepared.plan
         self.emit(ev.PhaseChanged(plan.trial_name, prepared.attempt_dir.name, phase, step))
@@ -357,12 +378,14 @@ class AttemptRunner:
 
         self.emit_phase(prepared, "verifier")
         t = time.monotonic()
-        outcome = await run_verifier(
-            sandbox,
-            task,
-            prepared.attempt_dir,
-            staged_tests=self.job_dir / ".staging" / prepared.attempt_dir.name / "tests",
-        )
+        async with self.judged(prepared, task, result) as judge:
+            outcome = await run_verifier(
+                sandbox,
+                task,
+                prepared.attempt_dir,
+                staged_tests=self.job_dir / ".staging" / prepared.attempt_dir.name / "tests",
+                judge=judge,
+            )
         prepared.timing.verifier = time.monotonic() - t
         await self.call(collect, sandbox, task.artifacts, prepared.attempt_dir / "artifacts")
         result.rewards = outcome.rewards

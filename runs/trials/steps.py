@@ -11,6 +11,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -24,6 +25,7 @@ from runs.tasks.load import Task
 from runs.trials.agent_run import AgentRun, run_agent
 from runs.trials.artifacts import collect
 from runs.trials.environment_setup import EnvironmentSetupError, wait_healthy
+from runs.trials.judge import JudgeAccess
 from runs.trials.prepared import Prepared
 from runs.trials.rewards import TOLERANCE
 from runs.trials.trial_budget import TrialBudget, budget_stop_text, trial_budget_for
@@ -43,6 +45,10 @@ class StepRunner(Protocol):
     def staging(self, attempt_dir: Path) -> Path: ...
 
     def emit_phase(self, prepared: Prepared, phase: str, step: str | None = None) -> None: ...
+
+    def judged(
+        self, prepared: Prepared, task: Task, result: TrialResult
+    ) -> AbstractAsyncContextManager[JudgeAccess | None]: ...
 
     def on_tool(self, prepared: Prepared) -> Callable[[str], None]: ...
 
@@ -307,9 +313,15 @@ async def _run_step(
     t = time.monotonic()
     staged_tests = runner.staging(attempt_dir) / "tests"
     tests_dirs = step_tests_dirs(plan.task, step)
-    outcome = await run_verifier(
-        sandbox, view, attempt_dir, tests_dirs=tests_dirs, staged_tests=staged_tests
-    )
+    async with runner.judged(prepared, view, result) as judge:
+        outcome = await run_verifier(
+            sandbox,
+            view,
+            attempt_dir,
+            tests_dirs=tests_dirs,
+            staged_tests=staged_tests,
+            judge=judge,
+        )
     verifier_s = time.monotonic() - t
     await runner.call(_copy_tree, attempt_dir / "verifier", here / "verifier")
     await runner.call(collect, sandbox, step.artifacts, here / "artifacts")

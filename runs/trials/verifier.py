@@ -10,6 +10,7 @@ from pathlib import Path
 from runs.sandboxes.docker import Sandbox
 from runs.sandboxes.files import populate, tree_files
 from runs.tasks.load import Task
+from runs.trials.judge import JudgeAccess, judge_env
 from runs.trials.rewards import parse_rewards
 
 TESTS_DIR = "/tests"
@@ -37,6 +38,13 @@ def _read(path: Path, limit: int = 1 << 20) -> str | None:
         return fh.read(limit).decode(errors="replace")
 
 
+def verifier_env(task: Task, judge: JudgeAccess | None = None) -> dict[str, str] | None:
+    """The one place the verifier's environment is made: the task's [verifier] env, with a
+    judge's token and the proxy's URL where it names a provider's key (runs/trials/judge.py).
+    Nothing of this machine's environment but what its ${VAR}s were allowed to read."""
+    return judge_env(task.verifier.env, judge) or None
+
+
 async def run_verifier(
     sandbox: Sandbox,
     task: Task,
@@ -45,6 +53,7 @@ async def run_verifier(
     tests_dirs: list[Path] | None = None,
     timeout_sec: float | None = None,
     staged_tests: Path | None = None,
+    judge: JudgeAccess | None = None,
 ) -> VerifierOutcome:
     """Grade what the agent left: copies tests/, runs test.sh, brings /logs back, reads the reward."""
     loop = asyncio.get_running_loop()
@@ -70,7 +79,7 @@ async def run_verifier(
         lambda: sandbox.exec(
             ["sh", "-c", RUN_TESTS],
             user=task.verifier.user,
-            env=task.verifier.env or None,
+            env=verifier_env(task, judge),
             workdir=task.sandbox.workdir,
             stdout_path=verifier_dir / "test-stdout.txt",
             stderr_path=verifier_dir / "test-stderr.txt",

@@ -103,6 +103,30 @@ class Channel:
         message = await self.receive(key, timeout)
         return [] if message is None else [message]
 
+    async def put(self, key: str, value: bytes, ttl_s: int) -> bool:
+        """Set `key` to `value` for `ttl_s` seconds (a sealed token: runs/workers/sealed.py)."""
+        from redis.exceptions import RedisError
+
+        try:
+            await self._redis.set(key, value, ex=ttl_s)
+        except (RedisError, OSError) as exc:
+            self._down(exc)
+            return False
+        self.up = True
+        return True
+
+    async def get(self, key: str) -> bytes | None:
+        """The value of `key`, or None when it has none (or Redis does not answer)."""
+        from redis.exceptions import RedisError
+
+        try:
+            value = await self._redis.get(key)
+        except (RedisError, OSError) as exc:
+            self._down(exc)
+            return None
+        self.up = True
+        return None if value is None else value.encode() if isinstance(value, str) else value
+
     async def drop(self, key: str) -> None:
         from redis.exceptions import RedisError
 

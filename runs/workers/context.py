@@ -5,20 +5,22 @@ AttemptRunner. Built once per coordinator run, on the first attempt of it this w
 from __future__ import annotations
 
 import asyncio
-import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from runs import events as ev
 from runs.agents.base import AgentError
+from runs.agents.logins import shared_login_allowed
 from runs.agents.registry import resolve_agent
 from runs.gateway import ModelGateway
+from runs.host_env import NO_HOST_ENV, HostEnv, sealed_host_env
 from runs.sandboxes.docker import Sandbox, SandboxFactory
 from runs.spec import RunSpec
 from runs.tasks.load import Task, TaskError, load_task
 from runs.trials.attempt import AttemptRunner
+from runs.workers.sealed import Sealed
 
 
 class WorkerSetupError(Exception):
@@ -82,11 +84,12 @@ class JobContext:
     runner: AttemptRunner
     live: set[Sandbox]
     tasks: dict[str, Task] = field(default_factory=dict)
+    host: HostEnv = NO_HOST_ENV  # what the run's coordinator let its tasks read, sealed to here
 
     def task(self, path: str) -> Task:
         if path not in self.tasks:
             try:
-                self.tasks[path] = load_task(Path(path))
+                self.tasks[path] = load_task(Path(path), self.host)
             except TaskError as exc:
                 raise WorkerSetupError(
                     f"the task {path} does not load on this worker: "
@@ -100,20 +103,31 @@ class JobContext:
         return self.tasks[path]
 
 
-def worker_spec(info: LeaseInfo, environ: dict[str, str] | None = None) -> RunSpec:
-    """The run's recorded settings; secret --agent-env values (never recorded, never sent) come
-    from this worker's own environment."""
-    environ = dict(os.environ) if environ is None else environ
+def worker_spec(
+    info: LeaseInfo, sealed: Sealed | None, pass_env: Mapping[str, str] | None = None
+) -> RunSpec:
+    """The run's recorded settings, with its secret --agent-env values (never recorded) from
+    what its coordinator sealed (runs/workers/sealed.py); a value that did not come so is taken
+    from this worker's environment only when its admin passes that name (`--pass-env`)."""
     spec = RunSpec.from_recorded(info.settings)
-    missing = [k for k in info.settings.get("agent_env_secret_keys") or [] if k not in environ]
+    given = dict(sealed.agent_env) if sealed is not None else {}
+    passed = dict(pass_env or {})
+    missing = []
+    for key in info.settings.get("agent_env_secret_keys") or []:
+        if key in given:
+            spec.agent_env[key] = given[key]
+        elif key in passed:
+            spec.agent_env[key] = passed[key]
+        else:
+            missing.append(key)
     if missing:
         raise WorkerSetupError(
-            f"the job's secret --agent-env {', '.join(missing)} is not in this worker's "
-            f"environment (secret values are never recorded or sent to workers); fix: export "
-            f"{missing[0]}=... where `bench worker` runs, and restart it"
+            f"the job's secret --agent-env {', '.join(missing)} did not reach this worker (the "
+            "values are sealed to workers only while the job's coordinator runs) and this "
+            "worker passes no value of its own for it; fix: resume the job with "
+            f"--agent-env {missing[0]}=..., or start this worker with --pass-env {missing[0]} "
+            "to give it this worker's own value"
         )
-    for key in info.settings.get("agent_env_secret_keys") or []:
-        spec.agent_env[key] = environ[key]
     return spec
 
 
@@ -124,28 +138,39 @@ async def build_context(
     gateway_port: Callable[[], Any],
     gateway: ModelGateway | None,
     emit: Callable[[ev.Event], None],
+    sealed: Sealed | None = None,
+    pass_env: Mapping[str, str] | None = None,
 ) -> JobContext:
-    """The run's AttemptRunner on this worker; WorkerSetupError when it cannot be had here."""
+    """The run's AttemptRunner on this worker; WorkerSetupError when it cannot be had here.
+    `sealed`: what the run's coordinator handed its workers; `pass_env`: the values of this
+    worker's own environment its admin lets sandboxes have."""
     job_dir = Path(info.job_path)
     if not (job_dir / "evaluation.json").is_file():
         raise WorkerSetupError(
             f"the job folder {job_dir} is not on this worker (no evaluation.json there); fix: "
             "share the jobs folder at the same path on every machine"
         )
-    spec = worker_spec(info)
+    spec = worker_spec(info, sealed, pass_env)
+    lender = None if shared_login_allowed() else "this worker"
     try:
-        agent = resolve_agent(spec.agent, model=spec.model, cwd=Path(info.cwd))
+        agent = resolve_agent(
+            spec.agent, model=spec.model, cwd=Path(info.cwd), login_lent_by=lender
+        )
         # npm installs of the agent CLIs happen once per version on each machine
         await asyncio.get_running_loop().run_in_executor(None, agent.install, emit)
     except AgentError as exc:
         raise WorkerSetupError(f"-a {spec.agent} on this worker: {exc}") from None
-    proxy = None
+    proxy = judges = None
     if agent.calls_proxy():
         if gateway is None:
             raise WorkerSetupError("this worker has no model gateway for -m")
         port = await gateway_port()
         agent, proxy = agent.with_proxy(f"http://127.0.0.1:{port}"), gateway
+    if info.settings.get("judged") and gateway is not None:  # a verifier asks for a model
+        await gateway_port()
+        judges = gateway
     live: set[Sandbox] = set()
     factory = SandboxFactory(client, job_dir.name, str(job_dir.resolve()))
-    runner = AttemptRunner(spec, agent, factory, job_dir, emit, live, proxy)
-    return JobContext(runner, live)
+    runner = AttemptRunner(spec, agent, factory, job_dir, emit, live, proxy, judges)
+    host = sealed_host_env(sealed.host_env if sealed is not None else {})
+    return JobContext(runner, live, host=host)

@@ -31,6 +31,7 @@ from runs.workers import leases
 from runs.workers.broker import Broker
 from runs.workers.channel import Channel, control_key, events_key
 from runs.workers.config import LOST_DIR
+from runs.workers.sealed import Sealed, deployment_key, seal, sealed_key, ttl_s
 
 S = leases.S
 POLL_S = 1.0  # the database is read this often for every lease waited on (hints come sooner)
@@ -59,8 +60,12 @@ class RemoteRunner:
         broker: Broker,
         channel: Channel,
         queue: str,
+        sealed: Sealed | None = None,
     ) -> None:
         self.job_dir = job_dir
+        self.sealed = (
+            sealed or Sealed()
+        )  # what its workers are handed sealed (runs/workers/sealed.py)
         self.job_path = str(job_dir.resolve())
         self.emit = emit
         self.broker = broker
@@ -96,6 +101,7 @@ class RemoteRunner:
         self.dispatcher = await self.db(
             leases.open_dispatcher, self.job_path, str(cwd), self.queue, settings, slots
         )
+        await self._seal()  # before any attempt of it can reach a worker
         adopted = await self.db(leases.adopt, self.job_path, self.dispatcher)
         for row in adopted:
             self._adopted[row.trial_name] = row
@@ -117,6 +123,7 @@ class RemoteRunner:
             await asyncio.wait(self._tasks, timeout=CLOSE_WAIT_S)
         await self.db(leases.close_dispatcher, self.dispatcher)
         await self.db(leases.collected, self._collected_at)
+        await self.channel.drop(sealed_key(self.dispatcher))
         await self.channel.close()
         self._db.shutdown(wait=True)
 
@@ -357,8 +364,14 @@ class RemoteRunner:
             except Exception:  # noqa: BLE001 - a database hiccup: the next poll tries again
                 continue
 
+    async def _seal(self) -> None:
+        """The run's secrets for its workers, sealed anew with a fresh time limit."""
+        token = seal(self.sealed, deployment_key())
+        await self.channel.put(sealed_key(self.dispatcher), token, ttl_s())
+
     async def _alive(self) -> None:
         await self.db(leases.dispatcher_seen, self.dispatcher)
+        await self._seal()
         server = await self.channel.server_id()
         if server is not None and self._server is not None and server != self._server:
             # Redis restarted: the queue it held went with it

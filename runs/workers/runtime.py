@@ -25,6 +25,14 @@ from runs.workers.channel import Channel, Outbox
 from runs.workers.config import reap_every_s
 from runs.workers.context import JobContext, LeaseInfo, WorkerSetupError, build_context
 from runs.workers.execute import Held, LeaseRun, claim_lease, forward, usage_of
+from runs.workers.sealed import (
+    Sealed,
+    SealError,
+    deployment_key,
+    sealed_key,
+    ttl_s,
+    unseal,
+)
 
 SEEN_EVERY_S = 2.0
 MAX_CONTEXTS = 32  # runs remembered (their agent, tasks, image cache); the oldest goes first
@@ -82,8 +90,11 @@ class WorkerRuntime:
         gateway: ModelGateway | None,
         redis_url: str,
         emit: Callable[[ev.Event], None],
+        pass_env: dict[str, str] | None = None,
     ) -> None:
         self.name, self.run_slots, self.queues = name, slots, queues
+        # the values of this worker's environment its admin lets sandboxes have (--pass-env)
+        self.pass_env = dict(pass_env or {})
         self.ahead = ahead  # sandboxes prepared beside the running attempts, ready for a slot
         self.broker = broker  # to queue again a lease it hands back
         self.pending = 0  # attempts held here that have not started: preparing, or prepared
@@ -256,8 +267,20 @@ class WorkerRuntime:
                     gateway_port=self._start_gateway,
                     gateway=self.gateway,
                     emit=forward(self.post, self.held),
+                    sealed=await self._sealed(info.dispatcher),
+                    pass_env=self.pass_env,
                 )
             return self._contexts[info.dispatcher]
+
+    async def _sealed(self, dispatcher: int) -> Sealed | None:
+        """What the run's coordinator sealed for its workers, or None when Redis holds nothing."""
+        token = await self.channel.get(sealed_key(dispatcher))
+        if token is None:
+            return None
+        try:
+            return unseal(token, deployment_key(), max_age_s=ttl_s())
+        except SealError as exc:
+            raise WorkerSetupError(str(exc)) from None
 
     async def _start_gateway(self) -> int:
         if not self._gateway_port:

@@ -330,7 +330,13 @@ def test_secret_agent_env_never_reaches_the_job_folder(docker_client, bench_env,
     # when it runs
     proc = run_bench(
         run_args(
-            f"script:{agent}", "--agent-env", f"MY_API_KEY={secret}", "--agent-env", "PLAIN=visible"
+            f"script:{agent}",
+            "--agent-env",
+            f"MY_API_KEY={secret}",
+            "--agent-env",
+            "PLAIN=visible",
+            "--allow-env",
+            "HOST_TEST_TOKEN",
         ),
         env=bench_env,
         cwd=tmp_path,

@@ -189,7 +189,9 @@ env = { NOTES_API_KEY = "key-notes-0123456789" }
 command = "seed"
 env = { SEED_PASSWORD = "pw-seed-0123456789" }
 """
-    secrets = trial_secrets({}, load_task(split_task(tmp_path, toml)))
+    from runs.host_env import host_env
+
+    secrets = trial_secrets({}, load_task(split_task(tmp_path, toml), host_env(["MCP_TOKEN"])))
     assert set(secrets) >= {
         "Bearer tok-mcp-0123456789abcdef",
         "key-notes-0123456789",

@@ -159,7 +159,12 @@ def test_a_model_key_or_an_unset_variable_is_a_warning(tmp_path: Path, monkeypat
         "      - KEY=${ANTHROPIC_API_KEY}\n      - MODEL=${SIM_USER_MODEL}\n"
         "      - OK=${GIVEN}\n      - DEFAULTED=${NOT_SET:-x}\n"
     )
-    task = load_task(compose_task(tmp_path, text, '[environment]\nenv = { GIVEN = "1" }\n'))
+    from runs.host_env import host_env
+
+    task = load_task(
+        compose_task(tmp_path, text, '[environment]\nenv = { GIVEN = "1" }\n'),
+        host_env(["SIM_USER_MODEL"]),
+    )
     said = [w.message for w in task.warnings]
     assert said == [
         "${ANTHROPIC_API_KEY} is a model provider's key, which never enters a sandbox here: it is empty",

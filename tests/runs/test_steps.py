@@ -3,6 +3,7 @@ against a scripted agent and verifier (real Docker runs are in tests/e2e/test_mu
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 
@@ -300,6 +301,9 @@ class FakeRunner:
     async def call(self, fn, *args):
         return fn(*args)
 
+    def judged(self, prepared, task, result):
+        return contextlib.nullcontext(None)  # no verifier here asks for a model
+
 
 class Script:
     """What the scripted agent and verifier do at each step, and what each saw."""
@@ -340,7 +344,7 @@ class Script:
             refused=refused,
         )
 
-    async def run_verifier(self, sandbox, task, attempt_dir, *, tests_dirs, staged_tests):
+    async def run_verifier(self, sandbox, task, attempt_dir, *, tests_dirs, staged_tests, judge):
         step = tests_dirs[-1].parent.name
         self.graded.append(step)
         populate(staged_tests, tests_dirs)

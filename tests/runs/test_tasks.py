@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from runs.host_env import NO_HOST_ENV, HostEnv
 from runs.tasks.checker import TaskProblem
 from runs.tasks.config import AgentConfig, SandboxConfig, VerifierConfig
 from runs.tasks.load import (
@@ -54,14 +55,14 @@ def _paths(files: dict[str, str | None]) -> dict[str, str | None]:
     return {k.replace("__", "/").replace("_dot_", "."): v for k, v in files.items()}
 
 
-def problems_of(folder: Path) -> list[TaskProblem]:
+def problems_of(folder: Path, host: HostEnv = NO_HOST_ENV) -> list[TaskProblem]:
     with pytest.raises(TaskError) as raised:
-        load_task(folder)
+        load_task(folder, host)
     return raised.value.problems
 
 
-def only_problem(folder: Path) -> TaskProblem:
-    problems = problems_of(folder)
+def only_problem(folder: Path, host: HostEnv = NO_HOST_ENV) -> TaskProblem:
+    problems = problems_of(folder, host)
     assert len(problems) == 1, [str(p) for p in problems]
     return problems[0]
 
@@ -193,12 +194,14 @@ def test_prompt_prefix_is_kept_apart_from_the_instruction(tmp_path):
     assert task.instruction == "Write hello to /app/hello.txt."
 
 
-def test_verifier_env_resolves_host_variables_and_defaults(tmp_path, monkeypatch):
+def test_verifier_env_resolves_allowed_host_variables_and_defaults(tmp_path, monkeypatch):
+    from runs.host_env import host_env
+
     monkeypatch.setenv("BF_TEST_TOKEN", "secret")
     monkeypatch.delenv("BF_TEST_UNSET", raising=False)
     toml = '[verifier.env]\nA = "${BF_TEST_TOKEN}"\nB = "${BF_TEST_UNSET:-fallback}"\nC = "x-${BF_TEST_TOKEN}-y"\n'
 
-    task = load_task(split_task(tmp_path, toml))
+    task = load_task(split_task(tmp_path, toml), host_env(["BF_TEST_TOKEN"]))
 
     assert task.verifier.env == {"A": "secret", "B": "fallback", "C": "x-secret-y"}
 
@@ -216,19 +219,25 @@ def test_a_model_key_in_the_sandbox_env_is_refused(tmp_path, monkeypatch, sectio
     assert "${OPENAI_API_KEY}" in problem.message and "[verifier] env" in problem.fix
 
 
-def test_a_model_key_in_the_verifier_env_is_resolved_for_a_judge(tmp_path, monkeypatch):
-    # the verifier's env is set only while the tests run, after the agent is stopped
+def test_a_model_key_in_the_verifier_env_is_kept_for_the_judges_own_token(tmp_path, monkeypatch):
+    # the verifier runs where the agent had root: it gets a token of the proxy's, never the key
+    # (runs/trials/judge.py puts the token where the reference is)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-host-secret-0123456789")
 
     task = load_task(split_task(tmp_path, '[verifier.env]\nJUDGE_KEY = "${OPENAI_API_KEY}"\n'))
 
-    assert task.verifier.env == {"JUDGE_KEY": "sk-host-secret-0123456789"}
+    assert task.verifier.env == {"JUDGE_KEY": "${OPENAI_API_KEY}"}
 
 
-def test_unset_env_variable_without_default_is_a_problem(tmp_path, monkeypatch):
+def test_unset_allowed_env_variable_without_default_is_a_problem(tmp_path, monkeypatch):
+    from runs.host_env import host_env
+
     monkeypatch.delenv("BF_TEST_UNSET", raising=False)
 
-    problem = only_problem(split_task(tmp_path, '[verifier.env]\nA = "${BF_TEST_UNSET}"\n'))
+    problem = only_problem(
+        split_task(tmp_path, '[verifier.env]\nA = "${BF_TEST_UNSET}"\n'),
+        host_env(["BF_TEST_UNSET"]),
+    )
 
     assert problem.field == "verifier.env.A"
     assert "BF_TEST_UNSET" in problem.message and "${BF_TEST_UNSET:-default}" in problem.fix

@@ -59,7 +59,9 @@ def info(settings: dict) -> LeaseInfo:
     return LeaseInfo("u", "/j/x", "x", "hello", "/t/hello", 0, 1, "", 1, "/w", settings)
 
 
-def test_a_worker_takes_the_runs_secret_values_from_its_own_environment():
+def test_a_worker_takes_the_runs_secret_values_sealed_else_only_what_its_admin_passes():
+    from runs.workers.sealed import Sealed
+
     settings = {
         "tasks_dir": "tasks",
         "agent": "oracle",
@@ -67,11 +69,16 @@ def test_a_worker_takes_the_runs_secret_values_from_its_own_environment():
         "agent_env_secret_keys": ["API_TOKEN"],
         "concurrency": 8,
     }
-    spec = worker_spec(info(settings), {"API_TOKEN": "s3cr3t-value-1234"})
-    assert spec.agent_env == {"MODE": "fast", "API_TOKEN": "s3cr3t-value-1234"}
+    # the value the run was given wins over the worker's own
+    sealed = Sealed(agent_env={"API_TOKEN": "typed-at-launch-1"})
+    spec = worker_spec(info(settings), sealed, {"API_TOKEN": "the-workers-own-2"})
+    assert spec.agent_env == {"MODE": "fast", "API_TOKEN": "typed-at-launch-1"}
     assert spec.concurrency == 8
-    with pytest.raises(WorkerSetupError, match="export API_TOKEN=... where `bench worker` runs"):
-        worker_spec(info(settings), {})
+    # with none sealed, the worker's own value only when its admin passes that name
+    spec = worker_spec(info(settings), None, {"API_TOKEN": "the-workers-own-2"})
+    assert spec.agent_env["API_TOKEN"] == "the-workers-own-2"
+    with pytest.raises(WorkerSetupError, match="--pass-env API_TOKEN"):
+        worker_spec(info(settings), Sealed(), {})
 
 
 def test_what_a_cap_counts_of_an_attempt_that_finished_as_it_cancelled_it():
@@ -376,6 +383,9 @@ async def test_the_end_of_a_job_does_not_wait_for_ever_on_a_task_that_ignores_it
     from runs.workers import dispatch
 
     class Channel:
+        async def drop(self, key: str) -> None:
+            pass
+
         async def close(self) -> None:
             pass
 
