@@ -115,6 +115,8 @@ class StoredFragments:
             body = await asyncio.shield(self.rendering[key])
         if body is not None and await self._may_see(scope):
             headers = [*_HEADERS, (b"content-length", str(len(body)).encode())]
+            if _login_required():  # a logged-in user's page, as PageHeaders marks it
+                headers.append((b"cache-control", b"no-store, private"))
             await send({"type": "http.response.start", "status": 200, "headers": headers})
             await send({"type": "http.response.body", "body": body})
             return
@@ -131,12 +133,16 @@ class StoredFragments:
             future.set_result(_get(key))
 
     async def _may_see(self, scope: dict[str, Any]) -> bool:
-        from django.conf import settings
-
-        if not settings.LOGIN_REQUIRED:
+        if not _login_required():
             return True
         key = sessions.session_key(scope)
         return bool(key) and await self.sessions.logged_in(key)
+
+
+def _login_required() -> bool:
+    from django.conf import settings
+
+    return bool(settings.LOGIN_REQUIRED)
 
 
 def _key(scope: dict[str, Any]) -> tuple[str, int] | None:
