@@ -135,7 +135,8 @@ def regrade(request: HttpRequest, job: str) -> HttpResponse:
             request,
             f"Regrading {', '.join(trials) if trials else 'every trial'} of {job}: the change appears here as each is done.",
         )
-    if trials and len(trials) == 1 and back == "trial":
+    if trials and len(trials) == 1 and back == "trial" and "/" not in trials[0]:
+        # a name with '/' is no trial's (the URL cannot hold it): back to the job's page
         return HttpResponseRedirect(reverse("viewer:trial", args=[job, trials[0]]))
     return _job_page(job)
 

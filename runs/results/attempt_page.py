@@ -8,15 +8,14 @@ file is previewed by its head, and what does not fit is a link away.
 
 from __future__ import annotations
 
-import html
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from runs.results import files
 from runs.results.files import FileEntry
+from runs.results.html_size import fit, html_bytes, url_bytes
 
 PAGE_BYTES = 2_000_000  # the promise: a trial page stays under this
 LISTING_BYTES = 400_000  # one page of the file listing
@@ -32,29 +31,6 @@ ROW_BYTES = 400  # a row's markup beside its path
 
 INLINE = ("agent/", "verifier/", "config.json", "timing.json", "steps/")
 TRAJECTORY = "trajectory/llm_trajectory.jsonl"
-
-
-def html_bytes(text: str) -> int:
-    return len(html.escape(text).encode())
-
-
-def url_bytes(text: str) -> int:
-    return len(quote(text, safe="/").encode())
-
-
-def fit(text: str, limit: int) -> tuple[str, bool]:
-    """The longest start of `text` that takes at most `limit` bytes once escaped for HTML, and
-    whether it was cut."""
-    if html_bytes(text) <= limit:
-        return text, False
-    lo, hi = 0, min(len(text), limit)
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if html_bytes(text[:mid]) <= limit:
-            lo = mid
-        else:
-            hi = mid - 1
-    return text[:lo], True
 
 
 def row_bytes(entry: FileEntry) -> int:

@@ -7,8 +7,8 @@ before it. The three wire formats the proxy speaks (Chat Completions, Responses,
 streamed or not, are read here.
 
 The files are the agent's to write, so everything is bounded: the index (8 bytes a STRIDE lines;
-the cache of indexes by its bytes), a line read (LINE_MAX), and the text one page shows
-(PAGE_TEXT_MAX, shared by its messages and tool calls).
+the cache of indexes by its bytes), a line read (LINE_MAX), and what one page shows (PAGE_BYTES
+of HTML, shared by its messages and tool calls).
 """
 
 from __future__ import annotations
@@ -22,10 +22,11 @@ from itertools import islice
 from typing import Any, BinaryIO
 
 from runs.bytecache import ByteBoundedCache
+from runs.results.html_size import fit, html_bytes
 
 PAGE = 20  # calls a page
 TEXT_MAX = 20_000  # characters of one message shown; the raw line is a link away
-PAGE_TEXT_MAX = 400_000  # characters of messages and tool calls one page shows in all
+PAGE_BYTES = 1_000_000  # of HTML, the messages and tool calls of one page in all
 LINE_MAX = 4 << 20  # bytes of one line read and parsed; a longer line is shown as too long
 STRIDE = 100  # lines between the offsets the index keeps (pages of 20 and 50 start within one)
 INDEX_CACHE_BYTES = 16 << 20
@@ -104,16 +105,20 @@ def _lines(fh: BinaryIO, first: int, count: int) -> list[bytes | None]:
 
 
 class TextBudget:
-    """The characters a page may still show; each message and tool call takes its share."""
+    """The bytes of HTML a page may still show; each message and tool call takes its share."""
 
-    def __init__(self, chars: int = PAGE_TEXT_MAX):
-        self.left = chars
+    def __init__(self, page_bytes: int = PAGE_BYTES):
+        self.left = page_bytes
 
     def take(self, text: str, limit: int = TEXT_MAX) -> tuple[str, bool]:
-        allowed = max(0, min(limit, self.left))
-        shown = text[:allowed]
-        self.left -= len(shown)
-        return shown, len(shown) < len(text)
+        """At most `limit` characters of `text`, as many as the budget's bytes hold escaped."""
+        shown, cut = fit(text[:limit], max(0, self.left))
+        self.left -= html_bytes(shown)
+        return shown, cut or len(text) > limit
+
+    def short(self, text: str) -> str:
+        shown, _ = self.take(text, SHORT)
+        return shown
 
 
 @dataclass
@@ -156,7 +161,7 @@ def _text(value: Any) -> str:
 
 
 SHORT = 200  # characters of a label, a model name, a time, a tool call's name or id
-MESSAGE_COST = 200  # characters a message's frame takes on the page, charged to the budget
+MESSAGE_COST = 300  # bytes of a message's or a tool call's frame on the page
 
 
 def _shown(messages: list[Message], budget: TextBudget) -> list[Message]:
@@ -170,8 +175,8 @@ def _shown(messages: list[Message], budget: TextBudget) -> list[Message]:
             )
             break
         budget.left -= MESSAGE_COST
-        message.role = message.role[:SHORT]
-        message.tool_call_id = message.tool_call_id[:SHORT]
+        message.role = budget.short(message.role)
+        message.tool_call_id = budget.short(message.tool_call_id)
         message.text, message.cut = budget.take(message.text)
         calls = []
         for call in message.tool_calls:
@@ -183,9 +188,9 @@ def _shown(messages: list[Message], budget: TextBudget) -> list[Message]:
             message.cut = message.cut or cut
             calls.append(
                 {
-                    "name": call.get("name", "")[:SHORT],
+                    "name": budget.short(call.get("name", "")),
                     "arguments": arguments,
-                    "id": call.get("id", "")[:SHORT],
+                    "id": budget.short(call.get("id", "")),
                 }
             )
         message.tool_calls = calls
@@ -394,11 +399,12 @@ def _call(number: int, line: Any, previous: int, budget: TextBudget) -> tuple[Ca
         else {}
     )
     error, _cut = budget.take(str(line.get("error") or ""), 2_000)
+    budget.left -= MESSAGE_COST
     call = Call(
         number=number,
-        model=str(line.get("model") or "")[:SHORT],
-        protocol=str(line.get("protocol") or "")[:SHORT],
-        started_at=str(line.get("started_at") or "")[:SHORT],
+        model=budget.short(str(line.get("model") or "")),
+        protocol=budget.short(str(line.get("protocol") or "")),
+        started_at=budget.short(str(line.get("started_at") or "")),
         duration_s=_number(line.get("duration_s")),
         status=line.get("status") if isinstance(line.get("status"), int) else None,
         usage=usage,
@@ -460,6 +466,7 @@ class LogEntry:
 def _log_entry(number: int, line: Any, budget: TextBudget) -> LogEntry:
     """A session log line (Claude Code, Codex, OpenCode) as a labelled message: the fields these
     logs share (type, role, message/payload, content) are read, anything else is shown as JSON."""
+    budget.left -= MESSAGE_COST
     if line is TOO_LONG:
         return LogEntry(number, "?", "", [], unreadable=TOO_LONG_TEXT)
     if not isinstance(line, dict):
@@ -468,8 +475,8 @@ def _log_entry(number: int, line: Any, budget: TextBudget) -> LogEntry:
     body = body if isinstance(body, dict) else {"content": body}
     kind = str(line.get("type") or body.get("type") or "")
     role = str(body.get("role") or "")
-    label = (" / ".join(x for x in (kind, role) if x) or "entry")[:SHORT]
-    at = str(line.get("timestamp") or line.get("time") or "")[:SHORT]
+    label = budget.short(" / ".join(x for x in (kind, role) if x) or "entry")
+    at = budget.short(str(line.get("timestamp") or line.get("time") or ""))
     if "content" in body or "text" in body:
         messages = _blocks(role or kind, body.get("content", body.get("text")))
     elif body.get("type") in ("function_call", "function_call_output"):
