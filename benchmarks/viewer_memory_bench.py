@@ -11,7 +11,8 @@ with a 64 KB receive buffer, 256 KB then a 10 ms pause: about 25 MB/s). The base
 requests on a plain attempt (its log 10 lines, 3 small files, a 1 MB file) in the same run.
 
 The figure is the peak rise: VmHWM (the process's peak resident set) after the requests minus
-VmRSS before them, each round on a fresh server, median and range of the rounds. Target: under
+VmRSS before them (the server warmed up on the jobs list and the job's page, which read no
+attempt folder), each round on a fresh server, median and range of the rounds. Target: under
 100 MB. `--tree DIR` serves from another checkout (the code before a change, say). Also recorded: the largest page (target under 2 MB) and the server's bytes read (rchar)
 against the bytes sent while the slow client read. Writes benchmarks/results/viewer_memory.json.
 """
@@ -205,9 +206,9 @@ def one_round(nasty: bool, big_mb: int, tree: Path) -> dict[str, Any]:
         trial, rollout = make_attempt(jobs, nasty, big_mb)
         server = Server(root, jobs, tree)
         try:
-            server.http.get("/")  # the process warmed up: templates, the ORM, a page
-            server.http.get(f"/jobs/{JOB}/{trial}/")
-            server.http.get(f"/jobs/{JOB}/{trial}/", params={"attempt": rollout})
+            # the process warmed up on pages that read no attempt folder: templates, the ORM
+            server.http.get("/")
+            server.http.get(f"/jobs/{JOB}/")
             before = _status(server.proc.pid)
             pages: list[int] = []
             first = server.http.get(f"/jobs/{JOB}/{trial}/")
