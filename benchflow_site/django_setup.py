@@ -6,10 +6,17 @@ import os
 
 
 def setup_django() -> None:
+    """Settings a user can get wrong (DATABASE_URL, the secret key) are a UserError, not a crash."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchflow_site.settings")
     import django
+    from django.core.exceptions import ImproperlyConfigured
 
-    django.setup()
+    from runs.problems import UserError
+
+    try:
+        django.setup()
+    except ImproperlyConfigured as exc:
+        raise UserError(str(exc)) from None
     from django.db import connections
     from django.db.migrations.executor import MigrationExecutor
 

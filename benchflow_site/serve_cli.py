@@ -7,6 +7,7 @@ import argparse
 import errno
 import os
 import socket
+import sys
 import threading
 import webbrowser
 from pathlib import Path
@@ -27,11 +28,21 @@ $BENCHFLOW_HOME (~/.local/share/benchflow-site), or PostgreSQL with DATABASE_URL
 
 SERVE_DESCRIPTION = """\
 Serve the dashboard for a team: every job in the index, behind Django's login (an anonymous
-visitor is sent to the login page). Bind beyond loopback with --host 0.0.0.0, and list the host
-names people reach it by in BENCHFLOW_ALLOWED_HOSTS (comma-separated; also the websocket origin
-check). Set BENCHFLOW_SECRET_KEY for sessions that survive a restart across machines; without it
-a key is made once and kept in $BENCHFLOW_HOME. With BENCHFLOW_REDIS_URL, live updates come
-through Redis (channels-redis); without it, the server watches the index's event table.
+visitor is sent to the login page). List the host names people reach it by in
+BENCHFLOW_ALLOWED_HOSTS (comma-separated; a websocket's Origin must be the page's own scheme, host
+and port). Set BENCHFLOW_SECRET_KEY for sessions that survive a restart across machines; without
+it a key is made once and kept in $BENCHFLOW_HOME (0700). With BENCHFLOW_REDIS_URL, live updates
+come through Redis (channels-redis); without it, the server watches the index's event table.
+
+TLS: its own (--tls-cert and --tls-key, PEM files), or a reverse proxy's in front of a server on
+127.0.0.1 (set BENCHFLOW_FORWARDED_PROTO_HEADER=X-Forwarded-Proto, and
+BENCHFLOW_FORWARDED_FOR_HEADER=X-Forwarded-For for the client's address; the proxy must set both,
+not pass on the client's). Under TLS: cookies only over HTTPS, HSTS (BENCHFLOW_HSTS_S), plain HTTP
+redirected. Binding beyond loopback over plain HTTP sends passwords in clear: refused unless
+--insecure. --check runs Django's deployment checks for these settings and exits.
+
+Logins: 5 failures lock a user name (20 an address) for 30 s, doubling, up to 15 min; sessions
+end after BENCHFLOW_SESSION_IDLE_S seconds without a request (default 8 hours).
 
 Users: bench user add NAME --role viewer|operator|admin. Operators launch, cancel, resume, rerun
 and regrade from the pages: set BENCH_TASK_ROOTS (the task folders a launch may use, separated by
@@ -67,6 +78,18 @@ def add_parsers(subparsers: Any) -> None:
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     serve.add_argument(
         "--port", type=int, default=8000, help="port (default 8000; 0: any free one)"
+    )
+    serve.add_argument("--tls-cert", type=Path, metavar="PEM", help="serve HTTPS: the certificate")
+    serve.add_argument("--tls-key", type=Path, metavar="PEM", help="serve HTTPS: its private key")
+    serve.add_argument(
+        "--insecure",
+        action="store_true",
+        help="allow plain HTTP beyond loopback (passwords and session cookies go in clear)",
+    )
+    serve.add_argument(
+        "--check",
+        action="store_true",
+        help="run Django's deployment checks (manage.py check --deploy) for this set-up and exit",
     )
     serve.add_argument(
         "--index",
@@ -122,18 +145,40 @@ def _index(paths: list[Path]) -> None:
                 index_job(job_dir)
 
 
-def serve(host: str, port: int) -> None:
+def _escape(value: str) -> str:
+    """A value in a Twisted endpoint string (':' and '\\' are its separators)."""
+    return value.replace("\\", "\\\\").replace(":", "\\:")
+
+
+def endpoint(host: str, port: int, tls: tuple[Path, Path] | None = None) -> str:
+    """The Twisted endpoint daphne listens on: TCP, or TLS with a certificate and key."""
+    if tls is None:
+        return f"tcp:port={port}:interface={_escape(host)}"
+    cert, key = tls
+    return (
+        f"ssl:port={port}:interface={_escape(host)}:privateKey={_escape(str(key.resolve()))}"
+        f":certKey={_escape(str(cert.resolve()))}"
+    )
+
+
+def serve(host: str, port: int, tls: tuple[Path, Path] | None = None) -> None:
     """Run the ASGI app on daphne until Ctrl-C."""
-    from daphne.endpoints import build_endpoint_description_strings
-    from daphne.server import Server
+    from django.conf import settings
 
     from benchflow_site.asgi import application
+    from benchflow_site.daphne_server import BenchServer
 
-    Server(
+    forwarded = settings.BENCHFLOW_FORWARDED_FOR_HEADER or None
+    BenchServer(
         application=application,
-        endpoints=build_endpoint_description_strings(host=host, port=port),
+        endpoints=[endpoint(host, port, tls)],
         signal_handlers=True,
         verbosity=0,
+        # behind a proxy: the client's address (and scheme) as the proxy says
+        proxy_forwarded_address_header=forwarded,
+        proxy_forwarded_proto_header=(settings.BENCHFLOW_FORWARDED_PROTO_HEADER or None)
+        if forwarded
+        else None,
     ).run()
 
 
@@ -164,16 +209,70 @@ def run_view(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tls(args: argparse.Namespace) -> tuple[Path, Path] | None:
+    if args.tls_cert is None and args.tls_key is None:
+        return None
+    if args.tls_cert is None or args.tls_key is None:
+        raise UserError("--tls-cert and --tls-key go together: the certificate and its key")
+    for flag, path in (("--tls-cert", args.tls_cert), ("--tls-key", args.tls_key)):
+        try:
+            with open(path, "rb") as fh:
+                fh.read(1)
+        except OSError as exc:
+            raise UserError(f"{flag} {path}: cannot read it ({exc.strerror})") from None
+    from OpenSSL import SSL
+
+    try:
+        context = SSL.Context(SSL.TLS_SERVER_METHOD)
+        context.use_certificate_chain_file(str(args.tls_cert))
+        context.use_privatekey_file(str(args.tls_key))
+        context.check_privatekey()
+    except SSL.Error as exc:
+        raise UserError(
+            f"--tls-cert {args.tls_cert} / --tls-key {args.tls_key}: not a PEM certificate and "
+            f"its private key ({exc})"
+        ) from None
+    return args.tls_cert, args.tls_key
+
+
+def _loopback(host: str) -> bool:
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+def _deploy_check() -> int:
+    from django.core.management import call_command
+    from django.core.management.base import SystemCheckError
+
+    try:
+        call_command("check", deploy=True, fail_level="WARNING")
+    except SystemCheckError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    return 0
+
+
 def run_serve(args: argparse.Namespace) -> int:
     for path in args.index:
         if not path.is_dir():
             raise UserError(f"{path} is not a folder; --index takes a job folder or a jobs folder")
+    tls = _tls(args)
+    proxied = bool(os.environ.get("BENCHFLOW_FORWARDED_PROTO_HEADER", "").strip())
+    if tls is None and not proxied and not _loopback(args.host) and not args.insecure:
+        raise UserError(
+            f"--host {args.host} over plain HTTP would send passwords and session cookies in "
+            "clear to anyone on the network; fix: --tls-cert and --tls-key, or bind 127.0.0.1 "
+            "behind a TLS proxy with BENCHFLOW_FORWARDED_PROTO_HEADER set, or --insecure to "
+            "accept it"
+        )
+    os.environ["BENCHFLOW_LOGIN_REQUIRED"] = "1"
+    os.environ["BENCHFLOW_TLS"] = "1" if tls else ""
+    os.environ.pop("BENCHFLOW_VIEW_ROOT", None)
+    setup_django()
+    if args.check:
+        return _deploy_check()
     port = free_port(args.host, args.port)
     if isinstance(port, str):
         raise UserError(port)
-    os.environ["BENCHFLOW_LOGIN_REQUIRED"] = "1"
-    os.environ.pop("BENCHFLOW_VIEW_ROOT", None)
-    setup_django()
     _index(args.index)
     from django.contrib.auth import get_user_model
 
@@ -182,9 +281,17 @@ def run_serve(args: argparse.Namespace) -> int:
     ensure_roles()
     if not get_user_model().objects.exists():
         print("No user yet: make one with `bench user add NAME --role admin`.", flush=True)
+    if tls is None and not proxied and not _loopback(args.host):
+        print(
+            "WARNING: plain HTTP beyond loopback (--insecure): passwords and session cookies "
+            "cross the network in clear.",
+            file=sys.stderr,
+            flush=True,
+        )
+    scheme = "https" if tls else "http"
     print(
-        f"Serving the dashboard at http://{args.host}:{port}/ (login required; Ctrl-C stops)",
+        f"Serving the dashboard at {scheme}://{args.host}:{port}/ (login required; Ctrl-C stops)",
         flush=True,
     )
-    serve(args.host, port)
+    serve(args.host, port, tls)
     return 0

@@ -7,6 +7,7 @@ BENCHFLOW_REDIS_URL turns on Celery scale-out and channels-redis; DATABASE_URL
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -16,11 +17,23 @@ from django.core.exceptions import ImproperlyConfigured
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
+def _private(path: Path, mode: int) -> None:
+    """Make a file or folder of this user's readable by this user only (the index holds sessions
+    and password hashes; the folder, the secret key). Another user's is left as it is."""
+    try:
+        info = path.stat()
+    except OSError:
+        return
+    if info.st_uid == os.getuid() and stat.S_IMODE(info.st_mode) & 0o077:
+        os.chmod(path, mode)
+
+
 def _state_dir() -> Path:
     path = Path(
         os.environ.get("BENCHFLOW_HOME", Path.home() / ".local" / "share" / "benchflow-site")
     )
-    path.mkdir(parents=True, exist_ok=True)
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    _private(path, 0o700)
     return path
 
 
@@ -28,12 +41,14 @@ STATE_DIR = _state_dir()
 
 
 def _secret_key() -> str:
-    """BENCHFLOW_SECRET_KEY, else a key made once for this machine and kept in STATE_DIR."""
+    """BENCHFLOW_SECRET_KEY, else a key made once for this machine and kept in STATE_DIR; one that
+    cannot be read is an error (a constant key would let anyone forge sessions)."""
     if os.environ.get("BENCHFLOW_SECRET_KEY"):
         return os.environ["BENCHFLOW_SECRET_KEY"]
     path = STATE_DIR / "secret-key"
+    fix = "or set BENCHFLOW_SECRET_KEY"
     try:
-        return path.read_text().strip()
+        key = path.read_text().strip()
     except FileNotFoundError:
         import secrets
 
@@ -41,12 +56,26 @@ def _secret_key() -> str:
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except FileExistsError:  # another process made it first
-            return path.read_text().strip()
+            return _secret_key()
+        except OSError as exc:
+            raise ImproperlyConfigured(
+                f"cannot make the secret key {path} ({exc.strerror}); fix: make {STATE_DIR} "
+                f"writable by this user (or point BENCHFLOW_HOME elsewhere), {fix}"
+            ) from None
         with os.fdopen(fd, "w") as fh:
             fh.write(key)
         return key
-    except OSError:
-        return "benchflow-site-local-only"
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ImproperlyConfigured(
+            f"cannot read the secret key {path} ({getattr(exc, 'strerror', None) or exc}); "
+            f"fix: make it readable by this user, {fix}"
+        ) from None
+    if not key:
+        raise ImproperlyConfigured(
+            f"the secret key {path} is empty; fix: delete it (a new one is made), {fix}"
+        )
+    _private(path, 0o600)
+    return key
 
 
 SECRET_KEY = _secret_key()
@@ -70,25 +99,71 @@ INSTALLED_APPS = [
     "proxy",
 ]
 
-# Django's own middleware, declared sync-only (benchflow_site/middleware.py says why).
+# Django's own middleware under its own names (`manage.py check --deploy` looks for them by name);
+# the last one is sync-only, which makes the whole chain run in one hop to Django's thread
+# (benchflow_site/middleware.py says why).
 MIDDLEWARE = [
-    "benchflow_site.middleware.Security",
-    "benchflow_site.middleware.Sessions",
-    "benchflow_site.middleware.Common",
-    "benchflow_site.middleware.Csrf",
-    "benchflow_site.middleware.Authentication",
-    "benchflow_site.middleware.Messages",
-    "benchflow_site.middleware.XFrameOptions",
-    "benchflow_site.middleware.ContentSecurityPolicy",
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "benchflow_site.middleware.PageHeaders",
 ]
 X_FRAME_OPTIONS = "DENY"
 # `bench serve` (a team's dashboard) asks every visitor to log in; `bench view` (one person, on
 # loopback) does not.
 LOGIN_REQUIRED = os.environ.get("BENCHFLOW_LOGIN_REQUIRED", "") == "1"
 if LOGIN_REQUIRED:
-    MIDDLEWARE.append("benchflow_site.middleware.LoginRequired")
+    MIDDLEWARE.insert(-1, "django.contrib.auth.middleware.LoginRequiredMiddleware")
 LOGIN_URL = "viewer:login"
 LOGIN_REDIRECT_URL = "viewer:jobs"
+
+# --- logins (bench serve) -----------------------------------------------------------------------
+# Failed logins are counted per user name and per client address in the index (runs/logins.py),
+# so a lock holds across processes; while locked, even the right password is refused.
+AUTHENTICATION_BACKENDS = ["viewer.logins.ThrottledBackend"]
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {
+        "NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
+        "OPTIONS": {"min_length": 12},
+    },
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+# A session ends after this many seconds without a request (refreshed at most once a minute:
+# benchflow_site/middleware.py); a password change or reset ends the user's other sessions.
+SESSION_COOKIE_AGE = int(os.environ.get("BENCHFLOW_SESSION_IDLE_S", str(8 * 3600)))
+
+# --- transport (bench serve) ----------------------------------------------------------------------
+# TLS is bench serve's own (--tls-cert/--tls-key set BENCHFLOW_TLS=1) or a reverse proxy's, which
+# names the scheme the client used in a header (BENCHFLOW_FORWARDED_PROTO_HEADER, e.g.
+# X-Forwarded-Proto; trusted only when set, so set it only behind such a proxy). Under TLS: cookies
+# only over HTTPS, HSTS, and plain HTTP redirected to HTTPS.
+BENCHFLOW_TLS = os.environ.get("BENCHFLOW_TLS", "") == "1"
+BENCHFLOW_FORWARDED_PROTO_HEADER = os.environ.get("BENCHFLOW_FORWARDED_PROTO_HEADER", "").strip()
+# The client's address behind such a proxy (e.g. X-Forwarded-For; the proxy must set it, not
+# append to what the client sent): the login throttle counts failures per address.
+BENCHFLOW_FORWARDED_FOR_HEADER = os.environ.get("BENCHFLOW_FORWARDED_FOR_HEADER", "").strip()
+if BENCHFLOW_FORWARDED_PROTO_HEADER:
+    SECURE_PROXY_SSL_HEADER = (
+        "HTTP_" + BENCHFLOW_FORWARDED_PROTO_HEADER.upper().replace("-", "_"),
+        "https",
+    )
+HTTPS = BENCHFLOW_TLS or bool(BENCHFLOW_FORWARDED_PROTO_HEADER)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = SECURE_SSL_REDIRECT = HTTPS
+SECURE_HSTS_SECONDS = int(os.environ.get("BENCHFLOW_HSTS_S", str(365 * 24 * 3600))) if HTTPS else 0
+# Both bind every name under the dashboard's domain (and browsers' preload list) to HTTPS: the
+# admin opts in (=1); off, Django's deploy checks for them are silenced, as that is a choice.
+SECURE_HSTS_INCLUDE_SUBDOMAINS = os.environ.get("BENCHFLOW_HSTS_SUBDOMAINS", "") == "1"
+SECURE_HSTS_PRELOAD = os.environ.get("BENCHFLOW_HSTS_PRELOAD", "") == "1"
+SILENCED_SYSTEM_CHECKS = [
+    *([] if SECURE_HSTS_INCLUDE_SUBDOMAINS else ["security.W005"]),
+    *([] if SECURE_HSTS_PRELOAD else ["security.W021"]),
+]
 
 ROOT_URLCONF = "benchflow_site.urls"
 TEMPLATES = [
@@ -154,6 +229,26 @@ else:
     }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["leases"] = _leases_beside(DATABASES["default"])
+
+
+def _private_sqlite(name: str) -> None:
+    """An SQLite file made 0600 before SQLite makes it with the umask's mode (its -wal and -shm
+    files take the database file's mode); an existing one is made 0600."""
+    if not name or name == ":memory:" or name.startswith("file:"):
+        return
+    path = Path(name)
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        for each in (path, Path(f"{name}-wal"), Path(f"{name}-shm")):
+            _private(each, 0o600)
+    except OSError:
+        return  # a folder that is not there: SQLite says so when it opens it
+
+
+for _db in DATABASES.values():
+    if _db["ENGINE"] == "django.db.backends.sqlite3":
+        _private_sqlite(str(_db["NAME"]))
 DATABASE_ROUTERS = ["runs.databases.LeasesRouter"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -189,7 +189,7 @@ class Page:
         headers = {"Cookie": self.cookie} if self.cookie else None
         async with websockets.connect(
             f"ws://127.0.0.1:{self.port}/ws/jobs/{JOB}/",
-            origin="http://127.0.0.1",  # type: ignore[arg-type]
+            origin=f"http://127.0.0.1:{self.port}",  # type: ignore[arg-type]
             additional_headers=headers,
         ) as ws:
             connected.set()

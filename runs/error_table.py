@@ -153,6 +153,22 @@ ERROR_CLASSES: tuple[ErrorClass, ...] = (
         "attempt's timing.json has cancelled_by and what its agent spent (agent_result).",
     ),
     ErrorClass(
+        "attempt_disk",
+        "agent",
+        retried=False,
+        graded=False,
+        fault="agent",
+        markers=_m(9, "attempt folder grew past"),
+        cause="the attempt wrote more than --max-attempt-mb into its folder",
+        next="look at the largest files of the attempt's agent/, verifier/ and artifacts/; raise "
+        "--max-attempt-mb if the task needs that much (0 turns the cap off)",
+        explain="The agent, or the tests, wrote into /logs (bind-mounted on the attempt folder) "
+        "until the folder passed --max-attempt-mb (1024 MB by default): the attempt was "
+        "stopped there, its sandbox removed, and it is not graded. Not retried: another "
+        "attempt would most likely write as much. What was written stays in the folder, "
+        "which passes the cap by what was written between two looks at its size.",
+    ),
+    ErrorClass(
         "idle_timeout",
         "agent",
         retried=True,

@@ -104,7 +104,7 @@ def latest_auto_job(jobs_dir: Path) -> Path | None:
     names = sorted(
         e.name
         for e in os.scandir(jobs_dir)
-        if e.is_dir()
+        if e.is_dir(follow_symlinks=False)  # a link would put the job's writes outside jobs_dir
         and is_auto_job_name(e.name)
         and os.path.exists(os.path.join(e.path, "evaluation.json"))
     )

@@ -323,3 +323,16 @@ class Lease(models.Model):
             models.Index(fields=["job_path", "state"], name="lease_job_state"),
             models.Index(fields=["job_path", "rollout_name"], name="lease_job_rollout"),
         ]
+
+
+# --- logins (bench serve): failed logins, per user name and per client address --------------------
+
+
+class LoginThrottle(models.Model):
+    """Failed logins of one user name (`user:NAME`) or one client address (`addr:IP`) since the
+    last quiet hour, and until when it is locked (runs/logins.py)."""
+
+    key = models.CharField(max_length=200, unique=True)
+    failures = models.IntegerField(default=0)
+    last_failed_at = models.DateTimeField(db_index=True)
+    locked_until = models.DateTimeField(null=True, blank=True)

@@ -18,6 +18,7 @@ from runs import env_names, secrets
 from runs.problems import Problem
 
 DEFAULT_IDLE_TIMEOUT_S = 600.0
+DEFAULT_MAX_ATTEMPT_MB = 1024
 BUDGET = "budget"  # evaluation.json keeps the job caps together under this key
 
 
@@ -272,6 +273,16 @@ class RunSpec:
         parse=idle_timeout,
         metavar="S",
         record="agent_idle_timeout_sec",
+    )
+    max_attempt_mb: int = option(
+        DEFAULT_MAX_ATTEMPT_MB,
+        flags=("--max-attempt-mb",),
+        help="stop an attempt whose folder (what the agent and the tests write into /logs, the "
+        "saved workspace) grows past MB; it fails as attempt_disk, ungraded and not retried "
+        f"(default {DEFAULT_MAX_ATTEMPT_MB}; 0: no cap)",
+        parse=non_negative_int,
+        metavar="MB",
+        record="max_attempt_mb",
     )
     save_outputs: bool = option(
         False,

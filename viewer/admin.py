@@ -17,7 +17,11 @@ from runs.operations import control
 from runs.operations import launch as launching
 from runs.operations import regrade as regrading
 from runs.problems import Problem, UserError
+from viewer.logins import AdminLoginForm
 from viewer.operate import can_operate, gateway, job_dir, launcher, user_name
+
+# the admin's own login is throttled and says when a lock refused it, as the dashboard's does
+admin.site.login_form = AdminLoginForm
 
 
 class ReadOnly(admin.ModelAdmin):

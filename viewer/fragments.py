@@ -16,34 +16,27 @@ user's, checked as Django checks it (viewer/sessions.py), and leaves everything 
 from __future__ import annotations
 
 import asyncio
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 
+from runs.bytecache import ByteBoundedCache
 from viewer import sessions
 
-KEEP = 256  # fragments stored (a few KB each)
-_store: OrderedDict[tuple[str | int, ...], bytes] = OrderedDict()
-_lock = threading.Lock()
+# Fragments stored, by their bytes (a few KB each; a 10,000-trial table, a few hundred): the URL's
+# query is the visitor's to choose, so the count of keys is not a bound.
+KEEP_BYTES = 32 << 20
+_store: ByteBoundedCache[bytes] = ByteBoundedCache(KEEP_BYTES, lambda body: len(body) + 200)
 
 
 def _get(key: tuple[str | int, ...]) -> bytes | None:
-    with _lock:
-        body = _store.get(key)
-        if body is not None:
-            _store.move_to_end(key)
-        return body
+    return _store.get(key)
 
 
 def _put(key: tuple[str | int, ...], body: bytes) -> None:
-    with _lock:
-        _store[key] = body
-        while len(_store) > KEEP:
-            _store.popitem(last=False)
+    _store.put(key, body)
 
 
 def _asked_seq(request: HttpRequest) -> int | None:
@@ -122,6 +115,8 @@ class StoredFragments:
             body = await asyncio.shield(self.rendering[key])
         if body is not None and await self._may_see(scope):
             headers = [*_HEADERS, (b"content-length", str(len(body)).encode())]
+            if _login_required():  # a logged-in user's page, as PageHeaders marks it
+                headers.append((b"cache-control", b"no-store, private"))
             await send({"type": "http.response.start", "status": 200, "headers": headers})
             await send({"type": "http.response.body", "body": body})
             return
@@ -138,12 +133,16 @@ class StoredFragments:
             future.set_result(_get(key))
 
     async def _may_see(self, scope: dict[str, Any]) -> bool:
-        from django.conf import settings
-
-        if not settings.LOGIN_REQUIRED:
+        if not _login_required():
             return True
         key = sessions.session_key(scope)
         return bool(key) and await self.sessions.logged_in(key)
+
+
+def _login_required() -> bool:
+    from django.conf import settings
+
+    return bool(settings.LOGIN_REQUIRED)
 
 
 def _key(scope: dict[str, Any]) -> tuple[str, int] | None:

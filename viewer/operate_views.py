@@ -17,7 +17,7 @@ from runs.operations import control
 from runs.operations import launch as launching
 from runs.operations import regrade as regrading
 from runs.problems import Problem, UserError
-from viewer import launch_form, queries
+from viewer import launch_form, queries, trial_views
 from viewer.operate import gateway, job_dir, launcher, operator_required, roots, user_name
 
 
@@ -135,22 +135,18 @@ def regrade(request: HttpRequest, job: str) -> HttpResponse:
             request,
             f"Regrading {', '.join(trials) if trials else 'every trial'} of {job}: the change appears here as each is done.",
         )
-    if trials and len(trials) == 1 and back == "trial":
+    if trials and len(trials) == 1 and back == "trial" and "/" not in trials[0]:
+        # a name with '/' is no trial's (the URL cannot hold it): back to the job's page
         return HttpResponseRedirect(reverse("viewer:trial", args=[job, trials[0]]))
     return _job_page(job)
 
 
 def console(request: HttpRequest, job: str) -> HttpResponse:
     """The console log of a job the browser launched (what `bench run` printed), whole, as text."""
-    from django.http import FileResponse
-
     path = launching.console_log(Path(queries.get_job(job).path))
     if path is None:
         raise Http404("this job has no console log (it was run from a terminal)")
-    response = FileResponse(open(path, "rb"), content_type="text/plain; charset=utf-8")
-    response["X-Content-Type-Options"] = "nosniff"
-    response["Content-Security-Policy"] = "sandbox; default-src 'none'"
-    return response
+    return trial_views.stream_file(request, open(path, "rb"), path.name, download=False)
 
 
 def job_regrades(request: HttpRequest, job: str) -> HttpResponse:

@@ -87,7 +87,7 @@ def logged_in_keys(keys: list[str]) -> set[str]:
 def _users(backend_path: str, ids: list[Any]) -> dict[Any, Any]:
     """The users the backend returns for these ids (ModelBackend's get_user, for all at once)."""
     backend = load_backend(backend_path)
-    if type(backend) is ModelBackend:
+    if isinstance(backend, ModelBackend) and type(backend).get_user is ModelBackend.get_user:
         rows = get_user_model()._default_manager.filter(pk__in=ids)
         return {user.pk: user for user in rows if backend.user_can_authenticate(user)}
     found = {user_id: backend.get_user(user_id) for user_id in ids}

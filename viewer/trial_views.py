@@ -2,27 +2,28 @@
 model calls a page at a time, its session logs, and any of its files whole.
 
 Files are read only through runs.results.files: a path from a URL must be one of the attempt's
-own regular files (no `..`, no symlink), and large files are cut on the page with a link to the
-whole, which is streamed as plain text.
+own regular files (no `..`, no symlink, no other hard link). What the page shows of a folder is
+bounded by runs.results.attempt_page (a listing in pages, heads of files); a whole file is
+streamed as plain text, a piece at a time as the client takes it.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.core.handlers.asgi import ASGIRequest
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
+from django.utils.http import content_disposition_header
 
 from runs.models import Attempt, Job, Trial
-from runs.results import files
+from runs.results import attempt_page, files
 from runs.results import transcript as calls
 from runs.workers.overview import attempt_workers
 from viewer import queries
 
-INLINE = ("agent/", "verifier/", "config.json", "timing.json", "steps/")
-TRAJECTORY = "trajectory/llm_trajectory.jsonl"
+TRAJECTORY = attempt_page.TRAJECTORY
 
 
 def _int(value: str | None, default: int = 1) -> int:
@@ -42,30 +43,6 @@ def _resolve(job: str, trial: str, rollout: str) -> tuple[Job, Trial, Attempt, P
     return row, trial_row, attempt, folder
 
 
-def _result(folder: Path) -> tuple[dict[str, Any] | None, str]:
-    """result.json as a document, or (None, its first bytes) when it is missing or corrupt."""
-    path = files.safe_file(folder, "result.json")
-    if path is None:
-        return None, ""
-    head = files.read_head(path)
-    try:
-        doc = json.loads(head.text) if not head.cut else None
-    except ValueError:
-        doc = None
-    return (doc if isinstance(doc, dict) else None), head.text
-
-
-def _regrades(folder: Path) -> dict[str, Any] | None:
-    path = files.safe_file(folder, "regrade.json")
-    if path is None:
-        return None
-    try:
-        data = json.loads(files.read_head(path, 4 << 20).text)
-    except ValueError:
-        return {"unreadable": True}
-    return data if isinstance(data, dict) else None
-
-
 def trial_page(request: HttpRequest, job: str, trial: str) -> HttpResponse:
     row = queries.get_job(job)
     trial_row = queries.get_trial(row, trial)
@@ -82,23 +59,12 @@ def trial_page(request: HttpRequest, job: str, trial: str) -> HttpResponse:
     context: dict[str, Any] = {"job": row, "trial": trial_row, "attempts": attempts}
     if chosen is not None:
         folder = queries.attempt_folder(row, chosen)
-        listing = [] if folder.is_symlink() else files.list_files(folder)
-        result, raw = _result(folder) if not folder.is_symlink() else (None, "")
-        inline = []
-        for entry in listing:
-            if entry.path.startswith(INLINE) and not entry.path.endswith(".jsonl"):
-                path = files.safe_file(folder, entry.path)
-                if path is not None:
-                    inline.append((entry, files.read_head(path)))
+        shown = attempt_page.attempt_files(folder, _int(request.GET.get("files")))
         context.update(
             attempt=chosen,
-            result=result,
-            result_text=json.dumps(result, indent=2) if result is not None else raw,
-            listing=listing,
-            inline=inline,
-            logs=[e for e in listing if e.path.endswith(".jsonl") and e.path != TRAJECTORY],
-            has_transcript=any(e.path == TRAJECTORY for e in listing),
-            regrades=_regrades(folder) if not folder.is_symlink() else None,
+            files=shown,
+            rewards=attempt_page.rewards_shown(chosen.rewards),
+            regrades=None if folder.is_symlink() else attempt_page.regrades(folder),
             build_log=files.safe_file(Path(row.path), f"builds/{trial_row.task_name}.log"),
             cause=queries.cause_text(chosen.error_category or chosen.verifier_error_category),
         )
@@ -107,10 +73,11 @@ def trial_page(request: HttpRequest, job: str, trial: str) -> HttpResponse:
 
 def transcript(request: HttpRequest, job: str, trial: str, rollout: str) -> HttpResponse:
     row, trial_row, attempt, folder = _resolve(job, trial, rollout)
-    path = files.safe_file(folder, TRAJECTORY)
-    if path is None:
+    fh = files.open_file(folder, TRAJECTORY)
+    if fh is None:
         raise Http404("this attempt has no model calls (trajectory/llm_trajectory.jsonl)")
-    page = calls.transcript_page(path, _int(request.GET.get("page")))
+    with fh:
+        page = calls.transcript_page(fh, _int(request.GET.get("page")))
     return render(
         request,
         "viewer/_transcript.html",
@@ -121,10 +88,11 @@ def transcript(request: HttpRequest, job: str, trial: str, rollout: str) -> Http
 def jsonl_log(request: HttpRequest, job: str, trial: str, rollout: str) -> HttpResponse:
     row, trial_row, attempt, folder = _resolve(job, trial, rollout)
     rel = request.GET.get("path", "")
-    path = files.safe_file(folder, rel) if rel.endswith(".jsonl") else None
-    if path is None:
+    fh = files.open_file(folder, rel) if rel.endswith(".jsonl") else None
+    if fh is None:
         raise Http404("no such log in this attempt")
-    page = calls.log_page(path, _int(request.GET.get("page")))
+    with fh:
+        page = calls.log_page(fh, _int(request.GET.get("page")))
     return render(
         request,
         "viewer/_log.html",
@@ -133,17 +101,27 @@ def jsonl_log(request: HttpRequest, job: str, trial: str, rollout: str) -> HttpR
 
 
 def raw_file(request: HttpRequest, job: str, trial: str, rollout: str, rel: str) -> HttpResponse:
-    """One of the attempt's files, whole, streamed as plain text that no browser runs."""
+    """One of the attempt's files, whole, streamed as plain text that no browser runs (or as a
+    download): under ASGI a piece at a time, read only when the server has sent the one before."""
     row, trial_row, attempt, folder = _resolve(job, trial, rollout)
     if rel == "build.log":  # the task's image build log, kept in the job folder
-        path = files.safe_file(Path(row.path), f"builds/{trial_row.task_name}.log")
+        fh = files.open_file(Path(row.path), f"builds/{trial_row.task_name}.log")
     else:
-        path = files.safe_file(folder, rel)
-    if path is None:
+        fh = files.open_file(folder, rel)
+    if fh is None:
         raise Http404("not a file of this attempt")
-    if request.GET.get("download"):
-        return FileResponse(open(path, "rb"), as_attachment=True, filename=path.name)
-    response = StreamingHttpResponse(files.stream(path), content_type="text/plain; charset=utf-8")
+    return stream_file(request, fh, Path(rel).name, bool(request.GET.get("download")))
+
+
+def stream_file(request: HttpRequest, fh: Any, name: str, download: bool) -> HttpResponse:
+    """A file as a streamed response that never holds it whole (also the console log's)."""
+    chunks = files.astream(fh) if isinstance(request, ASGIRequest) else files.stream(fh)
+    if download:
+        response = StreamingHttpResponse(chunks, content_type="application/octet-stream")
+        response["Content-Disposition"] = content_disposition_header(True, name)
+    else:
+        response = StreamingHttpResponse(chunks, content_type="text/plain; charset=utf-8")
+        response["Content-Security-Policy"] = "sandbox; default-src 'none'"
+    response["Content-Length"] = str(files.size_of(fh))
     response["X-Content-Type-Options"] = "nosniff"
-    response["Content-Security-Policy"] = "sandbox; default-src 'none'"
     return response

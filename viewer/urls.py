@@ -2,9 +2,10 @@
 job by name, a trial among that job's trials, an attempt among that trial's attempts."""
 
 from django.contrib.auth import views as auth_views
-from django.urls import path
+from django.urls import path, reverse_lazy
 
 from viewer import compare_views, operate_views, trial_views, views, workers_views
+from viewer.logins import LoginForm
 
 app_name = "viewer"
 
@@ -16,10 +17,25 @@ urlpatterns = [
     path("workers/", workers_views.workers, name="workers"),
     path(
         "login/",
-        auth_views.LoginView.as_view(template_name="viewer/login.html"),
+        auth_views.LoginView.as_view(
+            template_name="viewer/login.html", authentication_form=LoginForm
+        ),
         name="login",
     ),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path(
+        "password/",
+        auth_views.PasswordChangeView.as_view(
+            template_name="viewer/password.html",
+            success_url=reverse_lazy("viewer:password-done"),
+        ),
+        name="password",
+    ),
+    path(
+        "password/done/",
+        auth_views.PasswordChangeDoneView.as_view(template_name="viewer/password_done.html"),
+        name="password-done",
+    ),
     path("launch/", operate_views.launch, name="launch"),
     path("launch/tasks/", operate_views.launch_tasks, name="launch-tasks"),
     path("jobs/<str:job>/cancel/", operate_views.cancel, name="job-cancel"),

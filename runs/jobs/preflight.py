@@ -103,6 +103,7 @@ def check_run(
     found.problems += _redo_problems(spec, found.tasks)
     found.problems += _compose_problems(found.tasks)
     found.problems += _jobs_dir_problems(spec.jobs_dir)
+    found.problems += job_name_problems(spec.job, spec.jobs_dir)
     if agent is not None and not found.problems:
         found.problems += model_problems(spec, agent, gateway)
     return found
@@ -131,6 +132,27 @@ def _redo_problems(spec: RunSpec, tasks: list[Task]) -> list[Problem]:
             + "; fix: name a trial the job plans (a task, or task#N for a repeat)",
         )
     ]
+
+
+def job_name_problems(name: str | None, jobs: Path) -> list[Problem]:
+    """--job NAME is a plain name, and not a symbolic link in the jobs folder: the job's files
+    would be written wherever the link points."""
+    if not name:
+        return []
+    if name in (".", "..") or "/" in name or name.startswith("."):
+        return [
+            Problem("job", f"--job {name}: a job name is a plain name (no '/', no leading '.')")
+        ]
+    if (jobs / name).is_symlink():
+        return [
+            Problem(
+                "job",
+                f"--job {name}: {jobs / name} is a symbolic link (to {os.readlink(jobs / name)}); "
+                "a job folder must be a real folder in the jobs folder; fix: pick another name, "
+                "or remove the link",
+            )
+        ]
+    return []
 
 
 def _jobs_dir_problems(jobs: Path) -> list[Problem]:

@@ -14,7 +14,13 @@ from typing import Any
 
 from runs.gateway import ModelGateway
 from runs.jobfolder import read_json, unique_job_dir
-from runs.jobs.preflight import check_run, docker_client, no_tasks, resume_spec
+from runs.jobs.preflight import (
+    check_run,
+    docker_client,
+    job_name_problems,
+    no_tasks,
+    resume_spec,
+)
 from runs.operations import control
 from runs.operations import roots as paths
 from runs.operations.process import CONSOLE_LOG, Launcher, Request
@@ -104,14 +110,6 @@ def _model_problems(model: str, where: paths.Roots) -> tuple[str, list[Problem]]
     return f"{MOCK_SCRIPT_PREFIX}{found}", []
 
 
-def _job_name_problems(name: str | None) -> list[Problem]:
-    if name and (name in (".", "..") or "/" in name or name.startswith(".")):
-        return [
-            Problem("job", f"--job {name}: a job name is a plain name (no '/', no leading '.')")
-        ]
-    return []
-
-
 def _docker_problems() -> list[Problem]:
     try:
         docker_client()
@@ -170,7 +168,7 @@ def check_launch(
     spec, parse_problems = parse_form(values)
     problems += parse_problems
     if spec is not None:
-        problems += _job_name_problems(spec.job)
+        problems += job_name_problems(spec.job, spec.jobs_dir)
     if problems or spec is None:
         return Checked(None, [], _unique(problems))
     checked = check_spec(spec, gateway)

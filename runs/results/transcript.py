@@ -1,51 +1,124 @@
 """An attempt's model calls (trajectory/llm_trajectory.jsonl) as a readable transcript, a page at
 a time: the messages each call added, the model's reply, its tool calls, tokens and time.
 
-A line offset table (one pass over the file, kept while the file is unchanged) lets any page of
-a trial with thousands of calls open without parsing the calls before it. The three wire formats
-the proxy speaks (Chat Completions, Responses, Messages), streamed or not, are read here.
+A sparse line index (the offset of every STRIDE-th line, one pass over the file, kept while the
+file is unchanged) lets any page of a trial with thousands of calls open without parsing the calls
+before it. The three wire formats the proxy speaks (Chat Completions, Responses, Messages),
+streamed or not, are read here.
+
+The files are the agent's to write, so everything is bounded: the index (8 bytes a STRIDE lines;
+the cache of indexes by its bytes), a line read (LINE_MAX), and what one page shows (PAGE_BYTES
+of HTML, shared by its messages and tool calls).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import threading
-from collections import OrderedDict
+import re
+from array import array
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from itertools import islice
+from typing import Any, BinaryIO
+
+from runs.bytecache import ByteBoundedCache
+from runs.results.html_size import fit, html_bytes
 
 PAGE = 20  # calls a page
 TEXT_MAX = 20_000  # characters of one message shown; the raw line is a link away
+PAGE_BYTES = 1_000_000  # of HTML, the messages and tool calls of one page in all
+LINE_MAX = 4 << 20  # bytes of one line read and parsed; a longer line is shown as too long
+STRIDE = 100  # lines between the offsets the index keeps (pages of 20 and 50 start within one)
+INDEX_CACHE_BYTES = 16 << 20
+_NEWLINE = re.compile(b"\n")
 
-_offsets: OrderedDict[tuple[str, int, int], list[int]] = OrderedDict()
-_lock = threading.Lock()
+
+@dataclass(frozen=True)
+class LineIndex:
+    """How many lines a file has, and where every STRIDE-th one starts."""
+
+    total: int
+    marks: array  # type: ignore[type-arg]  # array("q"): marks[i] is line i*STRIDE's offset
+
+    @property
+    def nbytes(self) -> int:
+        return self.marks.itemsize * len(self.marks) + 64
 
 
-def line_offsets(path: Path) -> list[int]:
-    """The byte offset of each line's start (cached per path, size and mtime)."""
-    info = os.stat(path)
-    key = (os.fspath(path), info.st_size, info.st_mtime_ns)
-    with _lock:
-        if key in _offsets:
-            _offsets.move_to_end(key)
-            return _offsets[key]
-    offsets = [0] if info.st_size else []
-    position = 0
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 20):
-            start = 0
-            while (i := chunk.find(b"\n", start)) != -1:
-                if position + i + 1 < info.st_size:
-                    offsets.append(position + i + 1)
-                start = i + 1
-            position += len(chunk)
-    with _lock:
-        _offsets[key] = offsets
-        while len(_offsets) > 64:
-            _offsets.popitem(last=False)
-    return offsets
+_indexes: ByteBoundedCache[LineIndex] = ByteBoundedCache(INDEX_CACHE_BYTES, lambda i: i.nbytes)
+
+
+def line_index(fh: BinaryIO) -> LineIndex:
+    """The open file's line index (cached per file, size and mtime), read up to the size it had
+    when asked. A last line with no newline counts; an empty file has no lines."""
+    info = os.fstat(fh.fileno())
+    key = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+    found = _indexes.get(key)
+    if found is not None:
+        return found
+    size = info.st_size
+    marks = array("q", [0] if size else [])
+    newlines, position, last = 0, 0, b""
+    fh.seek(0)
+    while position < size and (chunk := fh.read(min(1 << 20, size - position))):
+        # the g-th newline of the file starts line g: keep it when g is a multiple of STRIDE
+        skip = STRIDE - 1 - newlines % STRIDE
+        for match in islice(_NEWLINE.finditer(chunk), skip, None, STRIDE):
+            if position + match.end() < size:
+                marks.append(position + match.end())
+        newlines += chunk.count(b"\n")
+        position += len(chunk)
+        last = chunk[-1:]
+    total = newlines + 1 - (last == b"\n") if position else 0
+    index = LineIndex(total, marks)
+    _indexes.put(key, index)
+    return index
+
+
+def _skip_lines(fh: BinaryIO, count: int) -> None:
+    """Move past `count` lines without keeping them (a line may be any length)."""
+    while count > 0:
+        block = fh.readline(1 << 16)
+        if not block:
+            return
+        if block.endswith(b"\n"):
+            count -= 1
+
+
+def _lines(fh: BinaryIO, first: int, count: int) -> list[bytes | None]:
+    """Lines first .. first+count-1 (0-based) of the file; None for one longer than LINE_MAX."""
+    index = line_index(fh)
+    out: list[bytes | None] = []
+    last = min(first + count, index.total)
+    if first >= last:
+        return out
+    fh.seek(index.marks[first // STRIDE])
+    _skip_lines(fh, first % STRIDE)
+    for _ in range(first, last):
+        raw = fh.readline(LINE_MAX + 1)
+        if len(raw) > LINE_MAX and not raw.endswith(b"\n"):
+            _skip_lines(fh, 1)
+            out.append(None)
+        else:
+            out.append(raw)
+    return out
+
+
+class TextBudget:
+    """The bytes of HTML a page may still show; each message and tool call takes its share."""
+
+    def __init__(self, page_bytes: int = PAGE_BYTES):
+        self.left = page_bytes
+
+    def take(self, text: str, limit: int = TEXT_MAX) -> tuple[str, bool]:
+        """At most `limit` characters of `text`, as many as the budget's bytes hold escaped."""
+        shown, cut = fit(text[:limit], max(0, self.left))
+        self.left -= html_bytes(shown)
+        return shown, cut or len(text) > limit
+
+    def short(self, text: str) -> str:
+        shown, _ = self.take(text, SHORT)
+        return shown
 
 
 @dataclass
@@ -87,10 +160,42 @@ def _text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def _cut(message: Message) -> Message:
-    if len(message.text) > TEXT_MAX:
-        message.text, message.cut = message.text[:TEXT_MAX], True
-    return message
+SHORT = 200  # characters of a label, a model name, a time, a tool call's name or id
+MESSAGE_COST = 300  # bytes of a message's or a tool call's frame on the page
+
+
+def _shown(messages: list[Message], budget: TextBudget) -> list[Message]:
+    """The messages as the page shows them: each text and tool call cut to its share of the page's
+    budget; once it is spent, one note says how many more the raw file has."""
+    out: list[Message] = []
+    for n, message in enumerate(messages):
+        if budget.left <= MESSAGE_COST:
+            out.append(
+                Message("note", f"{len(messages) - n} more not shown: the raw file has them")
+            )
+            break
+        budget.left -= MESSAGE_COST
+        message.role = budget.short(message.role)
+        message.tool_call_id = budget.short(message.tool_call_id)
+        message.text, message.cut = budget.take(message.text)
+        calls = []
+        for call in message.tool_calls:
+            if budget.left <= MESSAGE_COST:
+                message.cut = True
+                break
+            budget.left -= MESSAGE_COST
+            arguments, cut = budget.take(call.get("arguments", ""))
+            message.cut = message.cut or cut
+            calls.append(
+                {
+                    "name": budget.short(call.get("name", "")),
+                    "arguments": arguments,
+                    "id": budget.short(call.get("id", "")),
+                }
+            )
+        message.tool_calls = calls
+        out.append(message)
+    return out
 
 
 def _blocks(role: str, content: Any) -> list[Message]:
@@ -262,37 +367,52 @@ def _stream_reply(events: list[Any]) -> list[Message]:
     return [Message("assistant", "".join(text), [calls[k] for k in sorted(calls)])]
 
 
-def _read_line(fh: Any, offset: int) -> Any:
-    fh.seek(offset)
-    raw = fh.readline()
+def _parsed(raw: bytes | None) -> Any:
+    """A line as JSON; None when it is not JSON; TOO_LONG when it was not read."""
+    if raw is None:
+        return TOO_LONG
     try:
         return json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
 
 
-def _call(number: int, line: Any, previous: int) -> tuple[Call, int]:
+TOO_LONG = object()
+TOO_LONG_TEXT = f"this line is longer than {LINE_MAX >> 20} MB: the raw file has it"
+
+
+def _number(value: Any) -> float | None:
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _call(number: int, line: Any, previous: int, budget: TextBudget) -> tuple[Call, int]:
+    if line is TOO_LONG:
+        return Call(number, unreadable=TOO_LONG_TEXT), previous
     if not isinstance(line, dict):
         return Call(number, unreadable="this line is not JSON"), previous
     messages = request_messages(line.get("request"))
     fresh = messages[previous:] if previous <= len(messages) else messages
     raw_usage = line.get("usage")
-    usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
+    usage: dict[str, Any] = (
+        {k: v for k, v in raw_usage.items() if isinstance(k, str) and _number(v) is not None}
+        if isinstance(raw_usage, dict)
+        else {}
+    )
+    error, _cut = budget.take(str(line.get("error") or ""), 2_000)
+    budget.left -= MESSAGE_COST
     call = Call(
         number=number,
-        model=str(line.get("model") or ""),
-        protocol=str(line.get("protocol") or ""),
-        started_at=str(line.get("started_at") or ""),
-        duration_s=line.get("duration_s")
-        if isinstance(line.get("duration_s"), int | float)
-        else None,
+        model=budget.short(str(line.get("model") or "")),
+        protocol=budget.short(str(line.get("protocol") or "")),
+        started_at=budget.short(str(line.get("started_at") or "")),
+        duration_s=_number(line.get("duration_s")),
         status=line.get("status") if isinstance(line.get("status"), int) else None,
         usage=usage,
-        cost_usd=line.get("cost_usd") if isinstance(line.get("cost_usd"), int | float) else None,
-        error=str(line.get("error") or ""),
+        cost_usd=_number(line.get("cost_usd")),
+        error=error,
         refused=bool(line.get("refused")),
-        new_messages=[_cut(m) for m in fresh],
-        reply=[_cut(m) for m in reply_messages(line.get("response"), line.get("response_sse"))],
+        new_messages=_shown(fresh, budget),
+        reply=_shown(reply_messages(line.get("response"), line.get("response_sse")), budget),
     )
     return call, len(messages)
 
@@ -313,23 +433,24 @@ class TranscriptPage:
         return self.calls[-1].number if self.calls else 0
 
 
-def transcript_page(path: Path, page: int = 1, per_page: int = PAGE) -> TranscriptPage:
-    """Page `page` (1-based) of the calls; each shows what it added to the conversation."""
-    offsets = line_offsets(path)
-    total = len(offsets)
+def transcript_page(fh: BinaryIO, page: int = 1, per_page: int = PAGE) -> TranscriptPage:
+    """Page `page` (1-based) of the calls in the open trajectory file; each shows what it added to
+    the conversation."""
+    total = line_index(fh).total
     pages = max(1, -(-total // per_page))
     page = min(max(1, page), pages)
     first = (page - 1) * per_page
+    budget = TextBudget()
+    previous = 0
+    lines = _lines(fh, max(0, first - 1), per_page + (first > 0))
+    if first > 0:  # how much of the conversation the call before this page had sent
+        prior = _parsed(lines.pop(0))
+        if isinstance(prior, dict):
+            previous = len(request_messages(prior.get("request")))
     calls: list[Call] = []
-    with open(path, "rb") as fh:
-        previous = 0
-        if first > 0:  # how much of the conversation the call before this page had sent
-            prior = _read_line(fh, offsets[first - 1])
-            if isinstance(prior, dict):
-                previous = len(request_messages(prior.get("request")))
-        for number in range(first, min(first + per_page, total)):
-            call, previous = _call(number + 1, _read_line(fh, offsets[number]), previous)
-            calls.append(call)
+    for number, raw in enumerate(lines, start=first + 1):
+        call, previous = _call(number, _parsed(raw), previous, budget)
+        calls.append(call)
     return TranscriptPage(calls, page, pages, total)
 
 
@@ -342,24 +463,27 @@ class LogEntry:
     unreadable: str = ""
 
 
-def _log_entry(number: int, line: Any) -> LogEntry:
+def _log_entry(number: int, line: Any, budget: TextBudget) -> LogEntry:
     """A session log line (Claude Code, Codex, OpenCode) as a labelled message: the fields these
     logs share (type, role, message/payload, content) are read, anything else is shown as JSON."""
+    budget.left -= MESSAGE_COST
+    if line is TOO_LONG:
+        return LogEntry(number, "?", "", [], unreadable=TOO_LONG_TEXT)
     if not isinstance(line, dict):
         return LogEntry(number, "?", "", [], unreadable="this line is not a JSON object")
     body = line.get("message") or line.get("payload") or line.get("item") or line
     body = body if isinstance(body, dict) else {"content": body}
     kind = str(line.get("type") or body.get("type") or "")
     role = str(body.get("role") or "")
-    label = " / ".join(x for x in (kind, role) if x) or "entry"
-    at = str(line.get("timestamp") or line.get("time") or "")
+    label = budget.short(" / ".join(x for x in (kind, role) if x) or "entry")
+    at = budget.short(str(line.get("timestamp") or line.get("time") or ""))
     if "content" in body or "text" in body:
         messages = _blocks(role or kind, body.get("content", body.get("text")))
     elif body.get("type") in ("function_call", "function_call_output"):
         messages = _chat_message(body)
     else:
         messages = [Message(role or kind, json.dumps(body, ensure_ascii=False))]
-    return LogEntry(number, label, at, [_cut(m) for m in messages])
+    return LogEntry(number, label, at, _shown(messages, budget))
 
 
 @dataclass
@@ -370,16 +494,15 @@ class LogPage:
     total: int
 
 
-def log_page(path: Path, page: int = 1, per_page: int = 50) -> LogPage:
-    """Page `page` of a JSONL session log, each line as a readable entry."""
-    offsets = line_offsets(path)
-    total = len(offsets)
+def log_page(fh: BinaryIO, page: int = 1, per_page: int = 50) -> LogPage:
+    """Page `page` of an open JSONL session log, each line as a readable entry."""
+    total = line_index(fh).total
     pages = max(1, -(-total // per_page))
     page = min(max(1, page), pages)
     first = (page - 1) * per_page
-    with open(path, "rb") as fh:
-        entries = [
-            _log_entry(n + 1, _read_line(fh, offsets[n]))
-            for n in range(first, min(first + per_page, total))
-        ]
+    budget = TextBudget()
+    entries = [
+        _log_entry(number, _parsed(raw), budget)
+        for number, raw in enumerate(_lines(fh, first, per_page), start=first + 1)
+    ]
     return LogPage(entries, page, pages, total)

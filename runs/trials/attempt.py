@@ -26,6 +26,7 @@ from runs.sandboxes.layers import LayerError
 from runs.secrets import redact_obj, redact_tree
 from runs.spec import RunSpec
 from runs.tasks.load import Task
+from runs.trials import disk_cap
 from runs.trials.agent_run import run_agent, trial_secrets
 from runs.trials.artifacts import collect
 from runs.trials.environment_setup import EnvironmentSetupError, set_up
@@ -207,7 +208,7 @@ class AttemptRunner:
         result = self._base_result(prepared)
         try:
             if prepared.sandbox is not None and prepared.error is None:
-                await self._agent_and_verifier(prepared, result)
+                await self._within_disk_cap(prepared, result)
         except asyncio.CancelledError:
             ended = time.monotonic()
             self.discard(prepared)  # the agent stops with its sandbox
@@ -236,6 +237,25 @@ class AttemptRunner:
         self._write_result(prepared, result)
         self.discard(prepared)
         return result
+
+    async def _within_disk_cap(self, prepared: Prepared, result: TrialResult) -> None:
+        """The agent and the verifier, stopped when the attempt folder passes --max-attempt-mb:
+        the attempt then fails as attempt_disk, ungraded, with what its agent spent counted."""
+        limit_mb = self.spec.max_attempt_mb
+        size = await disk_cap.within_cap(
+            self._agent_and_verifier(prepared, result), prepared.attempt_dir, limit_mb
+        )
+        if size is None:
+            return
+        if prepared.sandbox is not None:  # whatever was writing (the agent, the tests) stops
+            await self.call(prepared.sandbox.stop_processes)
+        if self.proxy is not None and (
+            usage := await take_usage(self.proxy, prepared.attempt_dir.name)
+        ):
+            result.agent_result.add_counted(usage)
+        result.rewards = None
+        result.error = disk_cap.cap_error(limit_mb, size)
+        result.error_category = "attempt_disk"
 
     async def _cancelled_usage(self, prepared: Prepared) -> Any:
         """What the proxy counted for a cancelled attempt's agent (None without a key)."""

@@ -15,7 +15,8 @@ from runs.index.writer import record_event
 from runs.models import Job
 from viewer import watch
 
-ORIGIN = [(b"origin", b"http://127.0.0.1:8888")]
+# a page of the dashboard itself: its origin is the Host it was served from, port included
+ORIGIN = [(b"origin", b"http://127.0.0.1:8888"), (b"host", b"127.0.0.1:8888")]
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
@@ -69,7 +70,9 @@ async def test_the_jobs_list_gets_every_jobs_hints():
 async def test_a_socket_from_another_origin_is_refused():
     await database_sync_to_async(_job)()
     page = WebsocketCommunicator(
-        application, "/ws/jobs/", headers=[(b"origin", b"http://evil.example")]
+        application,
+        "/ws/jobs/",
+        headers=[(b"origin", b"http://evil.example"), (b"host", b"127.0.0.1:8888")],
     )
     connected, _ = await page.connect()
     assert not connected
