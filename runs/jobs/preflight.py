@@ -16,7 +16,7 @@ from runs import events as ev
 from runs.agents.base import BASE_URL_VARS, Agent, AgentError
 from runs.agents.registry import resolve_agent
 from runs.gateway import ModelGateway
-from runs.jobfolder import JobLocked, read_json
+from runs.jobfolder import JobLocked, read_object
 from runs.jobs.console import Reporter
 from runs.jobs.plan import trial_names
 from runs.problems import Problem, UserError, refusal
@@ -289,7 +289,12 @@ def resume_spec(
         raise UserError(
             f"{job_dir} is not a job folder (no evaluation.json); fix: pass a folder made by bench run"
         )
-    recorded = read_json(evaluation)
+    recorded = read_object(evaluation)
+    if recorded is None:
+        raise UserError(
+            f"{evaluation} is not a JSON object (half-written or edited); fix: restore it from "
+            "a copy, or start the job again with bench run --fresh"
+        )
     missing = [k for k in recorded.get("agent_env_secret_keys") or [] if k not in agent_env]
     if missing:
         flags = " ".join(f"--agent-env {k}=..." for k in missing)

@@ -18,7 +18,7 @@ from typing import Any
 from runs import events as ev
 from runs.agents.base import Agent
 from runs.gateway import ModelGateway
-from runs.jobfolder import CANCEL_REQUEST, JobLock, read_json, write_json
+from runs.jobfolder import CANCEL_REQUEST, JobLock, read_object, write_json
 from runs.jobs.budgets import JobBudget
 from runs.jobs.console import Reporter
 from runs.jobs.coordinator import Coordinator, remove_all
@@ -136,7 +136,7 @@ class JobRun:
             job_dir,
             self.tasks,
             spec.trials,
-            set_aside(read_json(job_dir / "evaluation.json")),
+            set_aside(read_object(job_dir / "evaluation.json") or {}),
             running=frozenset(adopted),
         )
 
