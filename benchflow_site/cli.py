@@ -229,6 +229,7 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 
 
 def cmd_results(args: argparse.Namespace) -> int:
+    from runs.results import job_documents
     from runs.results.load import load_job
     from runs.results.render import render_results
 
@@ -236,10 +237,8 @@ def cmd_results(args: argparse.Namespace) -> int:
         return compare_cli.run(args)
     if args.job is None:
         raise UserError("bench results needs a job folder (or --compare JOB_A JOB_B)")
-    if not (args.job / "evaluation.json").is_file() and not any(args.job.glob("*/result.json")):
-        raise UserError(
-            f"{args.job} is not a job folder (no evaluation.json and no <task>__<id>/result.json in it)"
-        )
+    if not job_documents.is_job_folder(args.job):
+        raise UserError(job_documents.not_a_job(args.job))
     job = load_job(args.job, attempts=args.attempts)
     fmt = "json" if args.json else "csv" if args.csv else "table"
     sys.stdout.write(render_results(job, fmt=fmt, attempts=args.attempts).rstrip("\n") + "\n")

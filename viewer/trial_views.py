@@ -16,8 +16,9 @@ from django.http import FileResponse, Http404, HttpRequest, HttpResponse, Stream
 from django.shortcuts import render
 
 from runs.models import Attempt, Job, Trial
-from runs.results import files
+from runs.results import attempt_folder, files
 from runs.results import transcript as calls
+from runs.results.trial_result import TrialResult
 from runs.workers.overview import attempt_workers
 from viewer import queries
 
@@ -42,17 +43,12 @@ def _resolve(job: str, trial: str, rollout: str) -> tuple[Job, Trial, Attempt, P
     return row, trial_row, attempt, folder
 
 
-def _result(folder: Path) -> tuple[dict[str, Any] | None, str]:
-    """result.json as a document, or (None, its first bytes) when it is missing or corrupt."""
-    path = files.safe_file(folder, "result.json")
-    if path is None:
+def _result(folder: Path) -> tuple[TrialResult | None, str]:
+    """The attempt's result (typed; a Harbor trial's too) and result.json's first bytes as written."""
+    if folder.is_symlink() or files.safe_file(folder, attempt_folder.RESULT) is None:
         return None, ""
-    head = files.read_head(path)
-    try:
-        doc = json.loads(head.text) if not head.cut else None
-    except ValueError:
-        doc = None
-    return (doc if isinstance(doc, dict) else None), head.text
+    text, _ = attempt_folder.result_text(folder, files.HEAD_BYTES)
+    return attempt_folder.read_attempt(str(folder)).result, text
 
 
 def _regrades(folder: Path) -> dict[str, Any] | None:
@@ -83,7 +79,7 @@ def trial_page(request: HttpRequest, job: str, trial: str) -> HttpResponse:
     if chosen is not None:
         folder = queries.attempt_folder(row, chosen)
         listing = [] if folder.is_symlink() else files.list_files(folder)
-        result, raw = _result(folder) if not folder.is_symlink() else (None, "")
+        result, raw = _result(folder)
         inline = []
         for entry in listing:
             if entry.path.startswith(INLINE) and not entry.path.endswith(".jsonl"):
@@ -93,7 +89,7 @@ def trial_page(request: HttpRequest, job: str, trial: str) -> HttpResponse:
         context.update(
             attempt=chosen,
             result=result,
-            result_text=json.dumps(result, indent=2) if result is not None else raw,
+            result_text=raw,
             listing=listing,
             inline=inline,
             logs=[e for e in listing if e.path.endswith(".jsonl") and e.path != TRAJECTORY],
