@@ -10,6 +10,7 @@ from pathlib import Path
 from benchflow_site import (
     __version__,
     compare_cli,
+    export_cli,
     index_cli,
     operate_cli,
     regrade_cli,
@@ -99,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     regrade_cli.add_parser(sub)
     index_cli.add_parser(sub)
+    export_cli.add_parser(sub)
 
     serve_cli.add_parsers(sub)
     user_cli.add_parser(sub)
@@ -276,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     handlers = {
         "index": index_cli.run,
+        "export": export_cli.run,
         "run": cmd_run,
         "doctor": cmd_doctor,
         "explain": cmd_explain,
