@@ -101,18 +101,26 @@ def read_job(job_dir: str | os.PathLike[str]) -> JobDocuments:
     return JobDocuments("benchflow", {}, files=files)
 
 
-def is_job_folder(path: str | os.PathLike[str]) -> bool:
-    """Ours (evaluation.json), a Harbor job's (its config.json), or a folder of attempt folders
-    at least one of which wrote its result."""
+def _own_documents(path: str | os.PathLike[str]) -> bool:
     if os.path.isfile(os.path.join(path, "evaluation.json")):
         return True
     config = read_object(os.path.join(path, "config.json"))
-    if config is not None and harbor.is_job_config(config):
+    return config is not None and harbor.is_job_config(config)
+
+
+def is_job_folder(path: str | os.PathLike[str]) -> bool:
+    """Ours (evaluation.json), a Harbor job's (its config.json), or a folder of attempt folders
+    at least one of which wrote its result (a job folder inside a jobs folder is no attempt: a
+    Harbor job's own result.json sits where an attempt's would)."""
+    if _own_documents(path):
         return True
     try:
         with os.scandir(path) as entries:
             return any(
-                e.is_dir() and "__" in e.name and os.path.exists(os.path.join(e.path, RESULT))
+                e.is_dir()
+                and "__" in e.name
+                and os.path.exists(os.path.join(e.path, RESULT))
+                and not _own_documents(e.path)
                 for e in entries
             )
     except OSError:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from runs.index.folder import index_path
+from runs.index.folder import index_path, job_folders
 from runs.models import Attempt, Job, JobState, Trial
 from runs.results.attempt_folder import job_attempts, read_attempt
 from runs.results.load import load_job
@@ -159,3 +159,11 @@ def test_bench_index_of_a_harbor_job(harbor_jobs):
     # and again: nothing doubles
     index_path(harbor_jobs / ORACLE.name)
     assert Attempt.objects.filter(trial__job=job).count() == 3
+
+
+def test_a_jobs_folder_of_harbor_jobs_is_no_job_itself(harbor_jobs):
+    # a Harbor job's own result.json sits where an attempt's would: `bench view jobs/` must still
+    # see three jobs, not one job of three odd attempts
+    assert sorted(p.name for p in job_folders(harbor_jobs)) == sorted(
+        p.name for p in (ORACLE, NOP, NO_REWARD)
+    )
