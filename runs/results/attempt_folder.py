@@ -28,6 +28,7 @@ RESULT = "result.json"
 CORRUPT = "result.json is corrupt or half-written"
 Kind = Literal["ok", "missing", "corrupt", "not_started", "not_an_attempt"]
 Source = Literal["benchflow", "harbor"]
+ATTEMPT_KINDS = frozenset({"ok", "missing", "corrupt"})  # the others are no attempt
 
 
 def corrupt_text(cause: str, folder: str | None = None) -> str:
@@ -78,7 +79,7 @@ class AttemptRecord:
 
     @property
     def is_attempt(self) -> bool:
-        return self.kind in ("ok", "missing", "corrupt")
+        return self.kind in ATTEMPT_KINDS
 
     @property
     def error(self) -> str | None:
@@ -155,17 +156,21 @@ def read_attempt(folder: str | os.DirEntry[str]) -> AttemptRecord:
         record = AttemptRecord("ok", name, path, "harbor", _result=result)
         record.task, record.trial_name = result.task_name, result.trial_name
         return record
-    task = doc.get("task_name") or name.rsplit("__", 1)[0]
+    task = str(doc.get("task_name") or name.rsplit("__", 1)[0])
     index, number = doc.get("trial_index"), doc.get("attempt")
-    return AttemptRecord(
+    return AttemptRecord(  # positional: this runs for each of thousands of folders
         "ok",
         name,
         path,
-        raw=doc,
-        task=str(task),
-        trial_name=str(doc.get("trial_name") or task),
-        trial_index=index if type(index) is int else 0,
-        number=number if type(number) is int else 1,
+        "benchflow",
+        doc,
+        None,
+        None,
+        None,
+        task,
+        str(doc.get("trial_name") or task),
+        index if type(index) is int else 0,
+        number if type(number) is int else 1,
     )
 
 
@@ -178,7 +183,7 @@ def job_attempts(job_dir: str | os.PathLike[str]) -> Iterator[AttemptRecord]:
             if entry.name.startswith(".") or "__" not in entry.name or not entry.is_dir():
                 continue
             record = read_attempt(entry)
-            if not record.is_attempt:
+            if record.kind not in ATTEMPT_KINDS:
                 continue
             if record.source == "harbor":
                 held.append(record)

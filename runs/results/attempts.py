@@ -134,10 +134,13 @@ class Attempt:
 
 def attempt_of(record: AttemptRecord) -> Attempt:
     """An attempt folder's record as an Attempt, placed in time by its result (else its mtime)."""
-    document = record.document
+    document = record.raw if record.raw is not None else record.document
     when = None
+    reward = None
     if document is not None:
         when = _epoch(document.get("finished_at")) or _epoch(document.get("started_at"))
+        rewards = document.get("rewards")
+        reward = finite(rewards.get("reward")) if isinstance(rewards, Mapping) else None
     mtime = None
     if when is None:
         try:
@@ -145,19 +148,19 @@ def attempt_of(record: AttemptRecord) -> Attempt:
         except OSError:
             mtime = 0.0
         when = mtime
-    return Attempt(
-        task=record.task,
-        trial_name=record.trial_name,
-        trial_index=record.trial_index,
-        folder=record.name,
-        path=record.path,
-        result=document,
-        when=when,
-        mtime=mtime,
-        reward=reward_of(document),
-        timing=record.timing,
-        corrupt=record.kind == "corrupt",
-        record=record,
+    return Attempt(  # positional: this runs for each of thousands of folders
+        record.task,
+        record.trial_name,
+        record.trial_index,
+        record.name,
+        record.path,
+        document,
+        when,
+        mtime,
+        reward,
+        record.timing,
+        record.kind == "corrupt",
+        record,
     )
 
 
