@@ -5,7 +5,7 @@ folder per trial): its files copied, and Harbor's result.json, config.json and l
 beside them; the job gets Harbor's config.json (agent, model, the task folders, repeats) and
 result.json (progress and reward means). `harbor view` lists the copy with its rewards, and
 `harbor job resume` plans the same trials from the job's config.json, finds them done, and runs
-only trials the copy lacks. The job folder itself is only read. Documents: runs/results/harbor.py.
+only trials the copy lacks. The job folder itself is only read. Documents: runs/results/harbor/write.py.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from pathlib import Path
 
 from runs.jobfolder import read_object, write_json
 from runs.problems import UserError
-from runs.results import harbor
 from runs.results.attempt_folder import RESULT
+from runs.results.harbor import write as harbor
 from runs.results.job_documents import is_job_folder, not_a_job, read_job
 from runs.results.load import Trial, load_job
 from runs.tasks.load import folder_digest

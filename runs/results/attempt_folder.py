@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from runs.jobfolder import NOT_STARTED_MARK, read_object
-from runs.results import harbor
+from runs.results.harbor import read as harbor
 from runs.results.trial_result import TrialResult
 
 try:

@@ -13,8 +13,8 @@ from datetime import datetime
 from typing import Any, Literal
 
 from runs.jobfolder import read_object
-from runs.results import harbor
 from runs.results.attempt_folder import RESULT
+from runs.results.harbor import read as harbor
 
 # The job's own files a page offers, in this order; the first log present is the job's log.
 JOB_FILES = (

@@ -4,7 +4,7 @@ The attempt fills a `TrialResult` as it goes (sandbox, agent, verifier) and `to_
 document written to result.json. Keys BenchFlow always writes are always present (null when
 unknown); the ones it writes only when something happened (`steps`, `idle_timeout_info`,
 `agent_oom_killed`, ...) appear only then. An attempt folder's result.json is read back into one by
-runs/results/attempt_folder.py (a Harbor trial's by runs/results/harbor.py); the document itself
+runs/results/attempt_folder.py (a Harbor trial's by runs/results/harbor/read.py); the document itself
 stays beside it for the keys only some writers add (BenchFlow's own, the error table's `*_info`).
 """
 
