@@ -88,11 +88,19 @@ def harbor_env() -> dict[str, str]:
 
 
 def _job(root: Path, tasks: Path) -> Path:
-    """A finished job of ours: hello-world passed, partial-credit scored 0.667 on four keys (after
-    a retried attempt), count-words' agent failed to install (no reward)."""
+    """A finished job of ours: hello-world passed though its agent ran out of time (the verifier
+    graded what it left), partial-credit scored 0.667 on four keys though the provider
+    rate-limited its agent (after a retried attempt),
+    count-words' agent failed to install (no reward)."""
     job = write_job(root, "2026-12-05__10-00-00", plan=list(TASKS), concurrency=2)
     docs = {
-        "hello-world__00000001": result_doc("hello-world", "hello-world__00000001", 1.0),
+        "hello-world__00000001": result_doc(
+            "hello-world",
+            "hello-world__00000001",
+            1.0,
+            error="agent timed out after 120s",
+            error_category="timeout",
+        ),
         "partial-credit__00000002": result_doc(
             "partial-credit",
             "partial-credit__00000002",
@@ -106,6 +114,8 @@ def _job(root: Path, tasks: Path) -> Path:
             0.667,
             attempt=2,
             rewards={"reward": 0.667, "files": 1.0, "content": 1.0, "perms": 0.0},
+            error="provider rate limited (HTTP 429)",
+            error_category="provider_rate_limit",
         ),
         "count-words__00000004": result_doc(
             "count-words",
@@ -155,18 +165,19 @@ def test_harbor_parses_and_lists_our_export_with_its_rewards(exported, harbor_en
     seen = json.loads(out.stdout)
     trials = seen["parsed"][job.name]["trials"]
     assert seen["parsed"][job.name]["n_total_trials"] == 3
+    # Harbor's own policy keeps a reward beside an agent timeout, as ours does
     assert trials["hello-world"] == {
         "rewards": {"reward": 1.0},
         "reward_valid": True,
-        "exception": None,
+        "exception": "AgentTimeoutError",
         "agent": "opencode",
         "model": "oracle",
     }
     partial = trials["partial-credit"]
     assert partial["rewards"] == {"reward": 0.667, "files": 1.0, "content": 1.0, "perms": 0.0}
-    assert (
-        partial["reward_valid"] and partial["exception"] is None
-    )  # the best attempt, not the first
+    # the best attempt, not the first; a class whose Harbor types would void the reward goes by
+    # our name, which Harbor's policy leaves the reward to
+    assert partial["reward_valid"] and partial["exception"] == "provider_rate_limit"
     assert trials["count-words"]["rewards"] is None and trials["count-words"]["exception"]
     listed = seen["listed"][job.name]
     assert listed["state"] == "finished"

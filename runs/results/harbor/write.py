@@ -78,11 +78,10 @@ def trial_document(
     source: str | None,
 ) -> dict[str, Any]:
     """Our attempt's result as a Harbor trial's result.json (TrialResult, schema 1)."""
-    error = _exception(
-        result.error, result.error_category, result.finished_at, result.reward is not None
-    )
+    scored = result.reward is not None
+    error = _exception(result.error, result.error_category, result.finished_at, scored)
     verifier = _exception(
-        result.verifier_error, result.verifier_error_category, result.finished_at, False
+        result.verifier_error, result.verifier_error_category, result.finished_at, scored
     )
     usage = result.agent_result
     context = {
