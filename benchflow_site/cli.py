@@ -10,6 +10,7 @@ from pathlib import Path
 from benchflow_site import (
     __version__,
     compare_cli,
+    export_cli,
     index_cli,
     operate_cli,
     regrade_cli,
@@ -108,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     regrade_cli.add_parser(sub)
     index_cli.add_parser(sub)
+    export_cli.add_parser(sub)
 
     serve_cli.add_parsers(sub)
     user_cli.add_parser(sub)
@@ -242,6 +244,7 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 
 
 def cmd_results(args: argparse.Namespace) -> int:
+    from runs.results import job_documents
     from runs.results.load import load_job
     from runs.results.render import render_results
 
@@ -249,10 +252,8 @@ def cmd_results(args: argparse.Namespace) -> int:
         return compare_cli.run(args)
     if args.job is None:
         raise UserError("bench results needs a job folder (or --compare JOB_A JOB_B)")
-    if not (args.job / "evaluation.json").is_file() and not any(args.job.glob("*/result.json")):
-        raise UserError(
-            f"{args.job} is not a job folder (no evaluation.json and no <task>__<id>/result.json in it)"
-        )
+    if not job_documents.is_job_folder(args.job):
+        raise UserError(job_documents.not_a_job(args.job))
     job = load_job(args.job, attempts=args.attempts)
     fmt = "json" if args.json else "csv" if args.csv else "table"
     sys.stdout.write(render_results(job, fmt=fmt, attempts=args.attempts).rstrip("\n") + "\n")
@@ -290,6 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     handlers = {
         "index": index_cli.run,
+        "export": export_cli.run,
         "run": cmd_run,
         "doctor": cmd_doctor,
         "explain": cmd_explain,

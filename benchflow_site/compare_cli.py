@@ -23,6 +23,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from runs.results import job_documents
     from runs.results.compare import (
         compare,
         comparison_document,
@@ -33,10 +34,8 @@ def run(args: argparse.Namespace) -> int:
 
     a, b = args.compare
     for job in (a, b):
-        if not (job / "evaluation.json").is_file() and not any(job.glob("*/result.json")):
-            raise UserError(
-                f"{job} is not a job folder (no evaluation.json and no <task>__<id>/result.json in it)"
-            )
+        if not job_documents.is_job_folder(job):
+            raise UserError(job_documents.not_a_job(job))
     if args.csv:
         raise UserError("--compare prints a table or, with --json, a document; not CSV")
     result = compare(sides_from_job(load_job(a)), sides_from_job(load_job(b)))

@@ -12,7 +12,9 @@ from runs.problems import UserError
 
 DESCRIPTION = """\
 Read job folders (the record) into the database index the dashboard reads: jobs, trials,
-attempts with their usage, budgets and timing. Safe to run again: rows are refreshed, never
+attempts with their usage, budgets and timing. A job folder Harbor (0.2x) wrote is read as Harbor
+graded it: its trials' rewards, agent, model, phase times and exceptions, the job's state and
+times from its result.json. Safe to run again: rows are refreshed, never
 doubled, and attempts whose folders are gone are dropped. bench view does this by itself for a
 folder the index does not know yet."""
 
@@ -40,8 +42,8 @@ def run(args: argparse.Namespace) -> int:
     reports = index_path(path, say=print)
     if not reports:
         print(
-            f"bench: no job folder in {path} (a job folder has evaluation.json or "
-            "<task>__<id>/result.json)",
+            f"bench: no job folder in {path} (a job folder has evaluation.json, a Harbor "
+            "job's config.json, or <task>__<id>/result.json)",
             file=sys.stderr,
         )
         return 2

@@ -3,7 +3,10 @@
 `make_job(path, n_attempts)` writes a realistic job folder (retries, interrupted attempts, trial
 budgets, repeats); each measured run is a fresh subprocess so its peak RSS is its own.
 
-    .venv/bin/python benchmarks/results_bench.py [--attempts 10000] [--runs 5]
+    .venv/bin/python benchmarks/results_bench.py [--attempts 10000] [--runs 5] [--against TREE]
+
+With --against, each run also measures another checkout (its own results_bench.py, on the same
+job folder), alternating, so a change is compared with its base in the same hour.
 
 Writes benchmarks/results/results.json. Targets: under 2 s and under 200 MB.
 """
@@ -195,29 +198,44 @@ def measure_plan(job_dir: str) -> dict[str, Any]:
     }
 
 
-def run(n_attempts: int, runs: int) -> dict[str, Any]:
+def _sample(script: Path, flag: str, job: Path) -> dict[str, Any]:
+    """One measurement in a fresh process of `script`'s checkout (its own code imported)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run(
+        [sys.executable, str(script), flag, str(job)],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    return json.loads(out.stdout)
+
+
+def _medians(samples: list[dict[str, Any]]) -> dict[str, float]:
+    return {
+        "median_seconds": statistics.median(s["seconds"] for s in samples),
+        "median_cpu_seconds": statistics.median(s["cpu_seconds"] for s in samples),
+        "median_peak_rss_mb": statistics.median(s["peak_rss_mb"] for s in samples),
+        "min_seconds": min(s["seconds"] for s in samples),
+        "max_seconds": max(s["seconds"] for s in samples),
+    }
+
+
+def run(n_attempts: int, runs: int, against: Path | None = None) -> dict[str, Any]:
+    here = Path(__file__).resolve()
+    other = against.resolve() / "benchmarks" / "results_bench.py" if against else None
+    base: dict[str, list[dict[str, Any]]] = {"--measure": [], "--measure-plan": []}
     with tempfile.TemporaryDirectory(prefix="results-bench-") as tmp:
         started = time.perf_counter()
         job = make_job(Path(tmp) / "2026-11-29__11-00-00", n_attempts)
         made_s = time.perf_counter() - started
-        samples = []
-        for _ in range(runs):
-            out = subprocess.run(
-                [sys.executable, __file__, "--measure", str(job)],
-                check=True,
-                capture_output=True,
-                text=True,
-            )
-            samples.append(json.loads(out.stdout))
-        plans = []
-        for _ in range(runs):
-            out = subprocess.run(
-                [sys.executable, __file__, "--measure-plan", str(job)],
-                check=True,
-                capture_output=True,
-                text=True,
-            )
-            plans.append(json.loads(out.stdout))
+        samples: list[dict[str, Any]] = []
+        plans: list[dict[str, Any]] = []
+        for flag, into in (("--measure", samples), ("--measure-plan", plans)):
+            for _ in range(runs):
+                into.append(_sample(here, flag, job))
+                if other is not None:
+                    base[flag].append(_sample(other, flag, job))
     median_s = statistics.median(s["seconds"] for s in samples)
     median_mb = statistics.median(s["peak_rss_mb"] for s in samples)
     return {
@@ -239,6 +257,17 @@ def run(n_attempts: int, runs: int) -> dict[str, Any]:
         and median_mb < TARGET_MB
         and statistics.median(p["seconds"] for p in plans) < TARGET_S
         and statistics.median(p["peak_rss_mb"] for p in plans) < TARGET_MB,
+        "against": None
+        if other is None
+        else {
+            "tree": str(against),
+            "results": {**_medians(base["--measure"]), "runs": base["--measure"]},
+            "resume_planning": {**_medians(base["--measure-plan"]), "runs": base["--measure-plan"]},
+            "ratio_results": statistics.median(s["seconds"] for s in samples)
+            / statistics.median(s["seconds"] for s in base["--measure"]),
+            "ratio_resume_planning": statistics.median(p["seconds"] for p in plans)
+            / statistics.median(p["seconds"] for p in base["--measure-plan"]),
+        },
         "make_job_seconds": round(made_s, 2),
         "python": platform.python_version(),
         "machine": platform.machine(),
@@ -252,6 +281,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--attempts", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--against", type=Path, help="another checkout to measure alternately")
     parser.add_argument("--measure", help=argparse.SUPPRESS)
     parser.add_argument("--measure-plan", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -261,7 +291,7 @@ def main() -> int:
     if args.measure_plan:
         print(json.dumps(measure_plan(args.measure_plan)))
         return 0
-    report = run(args.attempts, args.runs)
+    report = run(args.attempts, args.runs, args.against)
     out = REPO / "benchmarks" / "results" / "results.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")
@@ -274,6 +304,16 @@ def main() -> int:
         f"{report['resume_planning']['median_peak_rss_mb']:.1f} MB "
         f"-> {'OK' if report['ok'] else 'MISSED'}; wrote {out.relative_to(REPO)}"
     )
+    if report["against"]:
+        base = report["against"]
+        print(
+            f"against {base['tree']}: results median {base['results']['median_seconds']:.3f} s, "
+            f"{base['results']['median_peak_rss_mb']:.1f} MB (this tree {report['median_seconds']:.3f} s, "
+            f"ratio {base['ratio_results']:.2f}); resume planning median "
+            f"{base['resume_planning']['median_seconds']:.3f} s, "
+            f"{base['resume_planning']['median_peak_rss_mb']:.1f} MB "
+            f"(ratio {base['ratio_resume_planning']:.2f})"
+        )
     return 0 if report["ok"] else 1
 
 

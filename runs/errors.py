@@ -8,7 +8,6 @@ Retries, the Outcomes block, `bench explain CLASS` and the dashboard all read th
 from __future__ import annotations
 
 import difflib
-import math
 import os
 import re
 import textwrap
@@ -18,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runs.error_table import ERROR_CLASSES, FAULT_WORDS, ErrorClass, Fault, Kind, Marker
+from runs.jobfolder import finite
 
 __all__ = [
     "ERROR_CLASSES",
@@ -109,10 +109,7 @@ def backoff_seconds(attempt: int) -> float:
 
 def _reward(result: Mapping[str, Any]) -> float | None:
     rewards = result.get("rewards")
-    value = rewards.get("reward") if isinstance(rewards, Mapping) else None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return None
-    return float(value)
+    return finite(rewards.get("reward")) if isinstance(rewards, Mapping) else None
 
 
 def error_category(result: Mapping[str, Any]) -> str | None:

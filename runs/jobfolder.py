@@ -23,6 +23,20 @@ CANCEL_REQUEST = ".cancel-request"
 NOT_STARTED_MARK = ".not-started"
 
 
+try:
+    from orjson import loads as _loads  # 2-3x faster on thousands of result.json files
+except ImportError:  # pragma: no cover
+    _loads = json.loads  # type: ignore[assignment]
+
+
+def finite(value: Any) -> float | None:
+    """A document's number as a float when it is one and finite, else None (bools, NaN and
+    infinities from an older writer, strings are no number)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
 def _strict(obj: Any) -> Any:
     """NaN and infinities become null: the files are strict JSON."""
     if isinstance(obj, float) and not math.isfinite(obj):
@@ -57,9 +71,27 @@ def write_json(path: Path, obj: Any) -> None:
     write_bytes_atomic(path, (json.dumps(_strict(obj), indent=2, default=str) + "\n").encode())
 
 
-def read_json(path: Path) -> Any:
-    with open(path, "rb") as fh:
-        return json.loads(fh.read())
+def read_json(path: str | os.PathLike[str]) -> Any:
+    """A job folder's JSON file, or None when it is missing, unreadable or not JSON (half-written,
+    edited): the callers say what that means for their file."""
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read()
+    except OSError:
+        return None
+    try:
+        return _loads(raw)
+    except ValueError:
+        try:  # NaN or Infinity from an older writer: the standard library reads them
+            return json.loads(raw)
+        except ValueError:
+            return None
+
+
+def read_object(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """read_json when the file holds a JSON object, else None."""
+    data = read_json(path)
+    return data if isinstance(data, dict) else None
 
 
 def new_job_name(now: datetime | None = None) -> str:

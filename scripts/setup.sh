@@ -97,6 +97,29 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ] || ! .venv/bin/python -
     echo "$want" >"$stamp"
 fi
 
+# --- Harbor in its own venv (it needs Python 3.12): the tests read job folders Harbor wrote and
+# check `bench export --format harbor` with Harbor's own code (tests/runs/test_export_harbor.py)
+harbor_version=0.26.0
+if [ "$(cat .venv-harbor/.benchflow-installed 2>/dev/null)" != "$harbor_version" ]; then
+    py312=""  # python3.12 on PATH (a pyenv shim may name one it cannot run), else pyenv's own
+    for candidate in python3.12 "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.12*/bin/python; do
+        if "$candidate" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' >/dev/null 2>&1; then
+            py312=$candidate
+            break
+        fi
+    done
+    if [ -z "$py312" ]; then
+        echo "warning: no Python 3.12 (python3.12 on PATH or under pyenv): .venv-harbor not made;" \
+            "the Harbor tests fail until it is (install Python 3.12, then run this again)" >&2
+    else
+        say "creating .venv-harbor with harbor==$harbor_version ($("$py312" --version))"
+        rm -rf .venv-harbor
+        "$py312" -m venv .venv-harbor
+        .venv-harbor/bin/python -m pip install -q "harbor==$harbor_version"
+        echo "$harbor_version" >.venv-harbor/.benchflow-installed
+    fi
+fi
+
 # --- doctor --fix: builds the offline base images when missing or out of date ----------------
 say "bench doctor --fix"
 if [ -x .venv/bin/bench ] && .venv/bin/bench doctor --help >/dev/null 2>&1; then

@@ -7,7 +7,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from runs.models import Job, Trial
-from runs.results.compare import Side
+from runs.results.compare import Side, pair_key
 from runs.results.compare import compare as compare_jobs
 from viewer import queries
 
@@ -15,9 +15,9 @@ from viewer import queries
 def _sides(job: Job) -> dict[str, Side]:
     rows = Trial.objects.filter(job=job, state="done").order_by("position", "id")
     return {
-        name: Side(reward, cost, tokens, outcome)
-        for name, reward, cost, tokens, outcome in rows.values_list(
-            "name", "reward", "cost_usd", "total_tokens", "outcome"
+        pair_key(task, index): Side(reward, cost, tokens, outcome)
+        for task, index, reward, cost, tokens, outcome in rows.values_list(
+            "task_name", "trial_index", "reward", "cost_usd", "total_tokens", "outcome"
         )
         if outcome != "cancelled"
     }

@@ -17,6 +17,7 @@ from runs.operations import control
 from runs.operations import launch as launching
 from runs.operations import regrade as regrading
 from runs.problems import Problem, UserError
+from runs.results import job_documents
 from viewer import launch_form, queries, trial_views
 from viewer.operate import gateway, job_dir, launcher, operator_required, roots, user_name
 
@@ -142,10 +143,16 @@ def regrade(request: HttpRequest, job: str) -> HttpResponse:
 
 
 def console(request: HttpRequest, job: str) -> HttpResponse:
-    """The console log of a job the browser launched (what `bench run` printed), whole, as text."""
-    path = launching.console_log(Path(queries.get_job(job).path))
+    """The job's log, whole, as text: what `bench run` printed for a job the browser launched
+    (console.log), or a Harbor job's job.log."""
+    folder = Path(queries.get_job(job).path)
+    path = launching.console_log(folder)
+    if path is None and "job.log" in job_documents.job_files(folder):
+        path = folder / "job.log"
     if path is None:
-        raise Http404("this job has no console log (it was run from a terminal)")
+        raise Http404(
+            "this job has no log (console.log is written for a job launched from the browser)"
+        )
     return trial_views.stream_file(request, open(path, "rb"), path.name, download=False)
 
 

@@ -18,7 +18,7 @@ from django.shortcuts import render
 from django.utils.http import content_disposition_header
 
 from runs.models import Attempt, Job, Trial
-from runs.results import attempt_page, files
+from runs.results import attempt_folder, attempt_page, files
 from runs.results import transcript as calls
 from runs.workers.overview import attempt_workers
 from viewer import queries
@@ -63,6 +63,9 @@ def trial_page(request: HttpRequest, job: str, trial: str) -> HttpResponse:
         context.update(
             attempt=chosen,
             files=shown,
+            result=attempt_folder.read_attempt(str(folder)).result
+            if not folder.is_symlink()
+            else None,
             rewards=attempt_page.rewards_shown(chosen.rewards),
             regrades=None if folder.is_symlink() else attempt_page.regrades(folder),
             build_log=files.safe_file(Path(row.path), f"builds/{trial_row.task_name}.log"),

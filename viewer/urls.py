@@ -42,6 +42,7 @@ urlpatterns = [
     path("jobs/<str:job>/resume/", operate_views.resume, name="job-resume"),
     path("jobs/<str:job>/regrade/", operate_views.regrade, name="job-regrade"),
     path("jobs/<str:job>/console/", operate_views.console, name="job-console"),
+    path("jobs/<str:job>/files/<str:name>", views.job_file, name="job-file"),
     path("jobs/<str:job>/regrades/", operate_views.job_regrades, name="job-regrades"),
     path("jobs/<str:job>/", views.job_page, name="job"),
     path("jobs/<str:job>/live/", views.job_live, name="job-live"),

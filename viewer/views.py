@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from django.db.models import Count, Sum
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.template.loader import render_to_string
 
 from runs.models import Job
-from viewer import queries
+from runs.results import files, job_documents
+from viewer import queries, trial_views
 from viewer.fragments import once_per_seq
 
 
@@ -87,8 +89,25 @@ def _progress_context(job: queries.Job) -> dict[str, object]:
 
 def job_page(request: HttpRequest, job: str) -> HttpResponse:
     row = queries.get_job(job)
-    context = {**_trials_context(request, row), **_progress_context(row)}
+    files = job_documents.job_files(row.path)  # a few stats: which of the job's own files exist
+    log = next((name for name in job_documents.LOGS if name in files), None)
+    context = {
+        **_trials_context(request, row),
+        **_progress_context(row),
+        "job_log": log,
+        "job_files": [name for name in files if name != log],
+    }
     return render(request, "viewer/job.html", context)
+
+
+def job_file(request: HttpRequest, job: str, name: str) -> HttpResponse:
+    """One of the job's own documents (evaluation.json, summary.json, a Harbor job's config.json,
+    result.json, job.log, ...), whole, as plain text that no browser runs."""
+    row = queries.get_job(job)
+    fh = files.open_file(Path(row.path), name) if name in job_documents.JOB_FILES else None
+    if fh is None:
+        raise Http404(f"{name!r} is not one of this job's own files")
+    return trial_views.stream_file(request, fh, name, download=False)
 
 
 @once_per_seq(_job_seq)

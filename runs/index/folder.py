@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import fcntl
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import groupby
 from pathlib import Path
@@ -28,7 +28,9 @@ from runs.index.writer import (
 )
 from runs.jobfolder import LOCK_FILE
 from runs.models import Attempt, Job, JobState, Trial
-from runs.results.attempts import NOT_STARTED_MARK, read_json
+from runs.results import job_documents
+from runs.results.attempt_folder import AttemptRecord, job_attempts
+from runs.results.job_documents import read_job
 
 BATCH = 500  # attempt folders read and written at a time (about 2 MB of result.json)
 ATTEMPT_FIELDS = [
@@ -41,15 +43,7 @@ ATTEMPT_FIELDS.append("number")
 
 
 def is_job_folder(path: Path) -> bool:
-    if (path / "evaluation.json").is_file():
-        return True
-    try:
-        return any(
-            e.is_dir() and "__" in e.name and os.path.exists(os.path.join(e.path, "result.json"))
-            for e in os.scandir(path)
-        )
-    except OSError:
-        return False
+    return job_documents.is_job_folder(path)
 
 
 def job_folders(path: Path) -> list[Path]:
@@ -90,53 +84,32 @@ class Indexed:
     live: bool
 
 
-def _attempt_entries(job_dir: Path) -> Iterator[os.DirEntry[str]]:
-    with os.scandir(job_dir) as entries:
-        for entry in entries:
-            if not entry.name.startswith(".") and "__" in entry.name and entry.is_dir():
-                yield entry
-
-
-def _read(entry: os.DirEntry[str], live: bool) -> dict[str, Any] | None:
-    """One attempt folder as (names, fields), or None for one to leave out."""
-    path = os.path.join(entry.path, "result.json")
-    data = read_json(path)
-    result = data if isinstance(data, dict) else None
+def _row(record: AttemptRecord, live: bool) -> dict[str, Any]:
+    """One attempt folder's rows: its Attempt fields, its trial, its per-trial budget."""
+    result = record.result
     if result is not None:
-        if result.get("purpose") == "reviewer":
-            return None
-        fields = index_rows.attempt_fields(result)
+        fields = index_rows.attempt_fields(record.document or {}, result)
         if not fields["sort_at"]:
-            fields["sort_at"] = entry.stat().st_mtime
-        meta = result
+            fields["sort_at"] = os.stat(record.path).st_mtime
     else:
-        if os.path.exists(os.path.join(entry.path, NOT_STARTED_MARK)):
-            return None
-        corrupt = os.path.exists(path)
-        timing = read_json(os.path.join(entry.path, "timing.json"))
         fields = index_rows.unfinished_fields(
-            timing if isinstance(timing, dict) else None,
-            corrupt=corrupt,
+            record.timing,
+            corrupt=record.error,
             live=live,
-            mtime=entry.stat().st_mtime,
+            mtime=os.stat(record.path).st_mtime,
         )
-        meta = read_json(os.path.join(entry.path, "config.json"))
-        meta = meta if isinstance(meta, dict) else {}
-    task = str(meta.get("task_name") or entry.name.rsplit("__", 1)[0])
-    index = meta.get("trial_index")
-    index = index if isinstance(index, int) and not isinstance(index, bool) else 0
-    number = meta.get("attempt") if isinstance(meta.get("attempt"), int) else 1
+    meta = record.config or {}
+    agent = result.agent if result is not None else meta.get("agent")
+    model = result.model if result is not None else meta.get("model")
     return {
-        "rollout": entry.name,
-        "task": task,
-        "trial": str(meta.get("trial_name") or task),
-        "index": index,
-        "number": number,
+        "rollout": record.name,
+        "task": record.task,
+        "trial": record.trial_name,
+        "index": record.trial_index,
+        "number": record.number,
         "fields": fields,
-        "trial_budget": result.get("trial_budget") if result else None,
-        "agent_model": (str(meta["agent"]), str(meta.get("model") or ""))
-        if meta.get("agent")
-        else None,
+        "trial_budget": (record.document or {}).get("trial_budget") if result else None,
+        "agent_model": (str(agent), str(model or "")) if agent else None,
     }
 
 
@@ -219,25 +192,29 @@ def _refresh_trials(job: Job, live: bool) -> int:
 def index_job(job_dir: Path) -> Indexed:
     """Build or refresh one job's rows from its folder, in one transaction."""
     job_dir = job_dir.resolve()
-    settings = read_json(str(job_dir / "evaluation.json"))
-    settings = settings if isinstance(settings, dict) else {}
-    summary = read_json(str(job_dir / "summary.json"))
-    summary = summary if isinstance(summary, dict) else None
+    documents = read_job(job_dir)
+    settings, summary = documents.settings, documents.summary
     live = is_live(job_dir)
-    state = JobState.RUNNING if live else JobState.FINISHED if summary else JobState.INTERRUPTED
+    state = (
+        JobState.RUNNING if live else JobState.FINISHED if documents.ended else JobState.INTERRUPTED
+    )
     with transaction.atomic():
-        job = ensure_job(job_dir, settings, state=state, summary=summary if not live else None)
+        job = ensure_job(
+            job_dir,
+            settings,
+            state=state,
+            summary=summary if not live else None,
+            n_trials=documents.n_trials,
+        )
         known = dict(Trial.objects.filter(job=job).values_list("name", "id"))
-        seen: set[str] = set()
+        seen: set[tuple[str, str]] = set()
         first: tuple[str, str] | None = (
             None  # agent and model, for a folder without evaluation.json
         )
         batch: list[dict[str, Any]] = []
-        for entry in _attempt_entries(job_dir):
-            row = _read(entry, live)
-            if row is None:
-                continue
-            seen.add(row["rollout"])
+        for record in job_attempts(job_dir):
+            row = _row(record, live)
+            seen.add((row["trial"], row["rollout"]))
             first = first or row["agent_model"]
             batch.append(row)
             if len(batch) >= BATCH:
@@ -246,20 +223,31 @@ def index_job(job_dir: Path) -> Indexed:
         if batch:
             _write_batch(job, batch, known)
         # attempt folders removed since the last index (compared here: a long IN list is not)
+        # (a Harbor trial may be numbered anew as its task's trials finish: keyed by trial too)
         stale = [
             pk
-            for pk, name in Attempt.objects.filter(trial__job=job).values_list("id", "rollout_name")
-            if name not in seen
+            for pk, trial, name in Attempt.objects.filter(trial__job=job).values_list(
+                "id", "trial__name", "rollout_name"
+            )
+            if (trial, name) not in seen
         ]
         for i in range(0, len(stale), BATCH):
             Attempt.objects.filter(id__in=stale[i : i + BATCH]).delete()
         if not settings.get("agent") and first:
             Job.objects.filter(pk=job.pk).update(agent=first[0], model=first[1])
         trials = _refresh_trials(job, live)
+        if trials > job.n_trials:  # a folder that names no plan: at least the trials it holds
+            Job.objects.filter(pk=job.pk).update(n_trials=trials)
         if live:
             refresh_job(job.pk)
         else:
-            finish_job_rows(job.pk, summary, state)
+            finish_job_rows(
+                job.pk,
+                summary,
+                state,
+                finished_at=index_rows.parse_time(documents.finished_at),
+                duration_s=documents.duration_s,
+            )
         record_event(job.pk, "indexed", "", {"attempts": len(seen)})
     job.refresh_from_db()
     return Indexed(job, len(seen), trials, live)

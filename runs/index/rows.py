@@ -12,22 +12,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 from runs import errors
+from runs.jobfolder import finite as _float
 from runs.results import attempts as attempt_results
-from runs.results.attempts import reward_of
+from runs.results.trial_result import TrialResult
 
 TEXT_MAX = 5000  # characters of an error kept in a row; the whole text stays in result.json
 
 
 def _int(value: Any) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return None
-    return int(value)
-
-
-def _float(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return None
-    return float(value)
+    number = _float(value)
+    return None if number is None else int(number)
 
 
 def _text(value: Any) -> str:
@@ -55,49 +49,52 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
-def attempt_fields(result: Mapping[str, Any]) -> dict[str, Any]:
-    """An Attempt row's fields from the attempt's result.json document (BenchFlow's names)."""
-    usage = result.get("agent_result")
-    usage = usage if isinstance(usage, Mapping) else {}
-    timing = result.get("timing")
-    rewards = result.get("rewards")
-    reward = reward_of(result)
-    started, finished = parse_time(result.get("started_at")), parse_time(result.get("finished_at"))
-    duration = _float(timing.get("total")) if isinstance(timing, Mapping) else None
+def attempt_fields(
+    document: Mapping[str, Any], result: TrialResult | None = None
+) -> dict[str, Any]:
+    """An Attempt row's fields from the attempt's result.json document in BenchFlow's names and
+    the same typed (made here when not given); the error table reads the document, for the keys
+    only some writers add."""
+    if result is None:
+        result = TrialResult.from_json(dict(document), str(document.get("rollout_name") or ""))
+    usage = result.agent_result
+    timing = document.get("timing")
+    rewards = result.rewards
+    reward = result.reward
+    started, finished = parse_time(result.started_at), parse_time(result.finished_at)
+    duration = _float(result.timing.total)
     if duration is None and started and finished:
         duration = (finished - started).total_seconds()
-    error_category = errors.error_category(result) if result.get("error") else None
+    error_category = errors.error_category(document) if result.error else None
+    budget = document.get("trial_budget")
+    judged = document.get("verifier_usage")
     return {
         "state": "finished",
         "result_state": "ok",
-        "outcome": attempt_results.outcome_of(result),
+        "outcome": attempt_results.outcome_of(document),
         "reward": reward,
         "rewards": _json_safe(rewards) if isinstance(rewards, Mapping) else None,
-        "error": _text(result.get("error")),
+        "error": _text(result.error),
         "error_category": error_category or "",
-        "verifier_error": _text(result.get("verifier_error")),
+        "verifier_error": _text(result.verifier_error),
         "verifier_error_category": (
-            errors.verifier_category(result) or "" if result.get("verifier_error") else ""
+            errors.verifier_category(document) or "" if result.verifier_error else ""
         ),
-        "n_input_tokens": _int(usage.get("n_input_tokens")),
-        "n_cache_read_tokens": _int(usage.get("n_cache_read_tokens")),
-        "n_cache_creation_tokens": _int(usage.get("n_cache_creation_tokens")),
-        "n_output_tokens": _int(usage.get("n_output_tokens")),
-        "total_tokens": _int(usage.get("total_tokens")),
-        "cost_usd": _float(usage.get("cost_usd")),
-        "usage_source": _text(usage.get("usage_source"))[:40],
-        "price_source": _text(usage.get("price_source"))[:60],
-        "n_turns": _int(usage.get("n_calls")),
-        "n_tool_calls": _int(result.get("n_tool_calls")) or 0,
-        "trial_budget": _json_safe(result.get("trial_budget"))
-        if isinstance(result.get("trial_budget"), Mapping)
-        else None,
-        "verifier_usage": _json_safe(result.get("verifier_usage"))
-        if isinstance(result.get("verifier_usage"), Mapping)
-        else None,
+        "n_input_tokens": _int(usage.n_input_tokens),
+        "n_cache_read_tokens": _int(usage.n_cache_read_tokens),
+        "n_cache_creation_tokens": _int(usage.n_cache_creation_tokens),
+        "n_output_tokens": _int(usage.n_output_tokens),
+        "total_tokens": _int(usage.total_tokens),
+        "cost_usd": _float(usage.cost_usd),
+        "usage_source": _text(usage.usage_source)[:40],
+        "price_source": _text(usage.price_source)[:60],
+        "n_turns": _int(usage.n_calls),
+        "n_tool_calls": _int(result.n_tool_calls) or 0,
+        "trial_budget": _json_safe(budget) if isinstance(budget, Mapping) else None,
+        "verifier_usage": _json_safe(judged) if isinstance(judged, Mapping) else None,
         "timing": _json_safe(timing) if isinstance(timing, Mapping) else None,
         "phase": "",
-        "last_tool_call": _text(result.get("last_tool_call")),
+        "last_tool_call": _text(result.last_tool_call),
         "cancelled_by": "",
         "started_at": started,
         "finished_at": finished,
@@ -107,10 +104,10 @@ def attempt_fields(result: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def unfinished_fields(
-    timing: Mapping[str, Any] | None, *, corrupt: bool, live: bool, mtime: float
+    timing: Mapping[str, Any] | None, *, corrupt: str | None, live: bool, mtime: float
 ) -> dict[str, Any]:
-    """An Attempt row without a usable result.json: corrupt (shown as such), cancelled (timing.json
-    says so), running (its job is live) or interrupted."""
+    """An Attempt row without a usable result.json: corrupt (`corrupt` is its error, shown as
+    such), cancelled (timing.json says so), running (its job is live) or interrupted."""
     cancelled_by = str(timing.get("cancelled_by") or "") if isinstance(timing, Mapping) else ""
     if corrupt:
         state, outcome = "finished", "errored"
@@ -128,7 +125,7 @@ def unfinished_fields(
         "outcome": outcome,
         "reward": None,
         "rewards": None,
-        "error": "result.json is not a JSON object (corrupt or half-written)" if corrupt else "",
+        "error": _text(corrupt),
         "error_category": "corrupt_result" if corrupt else "",
         "total_tokens": _int(usage.get("total_tokens")),
         "cost_usd": _float(usage.get("cost_usd")),

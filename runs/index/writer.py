@@ -8,6 +8,7 @@ The job bus's subscriber (runs/index/subscriber.py) calls them as a job runs, an
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -65,8 +66,10 @@ def ensure_job(
     *,
     state: str = JobState.RUNNING,
     summary: Mapping[str, Any] | None = None,
+    n_trials: int | None = None,
 ) -> Job:
-    """The job's row, its planned trials (waiting until they start) and its job caps' rows."""
+    """The job's row, its planned trials (waiting until they start) and its job caps' rows.
+    `n_trials`: how many the job planned, when its folder says so rather than by a plan (Harbor)."""
     planned = planned_trials(settings)
     started = index_rows.parse_time(settings.get("created_at"))
     job, _ = Job.objects.update_or_create(
@@ -79,10 +82,10 @@ def ensure_job(
             "state": state,
             "settings": dict(settings),
             "summary": dict(summary) if summary is not None else None,
-            "n_trials": len(planned),
+            "n_trials": n_trials if n_trials is not None else len(planned),
         },
     )
-    if job.started_at is None:
+    if job.started_at is None or (started is not None and job.started_at != started):
         Job.objects.filter(pk=job.pk).update(started_at=started or timezone.now())
     Trial.objects.bulk_create(
         [
@@ -208,8 +211,16 @@ def record_event(
     return seq
 
 
-def finish_job_rows(job_id: int, summary: Mapping[str, Any] | None, state: str) -> None:
-    """A job that ended: its summary, its trials not run, its caps' final spend."""
+def finish_job_rows(
+    job_id: int,
+    summary: Mapping[str, Any] | None,
+    state: str,
+    *,
+    finished_at: datetime | None = None,
+    duration_s: float | None = None,
+) -> None:
+    """A job that ended: its summary, its trials not run, its caps' final spend. `finished_at` and
+    `duration_s` when the job's folder says (Harbor's result.json), else now and summary.json's."""
     job = Job.objects.get(pk=job_id)
     Attempt.objects.filter(trial__job_id=job_id, state__in=("running", "preparing")).update(
         state=AttemptState.INTERRUPTED, outcome="interrupted"
@@ -218,11 +229,11 @@ def finish_job_rows(job_id: int, summary: Mapping[str, Any] | None, state: str) 
     open_trials.filter(n_attempts=0).update(state="not_run", phase="")
     for trial in open_trials.values_list("id", flat=True):
         refresh_trial(trial, False)
-    elapsed = summary.get("elapsed_sec") if summary else None
+    elapsed = summary.get("elapsed_sec") if summary else duration_s
     Job.objects.filter(pk=job_id).update(
         state=state,
         summary=dict(summary) if summary is not None else None,
-        finished_at=timezone.now(),
+        finished_at=finished_at or timezone.now(),
         duration_s=elapsed if isinstance(elapsed, int | float) else None,
     )
     for row in index_rows.job_budget_rows(job.settings, summary):

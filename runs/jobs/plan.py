@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from runs.events import JobChosen
-from runs.jobfolder import latest_auto_job, read_json, unique_job_dir, write_json
+from runs.jobfolder import latest_auto_job, read_object, unique_job_dir, write_json
 from runs.jobs.coordinator import TrialPlan
+from runs.problems import UserError
 from runs.results import attempts as attempt_results
 from runs.results.attempts import outcome_of
 from runs.spec import RESUME_KEYS, RunSpec
@@ -63,9 +64,8 @@ def choose_job(spec: RunSpec) -> JobChoice:
     latest = latest_auto_job(jobs_dir)
     if latest is None:
         return JobChoice(unique_job_dir(jobs_dir), False)
-    try:
-        recorded = read_json(latest / "evaluation.json")
-    except (OSError, ValueError):
+    recorded = read_object(latest / "evaluation.json")
+    if recorded is None:
         return JobChoice(unique_job_dir(jobs_dir), False)
     why = _mismatch(recorded, spec)
     if why is None:
@@ -115,7 +115,11 @@ def record_redo(job_dir: Path, names: Collection[str], by: str | None = None) ->
         if attempt.trial_name in folders:
             folders[attempt.trial_name].append(attempt.folder)
     path = job_dir / "evaluation.json"
-    recorded = read_json(path)
+    recorded = read_object(path)
+    if recorded is None:
+        raise UserError(
+            f"{path} is missing or not a JSON object; fix: pass a job folder made by bench run"
+        )
     request: dict[str, Any] = {
         "requested_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
         "trials": {name: sorted(f) for name, f in folders.items()},

@@ -18,7 +18,7 @@ from runs.agents.logins import lent, shared_login_allowed
 from runs.agents.registry import resolve_agent
 from runs.gateway import ModelGateway
 from runs.host_env import NO_HOST_ENV, HostEnv, host_env, setting_problems
-from runs.jobfolder import JobLocked, read_json
+from runs.jobfolder import JobLocked, read_object
 from runs.jobs.console import Reporter
 from runs.jobs.plan import trial_names
 from runs.problems import Problem, UserError, refusal
@@ -341,7 +341,12 @@ def resume_spec(
         raise UserError(
             f"{job_dir} is not a job folder (no evaluation.json); fix: pass a folder made by bench run"
         )
-    recorded = read_json(evaluation)
+    recorded = read_object(evaluation)
+    if recorded is None:
+        raise UserError(
+            f"{evaluation} is not a JSON object (half-written or edited); fix: restore it from "
+            "a copy, or start the job again with bench run --fresh"
+        )
     missing = [k for k in recorded.get("agent_env_secret_keys") or [] if k not in agent_env]
     if missing:
         flags = " ".join(f"--agent-env {k}=..." for k in missing)

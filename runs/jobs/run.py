@@ -20,7 +20,7 @@ from runs import secrets
 from runs.agents.base import Agent
 from runs.gateway import ModelGateway
 from runs.host_env import NO_HOST_ENV, HostEnv
-from runs.jobfolder import CANCEL_REQUEST, JobLock, read_json, write_json
+from runs.jobfolder import CANCEL_REQUEST, JobLock, read_object, write_json
 from runs.jobs.budgets import JobBudget
 from runs.jobs.console import Reporter
 from runs.jobs.coordinator import Coordinator, remove_all
@@ -142,7 +142,7 @@ class JobRun:
             job_dir,
             self.tasks,
             spec.trials,
-            set_aside(read_json(job_dir / "evaluation.json")),
+            set_aside(read_object(job_dir / "evaluation.json") or {}),
             running=frozenset(adopted),
         )
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from runs.gateway import ModelGateway
-from runs.jobfolder import read_json, unique_job_dir
+from runs.jobfolder import read_object, unique_job_dir
 from runs.jobs.preflight import (
     check_run,
     docker_client,
@@ -245,10 +245,7 @@ def _claim_folder(spec: RunSpec) -> Path:
 
 def recorded_secret_keys(job_dir: Path) -> list[str]:
     """The --agent-env keys whose values a resume must be given again (never recorded)."""
-    try:
-        data = read_json(job_dir / "evaluation.json")
-    except (OSError, ValueError):
-        return []
+    data = read_object(job_dir / "evaluation.json") or {}
     return [str(k) for k in data.get("agent_env_secret_keys") or []]
 
 

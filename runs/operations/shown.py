@@ -10,7 +10,7 @@ from typing import Any
 from django.db import transaction
 
 from runs.index.writer import ensure_job, finish_job_rows, record_event, refresh_job
-from runs.jobfolder import read_json
+from runs.jobfolder import read_object
 from runs.models import Job, JobState
 from runs.operations.control import lock_holder
 
@@ -54,10 +54,7 @@ def ended(job_dir: Path, why: str) -> None:
         if job.state != JobState.RUNNING or lock_holder(job_dir) is not None:
             return  # the run itself said how it ended, or another run holds the job
         ran = (job_dir / "evaluation.json").is_file()
-        try:
-            summary = read_json(job_dir / "summary.json") if ran else None
-        except (OSError, ValueError):
-            summary = None
+        summary = read_object(job_dir / "summary.json") if ran else None
         state = JobState.FINISHED if summary else JobState.INTERRUPTED if ran else JobState.FAILED
         finish_job_rows(job_id, summary, state)
         record_event(job_id, "job_finished", "", {"state": state, "why": why})

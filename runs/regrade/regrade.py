@@ -23,10 +23,12 @@ from typing import Any
 from runs.agents.base import Agent
 from runs.events import Event, Regraded, RegradeStarted
 from runs.host_env import HostEnv, host_env
-from runs.jobfolder import JobLock, JobLocked, new_job_name, read_json, write_json
+from runs.jobfolder import JobLock, JobLocked, new_job_name, read_object, write_json
 from runs.problems import UserError
 from runs.regrade.report import RegradeReport, TrialRow, change_of
+from runs.results.attempt_folder import result_sha256
 from runs.results.attempts import Attempt, best_attempt, outcome_of, read_attempts, reward_of
+from runs.results.job_documents import read_job
 from runs.sandboxes.docker import Sandbox, SandboxFactory, connect
 from runs.sandboxes.files import FileEntry
 from runs.secrets import redact_tree, secret_values
@@ -93,11 +95,7 @@ class _Plan:
 
 
 def _read(path: Path) -> dict[str, Any]:
-    try:
-        data = read_json(path)
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    return read_object(path) or {}
 
 
 def _find_task(name: str, roots: list[Path]) -> Path | None:
@@ -133,7 +131,7 @@ def _plan_trial(
     chosen = best_attempt(saved or attempts)
     if not saved:
         return chosen, NO_OUTPUTS
-    if (chosen.result or {}).get("steps"):
+    if chosen.typed is not None and chosen.typed.steps:
         return chosen, MULTI_STEP
     config = _read(Path(chosen.path) / "config.json")
     if tasks_dir is not None:
@@ -185,7 +183,7 @@ def plan_regrade(
         if unknown:
             raise UserError(f"{job_dir.name} has no trial {unknown[0]!r} with an attempt")
         groups = {name: a for name, a in groups.items() if name in only}
-    settings = _read(job_dir / "evaluation.json")
+    settings = read_job(job_dir).settings
     host = host_env(settings.get("allow_env") or [], on_server=on_server)
     plans: list[_Plan] = []
     refused: list[TrialRow] = []
@@ -252,7 +250,6 @@ class _Run:
 
 def _original(plan: _Plan, original_digest: str | None) -> dict[str, Any]:
     result = plan.attempt.result or {}
-    raw = (plan.dir / "result.json").read_bytes() if (plan.dir / "result.json").is_file() else b""
     return {
         "attempt": plan.attempt.folder,
         "rewards": result.get("rewards"),
@@ -261,7 +258,7 @@ def _original(plan: _Plan, original_digest: str | None) -> dict[str, Any]:
         "verifier_error": result.get("verifier_error"),
         "task_digest": original_digest,
         "finished_at": result.get("finished_at"),
-        "result_sha256": hashlib.sha256(raw).hexdigest() if raw else None,
+        "result_sha256": result_sha256(plan.dir),
     }
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runs.results import files
+from runs.results import attempt_folder, files
 from runs.results.files import FileEntry
 from runs.results.html_size import fit, html_bytes, url_bytes
 
@@ -82,20 +82,20 @@ class AttemptFiles:
 
 def _result(folder: Path) -> tuple[dict[str, Any] | None, str, bool]:
     """result.json as a document, or (None, its first bytes) when it is missing or corrupt."""
-    head = files.head_of(folder, "result.json")
-    if head is None:
+    raw, raw_cut = attempt_folder.result_text(folder, files.HEAD_BYTES)
+    if not raw:
         return None, "", False
     doc = None
-    if not head.cut:
+    if not raw_cut:
         try:
-            doc = json.loads(head.text)
+            doc = json.loads(raw)
         except (ValueError, RecursionError):
             doc = None
     if isinstance(doc, dict):
         text, cut = fit(json.dumps(doc, indent=2), RESULT_BYTES)
         return doc, text, cut
-    text, cut = fit(head.text, RESULT_BYTES)
-    return None, text, cut or head.cut
+    text, cut = fit(raw, RESULT_BYTES)
+    return None, text, cut or raw_cut
 
 
 def _previews(folder: Path, entries: list[FileEntry]) -> tuple[list[Preview], int]:

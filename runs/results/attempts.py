@@ -1,4 +1,6 @@
-"""Each attempt folder of a job read into an Attempt (one result.json each) and which attempt is best.
+"""Each attempt folder of a job as an Attempt, and which attempt of a trial is best.
+
+Folders are read by runs/results/attempt_folder.py (the one reader of result.json).
 
 The best attempt of a trial is the scored one (the newest scored if several), else the newest a job
 cap did not cancel; resume, regrade, summary.json and `bench results` use the same rule. An attempt
@@ -8,8 +10,6 @@ cancelled while it ran has no result.json; its timing.json says so, and why when
 from __future__ import annotations
 
 import gc
-import json
-import math
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from runs.jobfolder import NOT_STARTED_MARK
+from runs.jobfolder import finite
+from runs.results.attempt_folder import AttemptRecord, job_attempts
+from runs.results.trial_result import TrialResult
 
 Outcome = Literal["passed", "failed", "errored", "verifier_errored", "interrupted", "cancelled"]
-CORRUPT_TEXT = "result.json is corrupt or half-written (not a JSON object)"
 
 
 def reward_of(result: Mapping[str, Any] | None) -> float | None:
@@ -28,10 +29,7 @@ def reward_of(result: Mapping[str, Any] | None) -> float | None:
     if not result:
         return None
     rewards = result.get("rewards")
-    value = rewards.get("reward") if isinstance(rewards, Mapping) else None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return None
-    return float(value)
+    return finite(rewards.get("reward")) if isinstance(rewards, Mapping) else None
 
 
 def outcome_of(result: Mapping[str, Any] | None) -> Outcome:
@@ -50,12 +48,6 @@ def _outcome(result: Mapping[str, Any] | None, reward: float | None) -> Outcome:
     return "verifier_errored"
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return None
-    return value
-
-
 def _epoch(text: Any) -> float | None:
     if not isinstance(text, str) or not text:
         return None
@@ -67,8 +59,9 @@ def _epoch(text: Any) -> float | None:
 
 @dataclass(slots=True)
 class Attempt:
-    """One attempt folder `<task>__<id>`; `result` is None when it never wrote result.json, and then
-    `timing` is its timing.json, if any (an attempt cancelled while it ran)."""
+    """One attempt folder `<task>__<id>`: `typed` is its result, `result` the same document in
+    BenchFlow's names; both None when it wrote no usable result.json, and then `timing` is its
+    timing.json, if any (an attempt cancelled while it ran)."""
 
     task: str
     trial_name: str
@@ -81,6 +74,12 @@ class Attempt:
     reward: float | None = None  # reward_of(result), computed once
     timing: dict[str, Any] | None = None
     corrupt: bool = False  # result.json is there but is not a JSON object (half-written, edited)
+    record: AttemptRecord | None = None
+
+    @property
+    def typed(self) -> TrialResult | None:
+        """The result typed (made when first asked for)."""
+        return self.record.result if self.record is not None else None
 
     @property
     def cancelled_by(self) -> str | None:
@@ -97,8 +96,8 @@ class Attempt:
 
     @property
     def error(self) -> str | None:
-        if self.corrupt:
-            return f"{CORRUPT_TEXT} ({self.folder}/result.json)"
+        if self.corrupt and self.record is not None:
+            return self.record.error
         if self.cancelled_by is not None:
             return f"cancelled by the job budget: {self.cancelled_by}"
         return self.get("error")
@@ -122,7 +121,7 @@ class Attempt:
             if self.result is not None
             else (self.timing or {}).get("agent_result")
         )
-        return _number(agent_result.get(key)) if isinstance(agent_result, Mapping) else None
+        return finite(agent_result.get(key)) if isinstance(agent_result, Mapping) else None
 
     def folder_mtime(self) -> float:
         if self.mtime is None:
@@ -133,66 +132,35 @@ class Attempt:
         return self.mtime
 
 
-try:
-    from orjson import loads as _loads  # 2-3x faster on thousands of result.json files
-except ImportError:  # pragma: no cover
-    _loads = json.loads  # type: ignore[assignment]
-
-
-def read_json(path: str) -> Any:
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read()
-    except OSError:
-        return None
-    try:
-        return _loads(raw)
-    except ValueError:
-        try:  # NaN or Infinity from an older writer: the standard library reads them
-            return json.loads(raw)
-        except ValueError:
-            return None
-
-
-def _split_folder(name: str) -> str:
-    return name.rsplit("__", 1)[0]
-
-
-def _attempt(entry: os.DirEntry[str]) -> Attempt | None:
-    data = read_json(os.path.join(entry.path, "result.json"))
-    result = data if isinstance(data, dict) else None
-    corrupt = result is None and os.path.exists(os.path.join(entry.path, "result.json"))
-    if result is not None and result.get("purpose") == "reviewer":
-        return None
-    if result is None and os.path.exists(os.path.join(entry.path, NOT_STARTED_MARK)):
-        return None  # prepared ahead and never started (or a job stopped hard before it did)
-    meta = result if result is not None else read_json(os.path.join(entry.path, "config.json"))
-    meta = meta if isinstance(meta, dict) else {}
-    task = str(meta.get("task_name") or _split_folder(entry.name))
-    index = meta.get("trial_index")
-    when = _epoch(meta.get("finished_at")) if result is not None else None
-    if when is None and result is not None:
-        when = _epoch(result.get("started_at"))
-    timing = None
-    if result is None:
-        data = read_json(os.path.join(entry.path, "timing.json"))
-        timing = data if isinstance(data, dict) else None
+def attempt_of(record: AttemptRecord) -> Attempt:
+    """An attempt folder's record as an Attempt, placed in time by its result (else its mtime)."""
+    document = record.raw if record.raw is not None else record.document
+    when = None
+    reward = None
+    if document is not None:
+        when = _epoch(document.get("finished_at")) or _epoch(document.get("started_at"))
+        rewards = document.get("rewards")
+        reward = finite(rewards.get("reward")) if isinstance(rewards, Mapping) else None
     mtime = None
     if when is None:
-        mtime = entry.stat().st_mtime
+        try:
+            mtime = os.stat(record.path).st_mtime
+        except OSError:
+            mtime = 0.0
         when = mtime
-    return Attempt(
-        task=task,
-        trial_name=str(meta.get("trial_name") or task),
-        trial_index=index if isinstance(index, int) and not isinstance(index, bool) else 0,
-        folder=entry.name,
-        path=entry.path,
-        result=result,
-        when=when,
-        mtime=mtime,
-        reward=reward_of(result),
-        timing=timing,
-        corrupt=corrupt,
+    return Attempt(  # positional: this runs for each of thousands of folders
+        record.task,
+        record.trial_name,
+        record.trial_index,
+        record.name,
+        record.path,
+        document,
+        when,
+        mtime,
+        reward,
+        record.timing,
+        record.kind == "corrupt",
+        record,
     )
 
 
@@ -210,14 +178,8 @@ def no_gc() -> Iterator[None]:
 
 def read_attempts(job_dir: str | os.PathLike[str]) -> list[Attempt]:
     """Every attempt folder of a job (one result.json read each), in folder-name order."""
-    attempts = []
-    with no_gc(), os.scandir(job_dir) as entries:
-        for entry in entries:
-            if entry.name.startswith(".") or "__" not in entry.name or not entry.is_dir():
-                continue
-            attempt = _attempt(entry)
-            if attempt is not None:
-                attempts.append(attempt)
+    with no_gc():
+        attempts = [attempt_of(record) for record in job_attempts(job_dir)]
     attempts.sort(key=lambda a: a.folder)
     return attempts
 

@@ -1,8 +1,9 @@
 """Two jobs compared trial by trial: reward, cost and tokens side by side, and whether the
 difference in mean reward is real (pure; `bench results --compare` and the dashboard's compare page).
 
-Trials are paired by trial name (the task, `task#N` for a repeat) and only pairs scored in both
-jobs enter the statistics. The mean paired difference gets a 95% confidence interval from a
+Trials are paired by task and trial index (named as our trials are: the task, `task#N` for a
+repeat), never by folder, so a Harbor job (its folders carry a random suffix) pairs with ours or
+another Harbor job's; only pairs scored in both jobs enter the statistics. The mean paired difference gets a 95% confidence interval from a
 paired bootstrap (resampling pairs, seeded so a page and the CLI agree); pass/fail gets McNemar's
 exact test on the discordant pairs (binomial, two-sided).
 """
@@ -158,10 +159,15 @@ def compare(a: Mapping[str, Side], b: Mapping[str, Side]) -> Comparison:
     )
 
 
+def pair_key(task: str, trial_index: int) -> str:
+    """What a trial pairs by across jobs: its task and index, as our trial names spell them."""
+    return task if trial_index == 0 else f"{task}#{trial_index}"
+
+
 def sides_from_job(job: Any) -> dict[str, Side]:
-    """trial name -> Side from a loaded job (runs.results.load.Job, best attempts)."""
+    """pair key -> Side from a loaded job (runs.results.load.Job, best attempts)."""
     return {
-        t.trial_name: Side(t.reward, t.cost_usd, t.total_tokens, t.outcome)
+        pair_key(t.task, t.trial_index): Side(t.reward, t.cost_usd, t.total_tokens, t.outcome)
         for t in job.best_trials
         if t.outcome != "cancelled"
     }

@@ -1,7 +1,8 @@
 """Reading a job folder into trials and the job's counts (no Django, no database): `load_job`.
 
-Its attempts, and which is a trial's best, are read in `runs/results/attempts.py`; rendering lives
-in `runs/results/render.py`.
+Its attempts, and which is a trial's best, are read in `runs/results/attempts.py`, its own documents
+(ours or a Harbor job's) in `runs/results/job_documents.py`; rendering lives in
+`runs/results/render.py`.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from runs.results.attempts import (
     no_gc,
     oldest_first,
     read_attempts,
-    read_json,
     reward_of,
 )
+from runs.results.job_documents import read_job
 
 AttemptsMode = Literal["best", "all"]
 CONTROL_AGENTS = {"oracle": "oracle", "nop": "empty"}
@@ -218,8 +219,8 @@ def load_job(path: str | os.PathLike[str], attempts: AttemptsMode = "best") -> J
     if attempts not in ("best", "all"):
         raise ValueError(f"attempts must be 'best' or 'all', not {attempts!r}")
     job_dir = os.fspath(path)
-    settings = read_json(os.path.join(job_dir, "evaluation.json"))
-    settings = settings if isinstance(settings, dict) else {}
+    documents = read_job(job_dir)
+    settings = documents.settings
     all_attempts = read_attempts(job_dir)
     groups: dict[str, list[Attempt]] = {}
     for attempt in all_attempts:
@@ -237,16 +238,17 @@ def load_job(path: str | os.PathLike[str], attempts: AttemptsMode = "best") -> J
                 best.append(_trial(chosen, ordered, settings))
     best.sort(key=lambda t: (order.get(t.task, len(order)), t.task, t.trial_index, t.trial_name))
     not_run += [
-        NotRun(name, "not started") for name in _budget_not_started(job_dir) if name not in groups
+        NotRun(name, "not started")
+        for name in _budget_not_started(documents.summary)
+        if name not in groups
     ]
     job = Job(job_dir, settings, all_attempts, best, "best", best, not_run)
     return with_mode(job, attempts)
 
 
-def _budget_not_started(job_dir: str) -> list[str]:
+def _budget_not_started(summary: Mapping[str, Any] | None) -> list[str]:
     """Trials a job cap kept from starting, as the job's summary.json lists them (they have no folder)."""
-    summary = read_json(os.path.join(job_dir, "summary.json"))
-    budget = summary.get("budget") if isinstance(summary, dict) else None
+    budget = summary.get("budget") if isinstance(summary, Mapping) else None
     names = budget.get("not_started") if isinstance(budget, dict) else None
     return [str(n) for n in names] if isinstance(names, list) else []
 

@@ -5,13 +5,13 @@ Field names follow BenchFlow's summary.json; the console lines are rendered in `
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from runs import errors
+from runs.jobfolder import finite
 from runs.results.attempts import outcome_of, reward_of
 from runs.results.stats import mean_stderr, pass_at_k_tasks
 
@@ -27,9 +27,8 @@ MAX_FAILURE_LINES = 5
 
 
 def number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return None
-    return value
+    """A finite number as it was written (an int stays one), else None."""
+    return value if finite(value) is not None else None
 
 
 def _usage(result: Mapping[str, Any], key: str) -> float | None:

@@ -3,8 +3,9 @@
 The attempt fills a `TrialResult` as it goes (sandbox, agent, verifier) and `to_json()` is the
 document written to result.json. Keys BenchFlow always writes are always present (null when
 unknown); the ones it writes only when something happened (`steps`, `idle_timeout_info`,
-`agent_oom_killed`, ...) appear only then. Readers of job folders, which may come from BenchFlow
-itself, keep reading the document as a mapping (runs/results/attempts.py).
+`agent_oom_killed`, ...) appear only then. An attempt folder's result.json is read back into one by
+runs/results/attempt_folder.py (a Harbor trial's by runs/results/harbor/read.py); the document itself
+stays beside it for the keys only some writers add (BenchFlow's own, the error table's `*_info`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
+
+from runs.jobfolder import finite
 
 # agent_result's keys that appear once a model's calls were counted
 _COUNTED_KEYS = ("n_calls", "busy_seconds")
@@ -84,9 +87,8 @@ class AgentUsage:
         return data
 
     @classmethod
-    def from_json(cls, data: dict[str, Any] | None) -> AgentUsage:
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in (data or {}).items() if k in known})
+    def from_json(cls, data: Any) -> AgentUsage:
+        return cls(**_known(cls, data))
 
 
 @dataclass
@@ -106,9 +108,8 @@ class AttemptTiming:
         return {k: round(v, digits) for k, v in dataclasses.asdict(self).items() if v is not None}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any] | None) -> AttemptTiming:
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in (data or {}).items() if k in known})
+    def from_json(cls, data: Any) -> AttemptTiming:
+        return cls(**_known(cls, data))
 
 
 @dataclass
@@ -148,6 +149,7 @@ class StepRecord:
 
 # Keys written only when set, in this order after the ones BenchFlow always writes.
 _OPTIONAL = (
+    "agent_version",
     "steps",
     "verifier_usage",
     "integration_failure_info",
@@ -188,6 +190,7 @@ class TrialResult:
     finished_at: str | None = None
     timing: AttemptTiming = field(default_factory=AttemptTiming)
     # written only when set
+    agent_version: str | None = None  # as the agent reported it (a Harbor trial's agent_info)
     steps: list[StepRecord] | None = None
     # what the verifier's own model calls used (a judge through the proxy, runs/trials/judge.py),
     # counted apart from the agent's as BenchFlow counts a reviewer's: in no job cap
@@ -205,8 +208,8 @@ class TrialResult:
 
     @property
     def reward(self) -> float | None:
-        value = (self.rewards or {}).get("reward")
-        return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+        """The numeric, finite `rewards.reward`, else None (bools and NaN are no reward)."""
+        return finite(self.rewards.get("reward")) if isinstance(self.rewards, dict) else None
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -249,16 +252,54 @@ class TrialResult:
         return data
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> TrialResult:
-        """The result `to_json` wrote (events handed between processes, redaction, tests)."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        values = {k: v for k, v in data.items() if k in known}
+    def from_json(cls, data: dict[str, Any], folder: str = "") -> TrialResult:
+        """A result.json document: the one `to_json` wrote (events handed between processes,
+        redaction), or one read from an attempt folder named `folder`, which may come from another
+        writer: what it lacks is filled from the folder's name, keys it adds are left out here."""
+        values = _known(cls, data)
+        task = str(values.get("task_name") or folder.rsplit("__", 1)[0])
+        values["task_name"] = task
+        values.setdefault("rollout_name", folder)
+        values["trial_name"] = str(values.get("trial_name") or task)
+        index = values.get("trial_index")
+        values["trial_index"] = index if type(index) is int else 0
+        number = values.get("attempt")
+        values["attempt"] = number if type(number) is int else 1
+        for key in ("agent", "agent_name", "started_at"):
+            values.setdefault(key, "")
+        values.setdefault("model", None)
         values["agent_result"] = AgentUsage.from_json(data.get("agent_result"))
         values["timing"] = AttemptTiming.from_json(data.get("timing"))
-        if data.get("trial_budget") is not None:
-            values["trial_budget"] = TrialBudgetRecord(**data["trial_budget"])
-        if data.get("steps") is not None:
-            values["steps"] = [StepRecord(**s) for s in data["steps"]]
-        if data.get("verifier_usage") is not None:
-            values["verifier_usage"] = AgentUsage.from_json(data["verifier_usage"])
+        budget = data.get("trial_budget")
+        values["trial_budget"] = (
+            TrialBudgetRecord(**_known(TrialBudgetRecord, budget))
+            if isinstance(budget, dict) and {"budget", "source", "used"} <= budget.keys()
+            else None
+        )
+        steps = data.get("steps")
+        values["steps"] = (
+            [
+                StepRecord(**_known(StepRecord, s))
+                for s in steps
+                if isinstance(s, dict) and "name" in s
+            ]
+            if isinstance(steps, list)
+            else None
+        )
+        judged = data.get("verifier_usage")
+        if isinstance(judged, dict):
+            values["verifier_usage"] = AgentUsage.from_json(judged)
         return cls(**values)
+
+
+_FIELDS: dict[type, frozenset[str]] = {}
+
+
+def _known(cls: type, data: Any) -> dict[str, Any]:
+    """The keys of `data` that are fields of the dataclass `cls` (none when it is no mapping)."""
+    if not isinstance(data, dict):
+        return {}
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _FIELDS[cls] = frozenset(f.name for f in dataclasses.fields(cls))
+    return {k: v for k, v in data.items() if k in names}

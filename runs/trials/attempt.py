@@ -19,6 +19,7 @@ from runs import events as ev
 from runs.agents.base import Agent
 from runs.gateway import CANCELLED_CALLS_SETTLE_S, take_usage
 from runs.jobfolder import NOT_STARTED_MARK, new_attempt_dir, write_json
+from runs.results.attempt_folder import RESULT
 from runs.results.trial_result import AgentUsage, TrialResult
 from runs.sandboxes.docker import Sandbox, SandboxConfigError, SandboxError, SandboxFactory
 from runs.sandboxes.images import ImageBuildError
@@ -271,7 +272,7 @@ class AttemptRunner:
         result.timing = prepared.timing
         result.finished_at = _now()
         write_json(prepared.attempt_dir / "timing.json", result.timing.to_json(digits=1))
-        write_json(prepared.attempt_dir / "result.json", result.to_json())
+        write_json(prepared.attempt_dir / RESULT, result.to_json())
 
     def discard(self, prepared: Prepared) -> None:
         """Remove the attempt's sandbox in the background: the next trial need not wait for it.
@@ -288,7 +289,7 @@ class AttemptRunner:
     def remove_never_started(self) -> None:
         """At the job's end: folders of attempts cancelled while their sandbox was prepared."""
         for mark in self.job_dir.glob(f"*__*/{NOT_STARTED_MARK}"):
-            if not (mark.parent / "result.json").exists():
+            if not (mark.parent / RESULT).exists():
                 shutil.rmtree(mark.parent, ignore_errors=True)
 
     def staging(self, attempt_dir: Path) -> Path:

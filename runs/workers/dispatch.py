@@ -25,6 +25,7 @@ from typing import Any
 
 from runs import events as ev
 from runs.jobfolder import NOT_STARTED_MARK, new_attempt_dir, write_json
+from runs.results.attempt_folder import RESULT
 from runs.results.trial_result import TrialResult
 from runs.trials.prepared import AttemptPlan, Prepared
 from runs.workers import leases
@@ -214,7 +215,7 @@ class RemoteRunner:
 
     def remove_never_started(self) -> None:
         for mark in self.job_dir.glob(f"*__*/{NOT_STARTED_MARK}"):
-            if not (mark.parent / "result.json").exists():
+            if not (mark.parent / RESULT).exists():
                 shutil.rmtree(mark.parent, ignore_errors=True)
 
     def in_flight(self, key: str) -> int:
@@ -323,7 +324,7 @@ class RemoteRunner:
             started_at=prepared.started_at,
         )
         result.fail(error, "worker_setup")
-        write_json(folder / "result.json", result.to_json())
+        write_json(folder / RESULT, result.to_json())
         return result
 
     # --- hints and the poll -----------------------------------------------------------------------
