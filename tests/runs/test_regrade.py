@@ -486,7 +486,13 @@ def test_the_secrets_of_the_tasks_env_do_not_reach_the_regrades_output(
         toml='[verifier]\nenv = { CHECK_TOKEN = "${HOST_TEST_TOKEN}" }\n',
         test_sh='echo "token $CHECK_TOKEN"\necho 1 > /logs/verifier/reward.txt\n',
     )
-    job = run_job(tmp_path, {**bench_env, "HOST_TEST_TOKEN": token}, "--save-outputs")
+    job = run_job(
+        tmp_path,
+        {**bench_env, "HOST_TEST_TOKEN": token},
+        "--save-outputs",
+        "--allow-env",
+        "HOST_TEST_TOKEN",
+    )
     # when it is regraded
     report = regrade_job(job, client=docker_client, emit=lambda _: None)
     # then the tests ran with it, and their output in the job folder has it replaced
