@@ -75,7 +75,9 @@ def main() -> int:
     for r in rows:
         for p in r["config_problems"]:
             print(f"  refused {r['task']}: {p[:300]}")
-    missing = Counter(p.split(": FROM: ")[-1][:90] for r in accepted for p in r["image_problems"])
+    missing = Counter(
+        p.split("The image", 1)[-1][:90] for r in accepted for p in r["image_problems"]
+    )
     print(f"images can be had here: {len(buildable)}/{len(accepted)}")
     for text, count in missing.most_common(5):
         print(f"  {count} x {text}")

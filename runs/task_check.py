@@ -10,7 +10,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runs.sandboxes.dockerfile_refs import explain_missing_images, missing_base_images
+from runs.sandboxes.dockerfile_refs import (
+    explain_missing_images,
+    missing_base_images,
+    missing_images,
+)
 from runs.tasks.load import Task, TaskError, find_task_dirs, load_task
 
 
@@ -68,17 +72,28 @@ def _image_problems(task: Task, client: Any, notes: list[str]) -> list[str]:
         notes.append(why)
     if prebuilt:
         missing = missing_base_images(f"FROM {prebuilt}\n", client)
+        if not missing:
+            return []
         where = f"{task.config_file}: environment.docker_image"
-    elif task.environment_dir is not None:
-        dockerfile = task.environment_dir / "Dockerfile"
-        missing = missing_base_images(dockerfile.read_text(errors="replace"), client)
-        where = f"{dockerfile}: FROM"
-    else:
-        return []
+        return [f"{where}: {explain_missing_images(missing, local_base_images(client))}"]
+    if task.environment_dir is not None:
+        problem = dockerfile_problem(task.environment_dir / "Dockerfile", client)
+        return [problem] if problem else []
+    return []
+
+
+def dockerfile_problem(dockerfile: Path, client: Any) -> str | None:
+    """The images a Dockerfile names that this machine cannot have, each with the instruction
+    and line naming it, and the fix; None when it has them all."""
+    from runs.sandboxes.baseimages import local_base_images
+
+    text = dockerfile.read_text(errors="replace") if dockerfile.is_file() else ""
+    missing = missing_images(text, client)
     if not missing:
-        return []
+        return None
+    where = ", ".join(m.where for m in missing)
     available = local_base_images(client)
-    return [f"{where}: {explain_missing_images(missing, available)}"]
+    return f"{dockerfile}: {where}: {explain_missing_images([m.image for m in missing], available)}"
 
 
 def _compose_problems(task: Task, client: Any) -> list[str]:
@@ -111,13 +126,12 @@ def _compose_problems(task: Task, client: Any) -> list[str]:
         build = service.get("build")
         if build:
             dockerfile = Path(build["context"]) / build.get("dockerfile", "Dockerfile")
-            text = dockerfile.read_text(errors="replace") if dockerfile.is_file() else ""
-            missing = missing_base_images(text, client)
-            where = f"{dockerfile}: FROM"
-        else:
-            missing = missing_base_images(f"FROM {service.get('image')}\n", client)
-            where = f"{file}: services.{name}.image"
+            if problem := dockerfile_problem(dockerfile, client):
+                problems.append(problem)
+            continue
+        missing = missing_base_images(f"FROM {service.get('image')}\n", client)
         if missing:
+            where = f"{file}: services.{name}.image"
             problems.append(
                 f"{where}: {explain_missing_images(missing, local_base_images(client))}"
             )

@@ -469,15 +469,22 @@ class SandboxFactory:
                 workdir=task.sandbox.workdir,
                 no_network=task.sandbox.network_mode == "no-network",
             )
-            digest = self.images.sidecar_tag(task)
+            builds = logs_dir.parent / "builds" if logs_dir else None
+            sidecars = {
+                service: self.images.built(
+                    spec, builds / f"{task.name}.{service}.log" if builds else None
+                )
+                for service, spec in compose.sidecar_specs(
+                    model, task.name, task.sandbox.build_timeout_sec
+                ).items()
+            }
             project = compose.ComposeProject(
                 self.client,
                 name,
-                compose.finalize(model, settings, digest),
+                compose.finalize(model, settings, sidecars),
                 env_dir,
                 timeout=task.sandbox.build_timeout_sec,
             )
-            project.build(logs_dir.parent / "builds" / f"{task.name}.log" if logs_dir else None)
             main_id = project.create()
         except compose.ComposeError as exc:
             if project is not None:

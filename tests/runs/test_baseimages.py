@@ -269,3 +269,17 @@ def test_copy_from_images_are_needed_too_but_stages_are_not() -> None:
         "ghcr.io/astral-sh/uv:0.5",
         "node:20",
     ]
+
+
+def test_each_image_is_named_with_the_instruction_and_line_naming_it() -> None:
+    text = (
+        "ARG UV=0.8.15\nFROM python:3.12-slim AS app\n\nRUN apt-get update \\\n && true\n"
+        "COPY --from=ghcr.io/astral-sh/uv:${UV} /uv /bin/\nCOPY --from=app /a /b\n"
+        "ADD --from=busybox:1 /bin/sh /sh\nRUN --mount=type=bind,from=node:20,target=/n true\n"
+    )
+    assert [r.where + " " + r.image for r in dockerfile_refs.image_refs_at(text)] == [
+        "FROM (line 2) python:3.12-slim",
+        "COPY --from (line 6) ghcr.io/astral-sh/uv:0.8.15",
+        "ADD --from (line 8) busybox:1",
+        "RUN --mount from= (line 9) node:20",
+    ]
