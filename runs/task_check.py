@@ -1,7 +1,8 @@
 """`bench tasks check`: every problem of each task folder, before any job, with its fix.
 
 The same checks as `bench run`'s (task.toml / task.md, instruction, tests, symlinks), reported
-task by task, plus the one a build would hit later: FROM images this machine cannot have.
+task by task, plus the one a build would hit later: images this machine cannot have (the
+task's, its sidecars', its separate verifier's).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from runs.sandboxes.dockerfile_refs import (
     missing_images,
 )
 from runs.tasks.load import Task, TaskError, find_task_dirs, load_task
+from runs.tasks.verifier_env import VERIFIER_DOCKERFILE, verifier_environment
 
 
 @dataclass
@@ -45,6 +47,12 @@ def check_tasks(root: Path, client: Any | None) -> list[TaskReport]:
             if client is not None:
                 report.problems += _image_problems(task, client, report.notes)
                 report.problems += _compose_problems(task, client)
+                report.problems += _verifier_image_problems(task, client)
+            if (env := verifier_environment(task)) is not None:
+                report.notes.append(
+                    f"the verifier runs in a container of its own ({env.source}), given only the "
+                    "declared artifacts and /logs/artifacts"
+                )
             if servers := task.sandbox.mcp_servers:
                 names = ", ".join(s.name for s in servers)
                 report.notes.append(
@@ -94,6 +102,25 @@ def dockerfile_problem(dockerfile: Path, client: Any) -> str | None:
     where = ", ".join(m.where for m in missing)
     available = local_base_images(client)
     return f"{dockerfile}: {where}: {explain_missing_images([m.image for m in missing], available)}"
+
+
+def _verifier_image_problems(task: Task, client: Any) -> list[str]:
+    """The images a separate verifier's image needs that this machine cannot have."""
+    from runs.sandboxes.baseimages import local_base_images
+
+    env = verifier_environment(task)
+    if env is None:
+        return []
+    if env.image:
+        if not missing_base_images(f"FROM {env.image}\n", client):
+            return []
+        where = f"{task.config_file}: verifier.environment.docker_image"
+        explained = explain_missing_images([env.image], local_base_images(client))
+        return [f"{where}: {explained}"]
+    if env.context is not None:
+        problem = dockerfile_problem(env.context / VERIFIER_DOCKERFILE, client)
+        return [problem] if problem else []
+    return []
 
 
 def _compose_problems(task: Task, client: Any) -> list[str]:

@@ -209,6 +209,22 @@ class Sandbox:
         except (APIError, NotFound):
             pass
 
+    def kill(self) -> None:
+        """Kill this container (it stays, for copying files out and for remove())."""
+        try:
+            self.api.kill(self.id)
+        except (APIError, NotFound):
+            pass  # not running any more, or gone: stopped either way
+
+    def stop(self) -> None:
+        """Kill every container of the sandbox, a compose task's services too: nothing the
+        agent started runs on (a separate verifier starts only after this)."""
+        self.kill()
+        if self.project is not None:
+            label = f"{compose.PROJECT_LABEL}={self.project.name}"
+            for found in self.api.containers(filters={"label": label}):
+                Sandbox(self.client, found["Id"], self.task).kill()
+
     def copy_dir_to(
         self, path: str, dest: Path, *, cap: int = ARCHIVE_CAP_BYTES
     ) -> list[tarfile.TarInfo]:

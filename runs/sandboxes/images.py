@@ -176,6 +176,13 @@ class TaskImages:
         if missing_base_images(f"FROM {name}\n", self.client):
             raise ImageBuildError(explain_missing_images([name], local_base_images(self.client)))
 
+    def require(self, name: str, what: str) -> None:
+        """Raise ImageBuildError, naming `what` needs it, unless the image `name` is here."""
+        try:
+            self._require_image(name)
+        except ImageBuildError as exc:
+            raise ImageBuildError(f"image build failed for {what}: {exc}") from None
+
     def _build(
         self, spec: ImageSpec, context: BuildContext, tag: str, build_log: Path | None
     ) -> None:
