@@ -38,7 +38,7 @@ class ErrorClass:
     fault: Fault
     markers: tuple[Marker, ...]
     cause: str  # the Outcomes cause label
-    next: str  # the next step; {job} and {task} are filled in where known
+    next: str  # the next step; {job}, {task} (its folder) and {name} are filled in where known
     explain: str  # the paragraph `bench explain CLASS` prints
 
 
@@ -330,7 +330,7 @@ ERROR_CLASSES: tuple[ErrorClass, ...] = (
             "cannot locate specified dockerfile",
         ),
         cause="the task's Docker image did not build",
-        next="the build's whole output is saved in {job}/builds/{task}.log; fix the task's "
+        next="the build's whole output is saved in {job}/builds/{name}.log; fix the task's "
         "Dockerfile, or build the missing base images (`bench doctor --fix`), then `bench eval "
         "resume {job}`",
         explain="The sandbox image for the task failed to build: a broken Dockerfile, a missing "
@@ -437,7 +437,7 @@ ERROR_CLASSES: tuple[ErrorClass, ...] = (
         fault="setup",
         markers=_m(95, "image build failed for the verifier"),
         cause="the separate verifier's image did not build",
-        next="the build's whole output is saved in {job}/builds/{task}.verifier.log; fix the "
+        next="the build's whole output is saved in {job}/builds/{name}.verifier.log; fix the "
         "task's tests/Dockerfile, or build or load the images it names (`bench doctor --fix`), "
         "then `bench eval resume {job}`",
         explain="The task's verifier runs in a container of its own ([verifier] environment_mode"

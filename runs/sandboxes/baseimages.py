@@ -58,7 +58,24 @@ PYTHON_TAGS = (
     "python:3.11-bookworm",
 )
 BOOKWORM_PYTHON = "3.11"
-STAND_INS = (BASE_TAG, *DEBIAN_TAGS, *PYTHON_TAGS)
+# Registries that serve Docker Hub's official images under another name, byte for byte (ECR
+# Public's mirror of the library namespace): a stand-in answers to those names too.
+MIRROR_PREFIXES = ("public.ecr.aws/docker/library/",)
+
+
+def mirrored(tags: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(prefix + tag for prefix in MIRROR_PREFIXES for tag in tags)
+
+
+def unmirrored(name: str) -> str:
+    """An official image's name without the mirror it is named through."""
+    for prefix in MIRROR_PREFIXES:
+        if name.startswith(prefix):
+            return name.removeprefix(prefix)
+    return name
+
+
+STAND_INS = (BASE_TAG, *DEBIAN_TAGS, *PYTHON_TAGS, *mirrored(DEBIAN_TAGS + PYTHON_TAGS))
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 DEFAULT_SECURITY_MIRROR = "http://deb.debian.org/debian-security"
 
@@ -182,7 +199,7 @@ def _build_locked(client: DockerClient, *, force: bool, log: Log) -> list[str]:
         build(client, BASE_TAG, _base_dockerfile(ca_files, ca), files, log)
         built.append(BASE_TAG)
     base = client.images.get(BASE_TAG)
-    for tag in DEBIAN_TAGS:
+    for tag in DEBIAN_TAGS + mirrored(DEBIAN_TAGS):
         built += retag(client, base, tag, log)
     first, *others = PYTHON_TAGS
     labels = labels_of(client, first)
@@ -192,7 +209,7 @@ def _build_locked(client: DockerClient, *, force: bool, log: Log) -> list[str]:
         build(client, first, PYTHON_DOCKERFILE.format(base_id=base.id), {}, log)
         built.append(first)
     python = client.images.get(first)
-    for tag in others:
+    for tag in (*others, *mirrored(PYTHON_TAGS)):
         built += retag(client, python, tag, log)
     for tag in UNTRUTHFUL_TAGS:
         _drop_untruthful(client, tag, log)
@@ -229,7 +246,7 @@ def base_image_status(client: DockerClient) -> dict[str, str]:
 def local_base_images(client: DockerClient) -> list[str]:
     """The stand-in tags present locally (a real image under the same name counts)."""
     status = {**base_image_status(client), **ubuntu_image_status(client)}
-    return [tag for tag, state in status.items() if state != "missing"]
+    return [tag for tag, state in status.items() if state != "missing" and unmirrored(tag) == tag]
 
 
 _PYTHON_TAG = re.compile(r"(?:.*/)?python:(\d+\.\d+)")
@@ -249,6 +266,9 @@ def untruthful(tag: str, labels: dict[str, str] | None) -> str | None:
     release = next(
         (r for r in RELEASES if ubuntu and ubuntu.group(1) in (r.version, r.codename)), None
     )
+    uv = labels.get("benchflow.base.uv")
+    if uv and not tag.endswith(f":{uv}"):
+        return f"the local {tag} is a stand-in holding uv {uv}, so it is not used"
     held = labels.get(RELEASE_LABEL)
     if ubuntu and (release is None or held != release.version):
         return (
@@ -259,6 +279,7 @@ def untruthful(tag: str, labels: dict[str, str] | None) -> str | None:
 
 def no_stand_in_reason(name: str) -> str:
     """Why no offline stand-in exists for the image `name`."""
+    name = unmirrored(name)
     python = _PYTHON_TAG.match(name)
     bare = name.removeprefix("docker.io/").removeprefix("library/")
     if python and bare in PYTHON_TAGS + UBUNTU_PYTHON_TAGS:
@@ -284,6 +305,20 @@ def no_stand_in_reason(name: str) -> str:
         return (
             f"No stand-in is made for {name}: only {made} are built here (from the Ubuntu "
             "archive), each tagged only with the release it holds."
+        )
+    if name.removeprefix("docker.io/").startswith("ghcr.io/astral-sh/uv:"):
+        from runs.sandboxes.uvimage import uv_version_of
+
+        version = uv_version_of(name)
+        if version:
+            return (
+                f"Its stand-in (uv {version}'s two binaries, from its wheel on PyPI) is built by "
+                f"`bench doctor --fix --uv {version}`."
+            )
+        return (
+            f"No stand-in is made for {name}: the tag names no exact uv version. Pin one in the "
+            "Dockerfile (ghcr.io/astral-sh/uv:0.8.15) and build its stand-in with `bench doctor "
+            "--fix --uv 0.8.15`."
         )
     if "laude-institute/t-bench/" in name:
         return (
