@@ -406,7 +406,8 @@ async def _regrade_one(run: _Run, plan: _Plan, gate: asyncio.Semaphore) -> None:
                     error = error or f"sandbox removal failed: {exc}"
             shutil.rmtree(staging, ignore_errors=True)
             # the tests' output, with the secrets of the task's env replaced as in a run
-            redact_tree(out_dir, secret_values(task.sandbox.env, task.verifier.env))
+            own = task.verifier.environment.env if task.verifier.environment else {}
+            redact_tree(out_dir, secret_values(task.sandbox.env, task.verifier.env, own))
             block["duration_s"] = round(time.monotonic() - t0, 1)
             _record(run, plan, block, outcome, error)
 

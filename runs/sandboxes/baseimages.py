@@ -157,7 +157,12 @@ def _base_dockerfile(ca_files: list[Path], ca: str) -> str:
     )
 
 
-# {base_id} pins the python image to the base it was built on (see _build_locked).
+# Bump when the python recipe below changes: only the python stand-in is rebuilt.
+PYTHON_RECIPE = 2
+PYTHON_RECIPE_LABEL = "benchflow.base.python_recipe"
+# {base_id} pins the python image to the base it was built on (see _build_locked). The standard
+# library's entries are linked into /usr/local/lib/python3.11, where the official image keeps
+# them (Debian keeps them in /usr/lib/python3.11): tasks that load a module by that path work.
 PYTHON_DOCKERFILE = f"""FROM {BASE_TAG}
 RUN apt-get update \\
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \\
@@ -165,9 +170,11 @@ RUN apt-get update \\
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin \\
  && ln -sf /usr/bin/python3 /usr/local/bin/python \\
  && rm -f /usr/lib/python3*/EXTERNALLY-MANAGED \\
+ && mkdir -p /usr/local/lib/python3.11 \\
+ && for f in /usr/lib/python3.11/*; do ln -s "$f" /usr/local/lib/python3.11/; done \\
  && pip --version
 ENV PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1
-LABEL {FROM_LABEL}="{{base_id}}" benchflow.base.python="3.11" benchflow.base.note="Debian bookworm python3 (3.11), standing in for python:3.11 images"
+LABEL {FROM_LABEL}="{{base_id}}" {PYTHON_RECIPE_LABEL}="{PYTHON_RECIPE}" benchflow.base.python="3.11" benchflow.base.note="Debian bookworm python3 (3.11), standing in for python:3.11 images"
 CMD ["python3"]
 """
 
@@ -205,7 +212,11 @@ def _build_locked(client: DockerClient, *, force: bool, log: Log) -> list[str]:
     labels = labels_of(client, first)
     if is_foreign(labels):
         log(f"keeping {first}: it is a real image, not a stand-in")
-    elif not is_current(labels, BASE_VERSION, ca) or (labels or {}).get(FROM_LABEL) != base.id:
+    elif (
+        not is_current(labels, BASE_VERSION, ca)
+        or (labels or {}).get(FROM_LABEL) != base.id
+        or (labels or {}).get(PYTHON_RECIPE_LABEL) != str(PYTHON_RECIPE)
+    ):
         build(client, first, PYTHON_DOCKERFILE.format(base_id=base.id), {}, log)
         built.append(first)
     python = client.images.get(first)
@@ -239,7 +250,10 @@ def base_image_status(client: DockerClient) -> dict[str, str]:
         elif is_foreign(labels):
             status[tag] = "foreign"
         else:
-            status[tag] = "current" if is_current(labels, BASE_VERSION, ca) else "stale"
+            current = is_current(labels, BASE_VERSION, ca)
+            if "benchflow.base.python" in labels and current:  # the python recipe's own version
+                current = labels.get(PYTHON_RECIPE_LABEL) == str(PYTHON_RECIPE)
+            status[tag] = "current" if current else "stale"
     return status
 
 

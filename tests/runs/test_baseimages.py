@@ -165,6 +165,20 @@ def test_python_stand_in_runs_python_and_pip(client: docker.DockerClient) -> Non
 
 
 @pytest.mark.docker
+def test_python_stand_in_keeps_the_standard_library_where_the_official_image_does(
+    client: docker.DockerClient,
+) -> None:
+    # a task's module that loads `inspect` by the official image's path (a multi-turn set does)
+    code = (
+        "import importlib.util as u; s = u.spec_from_file_location("
+        "'inspect_copy', '/usr/local/lib/python3.11/inspect.py'); m = u.module_from_spec(s); "
+        "s.loader.exec_module(m); print(m.signature.__name__)"
+    )
+    for tag in ("python:3.11-slim", "public.ecr.aws/docker/library/python:3.11-slim"):
+        assert _run(client, tag, ["python3", "-c", code]) == "signature"
+
+
+@pytest.mark.docker
 def test_python_stand_in_allows_system_pip_installs(client: docker.DockerClient) -> None:
     out = _run(
         client,
