@@ -72,6 +72,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="start the engine, build missing base images, remove agent layers no longer used "
         "(old CLI versions, or over task images since rebuilt)",
     )
+    doctor.add_argument(
+        "--uv",
+        action="append",
+        default=[],
+        metavar="VERSION",
+        help="with --fix, also build a stand-in for ghcr.io/astral-sh/uv:VERSION (what tasks "
+        "COPY --from to get uv) from uv's wheel on PyPI (repeat for several)",
+    )
 
     tasks = sub.add_parser("tasks", help="tasks check: each task's problems, before any job")
     tasks_sub = tasks.add_subparsers(dest="tasks_command", metavar="VERB")
@@ -178,7 +186,11 @@ def cmd_resume(args: argparse.Namespace) -> int:
 def cmd_doctor(args: argparse.Namespace) -> int:
     from runs.doctor import run_doctor
 
-    return run_doctor(fix=args.fix)
+    if args.uv and not args.fix:
+        raise UserError(
+            "--uv builds a stand-in image: give it with --fix (bench doctor --fix --uv 0.8.15)"
+        )
+    return run_doctor(fix=args.fix, uv=tuple(args.uv))
 
 
 def cmd_explain(args: argparse.Namespace) -> int:

@@ -23,8 +23,11 @@ appended to <attempt>/regrade.json (with its verifier output in <attempt>/regrad
 run is summed up in <job>/regrade-summary.json.
 
 The run must have kept each trial's final workspace: bench run --save-outputs
-(alias --freeze-workspace). Trials without saved outputs, multi-step trials, trials whose task
-folder is gone and trials whose saved files no longer match their manifest are refused."""
+(alias --freeze-workspace). A task whose verifier is separate ([verifier] environment_mode =
+"separate") is graded as in the run, from the artifacts the attempt kept, in a fresh container of
+the verifier's image: no --save-outputs needed. Trials without saved outputs (or artifacts),
+multi-step trials, trials whose task folder is gone and trials whose saved files no longer match
+their manifest are refused."""
 
 EPILOG = """\
 examples:
@@ -38,7 +41,10 @@ exit codes: 0 regraded, 1 a sandbox run failed, 2 nothing could be regraded (or 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "job", type=Path, metavar="JOB", help="a job folder made by bench run --save-outputs"
+        "job",
+        type=Path,
+        metavar="JOB",
+        help="a job folder made by bench run --save-outputs (or of tasks with a separate verifier)",
     )
     p.add_argument(
         "--tasks-dir",

@@ -3,8 +3,13 @@ and of the tasks whose images can be had here, the share the oracle passes (each
 with its cause).
 
     .venv/bin/python benchmarks/tasksets.py TASKS [--oracle] [--jobs-dir DIR] [-j N]
+    .venv/bin/python benchmarks/tasksets.py TASKS --from-snapshot GIT_DIR [--under tasks] [--oracle]
 
 TASKS is a folder of task folders brought here unchanged (the method is in benchmarks/README.md).
+With --from-snapshot, TASKS is made first: every task folder under the snapshot's --under folder
+(at any depth: sets group tasks as tasks/<group>/<task>) copied out with `git archive`, one by
+one and unchanged, side by side; one whose files the snapshot does not hold in full (its largest
+files may be absent) is left out and listed.
 """
 
 from __future__ import annotations
@@ -21,6 +26,39 @@ sys.path.insert(0, str(REPO))
 
 # What marks a problem as the machine's (an image it cannot have), not the task config's.
 IMAGE_MARKS = ("not present locally", "no image registry is reachable")
+
+
+def from_snapshot(git_dir: Path, under: str, out: Path) -> tuple[list[str], list[str]]:
+    """Copy each task folder of a fetched snapshot into `out` unchanged: (copied, incomplete)."""
+    listing = subprocess.run(
+        ["git", "--git-dir", str(git_dir), "ls-tree", "-r", "--name-only", "HEAD", "--", under],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    folders = sorted(
+        {str(Path(f).parent) for f in listing if Path(f).name in ("task.toml", "task.md")}
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    copied, incomplete = [], []
+    for folder in folders:
+        name = Path(folder).name
+        archive = subprocess.run(
+            ["git", "--git-dir", str(git_dir), "archive", "HEAD", folder],
+            capture_output=True,
+            check=False,
+        )
+        if archive.returncode != 0:  # a blob the snapshot does not hold
+            incomplete.append(name)
+            continue
+        depth = len(Path(folder).parts) - 1
+        subprocess.run(
+            ["tar", "-x", "-C", str(out), f"--strip-components={depth}"],
+            input=archive.stdout,
+            check=True,
+        )
+        copied.append(name)
+    return copied, incomplete
 
 
 def check(root: Path) -> list[dict]:
@@ -55,7 +93,14 @@ def oracle(root: Path, names: list[str], jobs: Path, concurrency: int) -> list[d
         result = json.loads(path.read_text())
         reward = (result.get("rewards") or {}).get("reward")
         cause = result.get("error") or result.get("verifier_error") or ""
-        out.append({"task": result["task_name"], "reward": reward, "cause": cause[:300]})
+        out.append(
+            {
+                "task": result["task_name"],
+                "reward": reward,
+                "cause": cause[:300],
+                "verifier": result.get("verifier_environment_mode"),
+            }
+        )
     return out
 
 
@@ -65,7 +110,14 @@ def main() -> int:
     parser.add_argument("--oracle", action="store_true", help="run the oracle on the buildable")
     parser.add_argument("--jobs-dir", type=Path, default=Path("/tmp/tasksets-jobs"))
     parser.add_argument("-j", type=int, default=2)
+    parser.add_argument("--from-snapshot", type=Path, metavar="GIT_DIR")
+    parser.add_argument("--under", default=".", help="the snapshot's folder holding the tasks")
     args = parser.parse_args()
+    if args.from_snapshot:
+        copied, incomplete = from_snapshot(args.from_snapshot, args.under, args.tasks)
+        print(f"copied from the snapshot: {len(copied)} task(s)")
+        if incomplete:
+            print(f"left out, files absent from the snapshot: {', '.join(incomplete)}")
     rows = check(args.tasks)
     n = len(rows)
     accepted = [r for r in rows if not r["config_problems"]]
@@ -75,7 +127,9 @@ def main() -> int:
     for r in rows:
         for p in r["config_problems"]:
             print(f"  refused {r['task']}: {p[:300]}")
-    missing = Counter(p.split(": FROM: ")[-1][:90] for r in accepted for p in r["image_problems"])
+    missing = Counter(
+        p.split("The image", 1)[-1][:90] for r in accepted for p in r["image_problems"]
+    )
     print(f"images can be had here: {len(buildable)}/{len(accepted)}")
     for text, count in missing.most_common(5):
         print(f"  {count} x {text}")
@@ -89,7 +143,11 @@ def main() -> int:
         args.jobs_dir.mkdir(parents=True, exist_ok=True)
         results = oracle(args.tasks, runnable, args.jobs_dir, args.j)
         passed = [r for r in results if r["reward"] == 1.0]
-        print(f"oracle passed: {len(passed)}/{len(results)}")
+        graded = [r for r in results if r["reward"] is not None]
+        print(f"oracle passed: {len(passed)}/{len(results)} (graded {len(graded)})")
+        separate = sum(r["verifier"] == "separate" for r in results)
+        if separate:
+            print(f"  {separate} graded by a separate verifier")
         for r in results:
             if r["reward"] != 1.0:
                 print(f"  {r['task']}: reward {r['reward']}: {r['cause']}")

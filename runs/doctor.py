@@ -44,9 +44,10 @@ class Check:
 
 
 def doctor_checks(
-    client_or_none: DockerClient | None, *, fix: bool, log: Log = print
+    client_or_none: DockerClient | None, *, fix: bool, log: Log = print, uv: tuple[str, ...] = ()
 ) -> list[Check]:
-    """Engine, base images, disk and CA checks; with fix=True start the engine and build images."""
+    """Engine, base images, disk and CA checks; with fix=True start the engine and build images
+    (and the uv stand-ins of the versions in `uv`)."""
     checks: list[Check] = []
     client, error, info = client_or_none, "", {}
     if client is None or not _pings(client):
@@ -83,6 +84,7 @@ def doctor_checks(
         checks.append(_version_check(version, info))
         checks.append(_images_check(client, fix, log))
         checks.append(_ubuntu_check(client, fix, log))
+        checks.append(_uv_check(client, uv if fix else (), log))
         checks.append(agent_images_check(client, fix))
     root = str(info.get("DockerRootDir", "/var/lib/docker"))
     checks.append(_disk_check(f"disk space (docker root {root})", root))
@@ -179,6 +181,27 @@ def _ubuntu_check(client: DockerClient, fix: bool, log: Log) -> Check:
         detail = "; ".join(parts + ([why] if why else []))
         return Check("ubuntu base images", "FAIL" if missing else "WARN", detail, fix_text)
     return Check("ubuntu base images", "PASS", f"v{UBUNTU_VERSION}: {', '.join(status)}")
+
+
+def _uv_check(client: DockerClient, versions: tuple[str, ...], log: Log) -> Check:
+    """The ghcr.io/astral-sh/uv stand-ins here; those of `versions` built (runs/sandboxes/uvimage.py)."""
+    from runs.sandboxes.uvimage import UV_VERSION_LABEL, UvImageError, build_uv_image
+
+    failed = []
+    for version in versions:
+        try:
+            build_uv_image(client, version, log)
+        except UvImageError as exc:
+            failed.append(str(exc))
+        except Exception as exc:  # report, don't crash the doctor
+            failed.append(f"uv {version}: {exc}")
+    images = client.images.list(filters={"label": UV_VERSION_LABEL})
+    have = sorted(t for i in images for t in i.tags)
+    detail = f"stand-ins: {', '.join(have)}" if have else "no stand-in built"
+    fix_text = "`bench doctor --fix --uv VERSION` builds ghcr.io/astral-sh/uv:VERSION from uv's wheel on PyPI"
+    if failed:
+        return Check("uv images", "FAIL", f"{detail}; {'; '.join(failed)}", fix_text)
+    return Check("uv images", "PASS", f"{detail} (tasks that COPY --from one: {fix_text})")
 
 
 UBUNTU_FIX = (
@@ -297,13 +320,13 @@ def _disk_check(name: str, path: str) -> Check:
     return Check(name, "PASS", detail)
 
 
-def run_doctor(fix: bool, out: TextIO = sys.stdout) -> int:
+def run_doctor(fix: bool, out: TextIO = sys.stdout, uv: tuple[str, ...] = ()) -> int:
     """Print one line per check (and a fix line for each non-PASS); 1 if anything FAILs."""
 
     def log(line: str) -> None:
         print(f"      {line}", file=out, flush=True)
 
-    checks = doctor_checks(None, fix=fix, log=log)
+    checks = doctor_checks(None, fix=fix, log=log, uv=uv)
     for check in checks:
         print(f"{check.status:<4}  {check.name}: {check.detail}", file=out)
         if check.status != "PASS" and check.fix:

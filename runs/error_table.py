@@ -38,7 +38,7 @@ class ErrorClass:
     fault: Fault
     markers: tuple[Marker, ...]
     cause: str  # the Outcomes cause label
-    next: str  # the next step; {job} and {task} are filled in where known
+    next: str  # the next step; {job}, {task} (its folder) and {name} are filled in where known
     explain: str  # the paragraph `bench explain CLASS` prints
 
 
@@ -346,8 +346,9 @@ ERROR_CLASSES: tuple[ErrorClass, ...] = (
             "cannot locate specified dockerfile",
         ),
         cause="the task's Docker image did not build",
-        next="build it by hand (`docker build <task>/environment`) to see the error; fix the "
-        "task's Dockerfile or the local base images",
+        next="the build's whole output is saved in {job}/builds/{name}.log; fix the task's "
+        "Dockerfile, or build the missing base images (`bench doctor --fix`), then `bench eval "
+        "resume {job}`",
         explain="The sandbox image for the task failed to build: a broken Dockerfile, a missing "
         "build path, or a base image this machine does not have (no registry is reachable "
         "here; scripts/setup.sh builds the bases). Not retried: it would fail the same "
@@ -445,6 +446,24 @@ ERROR_CLASSES: tuple[ErrorClass, ...] = (
         explain="An error no marker recognises. Not retried; read result.json's error.",
     ),
     ErrorClass(
+        "verifier_image_build",
+        "verifier",
+        retried=False,
+        graded=False,
+        fault="setup",
+        markers=_m(95, "image build failed for the verifier"),
+        cause="the separate verifier's image did not build",
+        next="the build's whole output is saved in {job}/builds/{name}.verifier.log; fix the "
+        "task's tests/Dockerfile, or build or load the images it names (`bench doctor --fix`), "
+        "then `bench eval resume {job}`",
+        explain="The task's verifier runs in a container of its own ([verifier] environment_mode"
+        ' = "separate"), and its image (tests/Dockerfile, or [verifier.environment] '
+        "docker_image) could not be built or found here. It is built before the agent starts, "
+        "so no agent ran for a verdict nothing could give; the trial is a verifier error, not "
+        "the agent's failure, and is not retried: it would fail the same way. The error names "
+        "the Dockerfile and its line, or the image no registry here serves.",
+    ),
+    ErrorClass(
         "verifier_infra",
         "verifier",
         retried=True,
@@ -462,7 +481,7 @@ ERROR_CLASSES: tuple[ErrorClass, ...] = (
         cause="the verifier's sandbox failed",
         next="`bench eval resume {job}` scores it again",
         explain="BenchFlow's own verifier machinery failed (copying tests in, the separate "
-        "verifier sandbox, a dropped connection). Retried; resume scores it again.",
+        "verifier's container, a dropped connection). Retried; resume scores it again.",
     ),
     ErrorClass(
         "verifier_timeout",

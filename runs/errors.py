@@ -159,7 +159,14 @@ def should_retry(result: Mapping[str, Any]) -> bool:
 
 
 def _fill(text: str, job: str | None, task: str | None) -> str:
-    return text.replace("{job}", job or "<job dir>").replace("{task}", task or "<task>")
+    """The next step with {job} (the job folder), {task} (the task folder) and {name} (the task's
+    name, as its builds/ log is named) filled in where known."""
+    name = task.rstrip("/").rsplit("/", 1)[-1] if task else "<task>"
+    return (
+        text.replace("{job}", job or "<job dir>")
+        .replace("{task}", task or "<task>")
+        .replace("{name}", name)
+    )
 
 
 def _integration_cause(result: Mapping[str, Any]) -> str | None:

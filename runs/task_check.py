@@ -1,7 +1,8 @@
 """`bench tasks check`: every problem of each task folder, before any job, with its fix.
 
 The same checks as `bench run`'s (task.toml / task.md, instruction, tests, symlinks), reported
-task by task, plus the one a build would hit later: FROM images this machine cannot have.
+task by task, plus the one a build would hit later: images this machine cannot have (the
+task's, its sidecars', its separate verifier's).
 """
 
 from __future__ import annotations
@@ -11,8 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from runs.host_env import NO_HOST_ENV, HostEnv
-from runs.sandboxes.dockerfile_refs import explain_missing_images, missing_base_images
+from runs.sandboxes.dockerfile_refs import (
+    explain_missing_images,
+    missing_base_images,
+    missing_images,
+)
 from runs.tasks.load import Task, TaskError, find_task_dirs, load_task
+from runs.tasks.verifier_env import VERIFIER_DOCKERFILE, verifier_environment
 
 
 @dataclass
@@ -42,6 +48,12 @@ def check_tasks(root: Path, client: Any | None, host: HostEnv = NO_HOST_ENV) -> 
             if client is not None:
                 report.problems += _image_problems(task, client, report.notes)
                 report.problems += _compose_problems(task, client)
+                report.problems += _verifier_image_problems(task, client)
+            if (env := verifier_environment(task)) is not None:
+                report.notes.append(
+                    f"the verifier runs in a container of its own ({env.source}), given only the "
+                    "declared artifacts and /logs/artifacts"
+                )
             if servers := task.sandbox.mcp_servers:
                 names = ", ".join(s.name for s in servers)
                 report.notes.append(
@@ -69,17 +81,47 @@ def _image_problems(task: Task, client: Any, notes: list[str]) -> list[str]:
         notes.append(why)
     if prebuilt:
         missing = missing_base_images(f"FROM {prebuilt}\n", client)
+        if not missing:
+            return []
         where = f"{task.config_file}: environment.docker_image"
-    elif task.environment_dir is not None:
-        dockerfile = task.environment_dir / "Dockerfile"
-        missing = missing_base_images(dockerfile.read_text(errors="replace"), client)
-        where = f"{dockerfile}: FROM"
-    else:
-        return []
+        return [f"{where}: {explain_missing_images(missing, local_base_images(client))}"]
+    if task.environment_dir is not None:
+        problem = dockerfile_problem(task.environment_dir / "Dockerfile", client)
+        return [problem] if problem else []
+    return []
+
+
+def dockerfile_problem(dockerfile: Path, client: Any) -> str | None:
+    """The images a Dockerfile names that this machine cannot have, each with the instruction
+    and line naming it, and the fix; None when it has them all."""
+    from runs.sandboxes.baseimages import local_base_images
+
+    text = dockerfile.read_text(errors="replace") if dockerfile.is_file() else ""
+    missing = missing_images(text, client)
     if not missing:
-        return []
+        return None
+    where = ", ".join(m.where for m in missing)
     available = local_base_images(client)
-    return [f"{where}: {explain_missing_images(missing, available)}"]
+    return f"{dockerfile}: {where}: {explain_missing_images([m.image for m in missing], available)}"
+
+
+def _verifier_image_problems(task: Task, client: Any) -> list[str]:
+    """The images a separate verifier's image needs that this machine cannot have."""
+    from runs.sandboxes.baseimages import local_base_images
+
+    env = verifier_environment(task)
+    if env is None:
+        return []
+    if env.image:
+        if not missing_base_images(f"FROM {env.image}\n", client):
+            return []
+        where = f"{task.config_file}: verifier.environment.docker_image"
+        explained = explain_missing_images([env.image], local_base_images(client))
+        return [f"{where}: {explained}"]
+    if env.context is not None:
+        problem = dockerfile_problem(env.context / VERIFIER_DOCKERFILE, client)
+        return [problem] if problem else []
+    return []
 
 
 def _compose_problems(task: Task, client: Any) -> list[str]:
@@ -112,13 +154,12 @@ def _compose_problems(task: Task, client: Any) -> list[str]:
         build = service.get("build")
         if build:
             dockerfile = Path(build["context"]) / build.get("dockerfile", "Dockerfile")
-            text = dockerfile.read_text(errors="replace") if dockerfile.is_file() else ""
-            missing = missing_base_images(text, client)
-            where = f"{dockerfile}: FROM"
-        else:
-            missing = missing_base_images(f"FROM {service.get('image')}\n", client)
-            where = f"{file}: services.{name}.image"
+            if problem := dockerfile_problem(dockerfile, client):
+                problems.append(problem)
+            continue
+        missing = missing_base_images(f"FROM {service.get('image')}\n", client)
         if missing:
+            where = f"{file}: services.{name}.image"
             problems.append(
                 f"{where}: {explain_missing_images(missing, local_base_images(client))}"
             )

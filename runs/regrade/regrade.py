@@ -26,6 +26,7 @@ from runs.host_env import HostEnv, host_env
 from runs.jobfolder import JobLock, JobLocked, new_job_name, read_object, write_json
 from runs.problems import UserError
 from runs.regrade.report import RegradeReport, TrialRow, change_of
+from runs.regrade.separate import grade_from_artifacts, separate_choice
 from runs.results.attempt_folder import result_sha256
 from runs.results.attempts import Attempt, best_attempt, outcome_of, read_attempts, reward_of
 from runs.results.job_documents import read_job
@@ -41,6 +42,7 @@ from runs.tasks.load import (
     load_task,
     task_digest,
 )
+from runs.tasks.verifier_env import VerifierEnvironment, verifier_environment
 from runs.trials.environment_setup import set_up
 from runs.trials.verifier import TESTS_DIR, VerifierOutcome, run_verifier
 from runs.trials.workspace import EVIDENCE, MANIFEST, WORKSPACE, check_manifest
@@ -92,6 +94,7 @@ class _Plan:
     task: Task
     manifest: dict[str, Any]
     config: dict[str, Any]
+    separate: VerifierEnvironment | None = None  # graded from its artifacts/ in a fresh container
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -126,29 +129,22 @@ def _manifest_problem(attempt_dir: Path, manifest: Mapping[str, Any]) -> str | N
 def _plan_trial(
     attempts: list[Attempt], settings: Mapping[str, Any], tasks_dir: Path | None, host: HostEnv
 ) -> tuple[Attempt, _Plan | str]:
-    """The trial's best attempt with saved outputs and its current task, or why it is refused."""
+    """The attempt to grade again and its current task, or why the trial is refused: the best
+    attempt with saved outputs, or for a task whose verifier is separate, the best attempt with
+    the artifacts it declares."""
     saved = [a for a in attempts if (Path(a.path) / EVIDENCE / MANIFEST).is_file()]
     chosen = best_attempt(saved or attempts)
+    task = _current_task(chosen, settings, tasks_dir, host)
+    if isinstance(task, Task) and (env := verifier_environment(task)) is not None:
+        chosen, why = separate_choice(attempts, task)
+        config = _read(Path(chosen.path) / "config.json")
+        return chosen, why or _Plan(chosen, Path(chosen.path), task, {}, config, env)
     if not saved:
         return chosen, NO_OUTPUTS
     if chosen.typed is not None and chosen.typed.steps:
         return chosen, MULTI_STEP
-    config = _read(Path(chosen.path) / "config.json")
-    if tasks_dir is not None:
-        roots = [tasks_dir]
-    else:
-        roots = [Path(p) for p in (settings.get("tasks_dir"), config.get("task_path")) if p]
-    folder = _find_task(chosen.task, roots)
-    if folder is None:
-        where = " or ".join(str(r) for r in roots) or "the job's records"
-        return (
-            chosen,
-            f"task folder no longer exists (looked for {chosen.task} in {where}); pass --tasks-dir DIR",
-        )
-    try:
-        task = load_task(folder, host)
-    except TaskError as exc:
-        return chosen, f"task folder {folder} does not load: {exc.problems[0]}"
+    if isinstance(task, str):
+        return chosen, task
     if task.steps:
         return chosen, MULTI_STEP
     manifest = _read(Path(chosen.path) / EVIDENCE / MANIFEST)
@@ -160,7 +156,27 @@ def _plan_trial(
         mismatch = f"evidence/manifest.json is unreadable: {exc!r}"
     if mismatch:
         return chosen, f"saved outputs do not match their manifest ({mismatch}); not regraded"
+    config = _read(Path(chosen.path) / "config.json")
     return chosen, _Plan(chosen, Path(chosen.path), task, manifest, config)
+
+
+def _current_task(
+    chosen: Attempt, settings: Mapping[str, Any], tasks_dir: Path | None, host: HostEnv
+) -> Task | str:
+    """The trial's task as its folder is now, or why it cannot be had."""
+    config = _read(Path(chosen.path) / "config.json")
+    if tasks_dir is not None:
+        roots = [tasks_dir]
+    else:
+        roots = [Path(p) for p in (settings.get("tasks_dir"), config.get("task_path")) if p]
+    folder = _find_task(chosen.task, roots)
+    if folder is None:
+        where = " or ".join(str(r) for r in roots) or "the job's records"
+        return f"task folder no longer exists (looked for {chosen.task} in {where}); pass --tasks-dir DIR"
+    try:
+        return load_task(folder, host)
+    except TaskError as exc:
+        return f"task folder {folder} does not load: {exc.problems[0]}"
 
 
 def plan_regrade(
@@ -329,6 +345,23 @@ async def _regrade_one(run: _Run, plan: _Plan, gate: asyncio.Semaphore) -> None:
         error: str | None = None
         t0 = time.monotonic()
         try:
+            if plan.separate is not None:
+                image, outcome = await grade_from_artifacts(
+                    run.factory,
+                    task,
+                    plan.separate,
+                    plan.dir,
+                    out_dir,
+                    name=f"{plan.dir.name}-regrade-{rid}",
+                    staging=staging,
+                    live=run.live,
+                )
+                block["sandbox"] = {"provider": "docker", "image": image, "mode": "separate"}
+                if outcome.error_category == "verifier_infra":
+                    error = outcome.error
+                else:
+                    block["status"] = "complete"
+                return
             _republish_logs(plan.dir, out_dir)
             files = await loop.run_in_executor(None, _workspace_files, plan)
             image = await loop.run_in_executor(
@@ -377,8 +410,10 @@ async def _regrade_one(run: _Run, plan: _Plan, gate: asyncio.Semaphore) -> None:
                     error = error or f"sandbox removal failed: {exc}"
             shutil.rmtree(staging, ignore_errors=True)
             # the tests' output, with the secrets of the task's env replaced as in a run
+            own = task.verifier.environment.env if task.verifier.environment else {}
             redact_tree(
-                out_dir, secret_values(task.sandbox.env, task.verifier.env, task.compose_env)
+                out_dir,
+                secret_values(task.sandbox.env, task.verifier.env, own, task.compose_env),
             )
             block["duration_s"] = round(time.monotonic() - t0, 1)
             _record(run, plan, block, outcome, error)

@@ -157,6 +157,7 @@ _OPTIONAL = (
     "usage_incomplete_info",
     "agent_oom_killed",
     "verifier_exit_code",
+    "verifier_environment_mode",
 )
 
 
@@ -200,6 +201,7 @@ class TrialResult:
     usage_incomplete_info: dict[str, Any] | None = None
     agent_oom_killed: bool | None = None
     verifier_exit_code: int | None = None
+    verifier_environment_mode: str | None = None  # Harbor's: "shared" or "separate", once graded
 
     def fail(self, error: str, category: str) -> None:
         """Record an error unless one is already recorded (the first cause is the one that counts)."""

@@ -58,7 +58,24 @@ PYTHON_TAGS = (
     "python:3.11-bookworm",
 )
 BOOKWORM_PYTHON = "3.11"
-STAND_INS = (BASE_TAG, *DEBIAN_TAGS, *PYTHON_TAGS)
+# Registries that serve Docker Hub's official images under another name, byte for byte (ECR
+# Public's mirror of the library namespace): a stand-in answers to those names too.
+MIRROR_PREFIXES = ("public.ecr.aws/docker/library/",)
+
+
+def mirrored(tags: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(prefix + tag for prefix in MIRROR_PREFIXES for tag in tags)
+
+
+def unmirrored(name: str) -> str:
+    """An official image's name without the mirror it is named through."""
+    for prefix in MIRROR_PREFIXES:
+        if name.startswith(prefix):
+            return name.removeprefix(prefix)
+    return name
+
+
+STAND_INS = (BASE_TAG, *DEBIAN_TAGS, *PYTHON_TAGS, *mirrored(DEBIAN_TAGS + PYTHON_TAGS))
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 DEFAULT_SECURITY_MIRROR = "http://deb.debian.org/debian-security"
 
@@ -140,7 +157,12 @@ def _base_dockerfile(ca_files: list[Path], ca: str) -> str:
     )
 
 
-# {base_id} pins the python image to the base it was built on (see _build_locked).
+# Bump when the python recipe below changes: only the python stand-in is rebuilt.
+PYTHON_RECIPE = 2
+PYTHON_RECIPE_LABEL = "benchflow.base.python_recipe"
+# {base_id} pins the python image to the base it was built on (see _build_locked). The standard
+# library's entries are linked into /usr/local/lib/python3.11, where the official image keeps
+# them (Debian keeps them in /usr/lib/python3.11): tasks that load a module by that path work.
 PYTHON_DOCKERFILE = f"""FROM {BASE_TAG}
 RUN apt-get update \\
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \\
@@ -148,9 +170,11 @@ RUN apt-get update \\
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin \\
  && ln -sf /usr/bin/python3 /usr/local/bin/python \\
  && rm -f /usr/lib/python3*/EXTERNALLY-MANAGED \\
+ && mkdir -p /usr/local/lib/python3.11 \\
+ && for f in /usr/lib/python3.11/*; do ln -s "$f" /usr/local/lib/python3.11/; done \\
  && pip --version
 ENV PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1
-LABEL {FROM_LABEL}="{{base_id}}" benchflow.base.python="3.11" benchflow.base.note="Debian bookworm python3 (3.11), standing in for python:3.11 images"
+LABEL {FROM_LABEL}="{{base_id}}" {PYTHON_RECIPE_LABEL}="{PYTHON_RECIPE}" benchflow.base.python="3.11" benchflow.base.note="Debian bookworm python3 (3.11), standing in for python:3.11 images"
 CMD ["python3"]
 """
 
@@ -182,17 +206,21 @@ def _build_locked(client: DockerClient, *, force: bool, log: Log) -> list[str]:
         build(client, BASE_TAG, _base_dockerfile(ca_files, ca), files, log)
         built.append(BASE_TAG)
     base = client.images.get(BASE_TAG)
-    for tag in DEBIAN_TAGS:
+    for tag in DEBIAN_TAGS + mirrored(DEBIAN_TAGS):
         built += retag(client, base, tag, log)
     first, *others = PYTHON_TAGS
     labels = labels_of(client, first)
     if is_foreign(labels):
         log(f"keeping {first}: it is a real image, not a stand-in")
-    elif not is_current(labels, BASE_VERSION, ca) or (labels or {}).get(FROM_LABEL) != base.id:
+    elif (
+        not is_current(labels, BASE_VERSION, ca)
+        or (labels or {}).get(FROM_LABEL) != base.id
+        or (labels or {}).get(PYTHON_RECIPE_LABEL) != str(PYTHON_RECIPE)
+    ):
         build(client, first, PYTHON_DOCKERFILE.format(base_id=base.id), {}, log)
         built.append(first)
     python = client.images.get(first)
-    for tag in others:
+    for tag in (*others, *mirrored(PYTHON_TAGS)):
         built += retag(client, python, tag, log)
     for tag in UNTRUTHFUL_TAGS:
         _drop_untruthful(client, tag, log)
@@ -222,14 +250,17 @@ def base_image_status(client: DockerClient) -> dict[str, str]:
         elif is_foreign(labels):
             status[tag] = "foreign"
         else:
-            status[tag] = "current" if is_current(labels, BASE_VERSION, ca) else "stale"
+            current = is_current(labels, BASE_VERSION, ca)
+            if "benchflow.base.python" in labels and current:  # the python recipe's own version
+                current = labels.get(PYTHON_RECIPE_LABEL) == str(PYTHON_RECIPE)
+            status[tag] = "current" if current else "stale"
     return status
 
 
 def local_base_images(client: DockerClient) -> list[str]:
     """The stand-in tags present locally (a real image under the same name counts)."""
     status = {**base_image_status(client), **ubuntu_image_status(client)}
-    return [tag for tag, state in status.items() if state != "missing"]
+    return [tag for tag, state in status.items() if state != "missing" and unmirrored(tag) == tag]
 
 
 _PYTHON_TAG = re.compile(r"(?:.*/)?python:(\d+\.\d+)")
@@ -249,6 +280,9 @@ def untruthful(tag: str, labels: dict[str, str] | None) -> str | None:
     release = next(
         (r for r in RELEASES if ubuntu and ubuntu.group(1) in (r.version, r.codename)), None
     )
+    uv = labels.get("benchflow.base.uv")
+    if uv and not tag.endswith(f":{uv}"):
+        return f"the local {tag} is a stand-in holding uv {uv}, so it is not used"
     held = labels.get(RELEASE_LABEL)
     if ubuntu and (release is None or held != release.version):
         return (
@@ -259,6 +293,7 @@ def untruthful(tag: str, labels: dict[str, str] | None) -> str | None:
 
 def no_stand_in_reason(name: str) -> str:
     """Why no offline stand-in exists for the image `name`."""
+    name = unmirrored(name)
     python = _PYTHON_TAG.match(name)
     bare = name.removeprefix("docker.io/").removeprefix("library/")
     if python and bare in PYTHON_TAGS + UBUNTU_PYTHON_TAGS:
@@ -284,6 +319,20 @@ def no_stand_in_reason(name: str) -> str:
         return (
             f"No stand-in is made for {name}: only {made} are built here (from the Ubuntu "
             "archive), each tagged only with the release it holds."
+        )
+    if name.removeprefix("docker.io/").startswith("ghcr.io/astral-sh/uv:"):
+        from runs.sandboxes.uvimage import uv_version_of
+
+        version = uv_version_of(name)
+        if version:
+            return (
+                f"Its stand-in (uv {version}'s two binaries, from its wheel on PyPI) is built by "
+                f"`bench doctor --fix --uv {version}`."
+            )
+        return (
+            f"No stand-in is made for {name}: the tag names no exact uv version. Pin one in the "
+            "Dockerfile (ghcr.io/astral-sh/uv:0.8.15) and build its stand-in with `bench doctor "
+            "--fix --uv 0.8.15`."
         )
     if "laude-institute/t-bench/" in name:
         return (

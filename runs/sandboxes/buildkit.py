@@ -5,7 +5,8 @@ which has no Dockerfile heredocs (`RUN <<EOF`) and no `RUN --mount=type=cache`; 
 use both. `docker build` with buildx is BuildKit, and its built-in Dockerfile frontend has them,
 offline. A `# syntax=` line would make BuildKit pull that frontend image from a registry, which
 cannot be reached here: it is turned into a plain comment (the line count stays, so the line
-numbers in an error are the task's own).
+numbers in an error are the task's own). The context is sent as a tar on stdin, never as a
+folder (runs/sandboxes/build_context.py says why).
 """
 
 from __future__ import annotations
@@ -17,11 +18,11 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
+
+from runs.sandboxes.build_context import BuildContext
 
 _SYNTAX = re.compile(r"^\s*#\s*syntax\s*=", re.IGNORECASE)
 _DIRECTIVE = re.compile(r"^\s*#\s*\w+\s*=")
-_ERROR_AT = re.compile(r"^Dockerfile:(\d+)$")
 _HEREDOC = re.compile(r"^\s*(RUN|COPY|ADD)\b.*(?<!<)<<(?!<)-?\s*[\"']?[A-Za-z_]", re.IGNORECASE)
 _MOUNT = re.compile(r"^\s*RUN\b.*--mount=", re.IGNORECASE)
 
@@ -70,39 +71,39 @@ def available() -> bool:
 
 
 def build(
-    context: Path, dockerfile_text: str, tag: str, labels: dict[str, str], timeout: float
+    context: BuildContext,
+    tag: str,
+    labels: dict[str, str],
+    timeout: float,
+    options: tuple[str, ...] = (),
 ) -> BuildOutcome:
-    """Build `context` with `dockerfile_text` as its Dockerfile, tagged `tag`."""
-    text, _dropped = without_syntax_line(dockerfile_text)
-    with tempfile.TemporaryDirectory(prefix="benchflow-build-") as folder:
-        dockerfile = Path(folder) / "Dockerfile"  # named so: BuildKit's errors say "Dockerfile:N"
-        dockerfile.write_text(text)
-        ignore = context / ".dockerignore"
-        if ignore.is_file():  # read beside the Dockerfile given with -f
-            shutil.copyfile(ignore, Path(folder) / "Dockerfile.dockerignore")
-        cmd = ["docker", "build", "--progress=plain", "-f", str(dockerfile), "-t", tag]
-        for key, value in labels.items():
-            cmd += ["--label", f"{key}={value}"]
-        env = {**os.environ, "DOCKER_BUILDKIT": "1", "BUILDX_NO_DEFAULT_ATTESTATIONS": "1"}
+    """Build `context` (its Dockerfile in it) tagged `tag`; `options` are further `docker build`
+    flags (--build-arg, --target). The context goes on stdin as a tar: see build_context.py."""
+    cmd = ["docker", "build", "--progress=plain", "-f", context.dockerfile, "-t", tag, *options]
+    for key, value in labels.items():
+        cmd += ["--label", f"{key}={value}"]
+    env = {**os.environ, "DOCKER_BUILDKIT": "1", "BUILDX_NO_DEFAULT_ATTESTATIONS": "1"}
+    with tempfile.TemporaryFile(prefix="benchflow-context-") as tar:
+        context.write_tar(tar)
+        tar.seek(0)
         try:
             proc = subprocess.run(
-                [*cmd, str(context)],
+                [*cmd, "-"],
+                stdin=tar,
                 capture_output=True,
-                text=True,
-                errors="replace",
                 timeout=timeout,
                 env=env,
                 check=False,
             )
         except subprocess.TimeoutExpired as exc:
-            out = exc.stderr if isinstance(exc.stderr, str) else ""
+            out = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else ""
             return BuildOutcome(
                 f"the build took longer than build_timeout_sec={timeout:g}", None, out
             )
-    log = proc.stdout + proc.stderr
+    log = (proc.stdout + proc.stderr).decode(errors="replace")
     if proc.returncode == 0:
         return BuildOutcome(None, None, log)
-    return BuildOutcome(_error_of(log, proc.returncode), _line_of(log), log)
+    return BuildOutcome(_error_of(log, proc.returncode), _line_of(log, context.dockerfile), log)
 
 
 # curl's exit codes for a host it could not reach (it is often run with -s: no message of its own)
@@ -124,6 +125,8 @@ def _error_of(log: str, code: int) -> str:
     return error
 
 
-def _line_of(log: str) -> int | None:
-    found = [int(m.group(1)) for m in map(_ERROR_AT.match, log.splitlines()) if m]
+def _line_of(log: str, dockerfile: str = "Dockerfile") -> int | None:
+    """The Dockerfile line BuildKit's error is at ("<dockerfile>:N" on a line of its own)."""
+    at = re.compile(rf"^{re.escape(dockerfile)}:(\d+)$")
+    found = [int(m.group(1)) for m in map(at.match, log.splitlines()) if m]
     return found[-1] if found else None

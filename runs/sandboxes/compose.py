@@ -7,10 +7,11 @@ and resolves the variables Harbor's base file offers (MAIN_IMAGE_NAME, CONTEXT_D
 HOST_*_LOGS_PATH, ...). The runner then puts its own settings on the merged model: the attempt's
 labels on every container, network and volume (so the reaper and a cancel find them), main's
 image with the agent's layer, its mounts and init, and for a no-network task main taken off
-every network (only lo is left, as Harbor's egress rules leave it). It builds the sidecars'
-images once per build context and has Compose create and start the project (`up --wait`:
-healthchecks gate `depends_on`). Keys this runner cannot honour were refused by `bench tasks
-check` (runs/tasks/compose_keys.py).
+every network (only lo is left, as Harbor's egress rules leave it). The sidecars' images are
+built by the runner as a task's are (runs/sandboxes/images.py: each named by what its build sees;
+Compose's own build would sync contexts by folder name and could mix two tasks' files), and
+Compose creates and starts the project (`up --wait`: healthchecks gate `depends_on`). Keys this
+runner cannot honour were refused by `bench tasks check` (runs/tasks/compose_keys.py).
 """
 
 from __future__ import annotations
@@ -21,21 +22,20 @@ import re
 import shutil
 import subprocess
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from docker.errors import APIError, ImageNotFound, NotFound
+from docker.errors import APIError, NotFound
+
+from runs.sandboxes.images import ImageSpec
 
 MAIN = "main"
 PROJECT_LABEL = "com.docker.compose.project"
 SERVICE_LABEL = "com.docker.compose.service"
 _ENV_PASSED = ("PATH", "HOME", "DOCKER_HOST", "DOCKER_CONFIG", "DOCKER_CONTEXT", "DOCKER_CERT_PATH")
-_build_locks: dict[str, threading.Lock] = {}
-_build_locks_guard = threading.Lock()
 
 
 class ComposeError(Exception):
@@ -152,11 +152,13 @@ class MainSettings:
     no_network: bool = False  # the task's network_mode = "no-network": main reaches only lo
 
 
-def finalize(model: dict[str, Any], main: MainSettings, sidecar_image: str) -> dict[str, Any]:
+def finalize(
+    model: dict[str, Any], main: MainSettings, sidecar_images: dict[str, str]
+) -> dict[str, Any]:
     """The merged model with the runner's settings on it (a new dict; `model` is unchanged).
 
-    A sidecar built from a context gets the image name `sidecar_image`-<service> unless it
-    names one, so it is built once and reused by every attempt.
+    A sidecar built from a context runs `sidecar_images`[service], the runner's own build of it
+    (named by what the build sees), whatever image name the file gives it; Compose builds nothing.
     """
     out = json.loads(json.dumps(model))
     project = out.get("name", "")
@@ -164,8 +166,9 @@ def finalize(model: dict[str, Any], main: MainSettings, sidecar_image: str) -> d
     for name, service in services.items():
         service["labels"] = {**(service.get("labels") or {}), **main.labels}
         service["pull_policy"] = "never"  # no registry answers here: a missing image fails at once
-        if name != MAIN and service.get("build") and not service.get("image"):
-            service["image"] = f"{sidecar_image}-{re.sub(r'[^a-z0-9_.-]', '-', name.lower())}"
+        if name in sidecar_images:
+            service["image"] = sidecar_images[name]
+            service.pop("build", None)
     m = services[MAIN]
     if main.no_network:
         # Harbor drops main's egress but lo (iptables) for a no-network task: main off every
@@ -202,13 +205,31 @@ def finalize(model: dict[str, Any], main: MainSettings, sidecar_image: str) -> d
     return out
 
 
-def sidecar_builds(model: dict[str, Any]) -> dict[str, str]:
-    """Service -> image, for the services other than main that are built from a context."""
-    return {
-        name: str(s["image"])
-        for name, s in (model.get("services") or {}).items()
-        if name != MAIN and s.get("build")
-    }
+def sidecar_specs(model: dict[str, Any], task: str, timeout: float) -> dict[str, ImageSpec]:
+    """Service -> what to build, for the services other than main built from a context (the
+    merged model's `build`: context, dockerfile or dockerfile_inline, args, target)."""
+    specs = {}
+    for name, s in (model.get("services") or {}).items():
+        build = s.get("build")
+        if name == MAIN or not build:
+            continue
+        context = Path(build["context"])
+        dockerfile = str(build.get("dockerfile") or "Dockerfile")
+        inline = build.get("dockerfile_inline")
+        if Path(dockerfile).is_absolute():
+            dockerfile = os.path.relpath(dockerfile, context)
+        args = build.get("args") or {}
+        specs[name] = ImageSpec(
+            f"sidecar {name} of task {task}",
+            context,
+            "Dockerfile" if inline else dockerfile,
+            timeout,
+            task,
+            build_args=tuple(sorted((k, str(v)) for k, v in args.items() if v is not None)),
+            target=build.get("target"),
+            inline=inline,
+        )
+    return specs
 
 
 @dataclass
@@ -219,37 +240,8 @@ class ComposeProject:
     name: str
     model: dict[str, Any]
     env_dir: Path
-    timeout: float  # seconds for a sidecar build, and for the services to be healthy
+    timeout: float  # seconds for the services to be healthy
     main_id: str = field(default="", init=False)
-
-    def build(self, log: Path | None) -> None:
-        """Build each sidecar image not present yet, once (a lock per image)."""
-        from runs.sandboxes.baseimages import local_base_images
-        from runs.sandboxes.dockerfile_refs import explain_missing_images, missing_base_images
-
-        for service, image in sidecar_builds(self.model).items():
-            with _build_locks_guard:
-                lock = _build_locks.setdefault(image, threading.Lock())
-            with lock:
-                if self._has_image(image):
-                    continue
-                build = self.model["services"][service]["build"]
-                dockerfile = Path(build["context"]) / build.get("dockerfile", "Dockerfile")
-                text = dockerfile.read_text(errors="replace") if dockerfile.is_file() else ""
-                if missing := missing_base_images(text, self.client):
-                    msg = explain_missing_images(missing, local_base_images(self.client))
-                    raise ComposeError(f"sidecar {service} ({dockerfile}): {msg}", kind="build")
-                proc = self._compose(["build", service], timeout=self.timeout)
-                if log is not None:
-                    log.parent.mkdir(parents=True, exist_ok=True)
-                    with open(log, "a") as fh:
-                        fh.write(f"--- sidecar {service}\n{proc.stdout}{proc.stderr}")
-                if proc.returncode != 0:
-                    raise ComposeError(
-                        f"image build failed for sidecar {service} ({dockerfile}): "
-                        + _last_lines(proc.stdout + proc.stderr),
-                        kind="build",
-                    )
 
     def create(self) -> str:
         """Networks, volumes and containers made (none started); main's container id."""
@@ -279,13 +271,6 @@ class ComposeProject:
         """Every container, network and volume of the project, gone (the engine's API, not the
         CLI: it works whatever state the files and the project are in)."""
         remove_project(self.client, self.name)
-
-    def _has_image(self, image: str) -> bool:
-        try:
-            self.client.api.inspect_image(image)
-        except ImageNotFound:
-            return False
-        return True
 
     def _unhealthy(self) -> str:
         """The services that are not running or not healthy, with their health log's last line."""

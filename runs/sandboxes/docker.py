@@ -209,6 +209,22 @@ class Sandbox:
         except (APIError, NotFound):
             pass
 
+    def kill(self) -> None:
+        """Kill this container (it stays, for copying files out and for remove())."""
+        try:
+            self.api.kill(self.id)
+        except (APIError, NotFound):
+            pass  # not running any more, or gone: stopped either way
+
+    def stop(self) -> None:
+        """Kill every container of the sandbox, a compose task's services too: nothing the
+        agent started runs on (a separate verifier starts only after this)."""
+        self.kill()
+        if self.project is not None:
+            label = f"{compose.PROJECT_LABEL}={self.project.name}"
+            for found in self.api.containers(filters={"label": label}):
+                Sandbox(self.client, found["Id"], self.task).kill()
+
     def copy_dir_to(
         self, path: str, dest: Path, *, cap: int = ARCHIVE_CAP_BYTES
     ) -> list[tarfile.TarInfo]:
@@ -469,15 +485,22 @@ class SandboxFactory:
                 workdir=task.sandbox.workdir,
                 no_network=task.sandbox.network_mode == "no-network",
             )
-            digest = self.images.sidecar_tag(task)
+            builds = logs_dir.parent / "builds" if logs_dir else None
+            sidecars = {
+                service: self.images.built(
+                    spec, builds / f"{task.name}.{service}.log" if builds else None
+                )
+                for service, spec in compose.sidecar_specs(
+                    model, task.name, task.sandbox.build_timeout_sec
+                ).items()
+            }
             project = compose.ComposeProject(
                 self.client,
                 name,
-                compose.finalize(model, settings, digest),
+                compose.finalize(model, settings, sidecars),
                 env_dir,
                 timeout=task.sandbox.build_timeout_sec,
             )
-            project.build(logs_dir.parent / "builds" / f"{task.name}.log" if logs_dir else None)
             main_id = project.create()
         except compose.ComposeError as exc:
             if project is not None:

@@ -1,9 +1,11 @@
-"""A Dockerfile's FROM lines: the base images it names, which are absent here, and why that fails."""
+"""The images a Dockerfile names (FROM, COPY --from, RUN --mount from=), with the instruction and
+line naming each; which are absent here, and why that fails."""
 
 from __future__ import annotations
 
 import re
 import shlex
+from dataclasses import dataclass
 
 import docker.errors
 from docker import DockerClient
@@ -24,25 +26,28 @@ def _substitute(text: str, args: dict[str, str | None]) -> str:
     return _VAR.sub(one, text)
 
 
-def _instructions(text: str) -> list[tuple[str, str]]:
+def _instructions(text: str) -> list[tuple[str, str, int]]:
+    """(instruction word, its arguments, the line it starts on), continuation lines joined."""
     escape = "\\"
     lines = text.splitlines()
     directive = re.match(r"#\s*escape\s*=\s*(\S)", lines[0]) if lines else None
     if directive:
         escape = directive.group(1)
-    out: list[tuple[str, str]] = []
-    current = ""
-    for raw in lines:
+    out: list[tuple[str, str, int]] = []
+    current, start = "", 0
+    for number, raw in enumerate(lines, 1):
         line = raw.strip()
         if line.startswith("#") or (not line and current):
             continue
+        if not current:
+            start = number
         if line.endswith(escape):
             current += line[:-1] + " "
             continue
         current += line
         if current.strip():
             word, _, rest = current.strip().partition(" ")
-            out.append((word.upper(), rest.strip()))
+            out.append((word.upper(), rest.strip(), start))
         current = ""
     return out
 
@@ -58,28 +63,48 @@ _FROM_FLAG = re.compile(r"--from=(\S+)")
 _MOUNT_FROM = re.compile(r"--mount=\S*?\bfrom=([^,\s]+)")
 
 
+@dataclass(frozen=True)
+class ImageRef:
+    """An external image a Dockerfile names, and where."""
+
+    image: str
+    instruction: str  # "FROM", "COPY --from", "ADD --from" or "RUN --mount from="
+    line: int
+
+    @property
+    def where(self) -> str:
+        return f"{self.instruction} (line {self.line})"
+
+
 def base_image_refs(dockerfile_text: str) -> list[str]:
     """The external images a Dockerfile's FROM lines name (no stage aliases, no scratch)."""
-    return image_refs(dockerfile_text, copies=False)
+    refs = image_refs_at(dockerfile_text)
+    return list(dict.fromkeys(r.image for r in refs if r.instruction == "FROM"))
 
 
-def image_refs(dockerfile_text: str, *, copies: bool = True) -> list[str]:
-    """Every external image a Dockerfile needs: its FROM images and, with `copies`, those
-    `COPY --from=<image>` and `RUN --mount=...,from=<image>` read (stage names and numbers are
-    the Dockerfile's own stages, not images)."""
+def image_refs(dockerfile_text: str) -> list[str]:
+    """Every external image a Dockerfile needs, each once, in order of first use."""
+    return list(dict.fromkeys(r.image for r in image_refs_at(dockerfile_text)))
+
+
+def image_refs_at(dockerfile_text: str) -> list[ImageRef]:
+    """Every external image a Dockerfile names, at each instruction naming it: FROM images and
+    those `COPY --from=<image>` and `RUN --mount=...,from=<image>` read (stage names and numbers
+    are the Dockerfile's own stages, not images)."""
     args: dict[str, str | None] = {}
     aliases: set[str] = set()
-    refs: list[str] = []
+    refs: list[ImageRef] = []
     seen_from = False
     stages = 0
-    for word, rest in _instructions(dockerfile_text):
-        if copies and seen_from and word in ("COPY", "ADD", "RUN"):
+    for word, rest, line in _instructions(dockerfile_text):
+        if seen_from and word in ("COPY", "ADD", "RUN"):
             pattern = _MOUNT_FROM if word == "RUN" else _FROM_FLAG
+            what = "RUN --mount from=" if word == "RUN" else f"{word} --from"
             for m in pattern.finditer(rest):
                 image = _substitute(m.group(1).strip("\"'"), args)
                 own = image.lower() in aliases or (image.isdigit() and int(image) < stages)
-                if image and not own and image not in refs:
-                    refs.append(image)
+                if image and not own:
+                    refs.append(ImageRef(image, what, line))
             continue
         if word == "ARG" and not seen_from:
             for item in _split(rest):
@@ -92,8 +117,8 @@ def image_refs(dockerfile_text: str, *, copies: bool = True) -> list[str]:
                 continue
             image = _substitute(tokens[0], args)
             # Only earlier stages can be referred to by name: check before adding this alias.
-            if image and image.lower() not in aliases | {"scratch"} and image not in refs:
-                refs.append(image)
+            if image and image.lower() not in aliases | {"scratch"}:
+                refs.append(ImageRef(image, "FROM", line))
             if len(tokens) >= 3 and tokens[1].lower() == "as":
                 aliases.add(tokens[2].lower())
             stages += 1
@@ -103,21 +128,33 @@ def image_refs(dockerfile_text: str, *, copies: bool = True) -> list[str]:
 def missing_base_images(dockerfile_text: str, client: DockerClient) -> list[str]:
     """Images this Dockerfile needs (FROM, COPY --from) that are not present locally (and cannot
     be pulled here)."""
-    missing = []
-    for ref in image_refs(dockerfile_text):
-        if "$" in ref:  # an ARG without a default: nothing local can match it
-            missing.append(ref)
-            continue
-        try:
-            image = client.images.get(ref)
-        except docker.errors.APIError:  # ImageNotFound, or a malformed reference
-            missing.append(ref)
-            continue
-        from runs.sandboxes.baseimages import untruthful
+    return list(dict.fromkeys(r.image for r in missing_images(dockerfile_text, client)))
 
-        if untruthful(ref, image.labels):
+
+def missing_images(dockerfile_text: str, client: DockerClient) -> list[ImageRef]:
+    """The instructions naming an image that is not present locally (nor can be pulled here),
+    the first naming of each image only."""
+    missing: list[ImageRef] = []
+    seen: set[str] = set()
+    for ref in image_refs_at(dockerfile_text):
+        if ref.image in seen:
+            continue
+        seen.add(ref.image)
+        if _absent(ref.image, client):
             missing.append(ref)
     return missing
+
+
+def _absent(ref: str, client: DockerClient) -> bool:
+    if "$" in ref:  # an ARG without a default: nothing local can match it
+        return True
+    try:
+        image = client.images.get(ref)
+    except docker.errors.APIError:  # ImageNotFound, or a malformed reference
+        return True
+    from runs.sandboxes.baseimages import untruthful
+
+    return bool(untruthful(ref, image.labels))
 
 
 def explain_missing_image(name: str, available: list[str]) -> str:

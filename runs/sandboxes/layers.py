@@ -69,7 +69,8 @@ def files_image(client: docker.DockerClient, layer: AgentLayer) -> str:
             f"the agent's folder {layer.source} is missing; rerun so that it is installed again"
         )
     with tempfile.NamedTemporaryFile("w", suffix=".Dockerfile") as dockerfile:
-        # The Dockerfile lives outside the context: docker-py sends it beside the folder's files.
+        # The Dockerfile lives outside the context: docker-py sends it beside the folder's files,
+        # the whole folder as one tar to the engine's classic builder (nothing synced by name).
         dockerfile.write(f"FROM scratch\nCOPY . {layer.target}/\n")
         dockerfile.flush()
         _build(
@@ -82,9 +83,11 @@ def files_image(client: docker.DockerClient, layer: AgentLayer) -> str:
     return tag
 
 
-def layered_tag(image_id: str, layer: AgentLayer) -> str:
-    digest = hashlib.sha256(f"{image_id}\n{layer.name}\n{layer.target}".encode()).hexdigest()[:16]
-    return f"{LAYERED_REPO}:{digest}-{layer.name}"
+def layered_tag(image_id: str, layer: AgentLayer, files_id: str) -> str:
+    """Named by the ids of both images it is made of (the task's and the agent's files), so a
+    layer is never reused over other files than its own."""
+    key = f"{image_id}\n{files_id}\n{layer.name}\n{layer.target}"
+    return f"{LAYERED_REPO}:{hashlib.sha256(key.encode()).hexdigest()[:16]}-{layer.name}"
 
 
 class LayerCache:
@@ -109,15 +112,19 @@ class LayerCache:
             image_id = self.client.api.inspect_image(image)["Id"]
         except (ImageNotFound, APIError) as exc:
             raise LayerError(f"cannot read the task image {image}: {exc}") from exc
-        tag = layered_tag(image_id, layer)
+        with self._lock_for(f"{FILES_REPO}:{layer.name}"):  # one upload of the files per job
+            source = files_image(self.client, layer)
+        try:
+            files_id = self.client.api.inspect_image(source)["Id"]
+        except (ImageNotFound, APIError) as exc:
+            raise LayerError(f"cannot read the agent's files image {source}: {exc}") from exc
+        tag = layered_tag(image_id, layer, files_id)
         with self._lock_for(tag):
             if key not in self._done:
                 try:
                     self.client.api.inspect_image(tag)
                 except ImageNotFound:
-                    # one upload of the files per job
-                    with self._lock_for(f"{FILES_REPO}:{layer.name}"):
-                        source = files_image(self.client, layer)
+                    # the engine's classic builder: the Dockerfile alone is sent, no context to sync
                     dockerfile = (
                         f"FROM {image}\nCOPY --from={source} {layer.target} {layer.target}\n"
                     )

@@ -52,6 +52,13 @@ REFUSED_SERVICE_KEYS: dict[str, tuple[str, str]] = {
     "runtime": ("names a container runtime other than Docker's default", "remove it"),
 }
 _HOST_NAMESPACES = ("pid", "ipc", "uts", "userns_mode", "cgroup")
+# A sidecar's build: what runs/sandboxes/compose.py builds from (its image is the runner's own
+# build of the context, as a task's); those of no weight offline (a registry cache, labels, the
+# platform of this machine's one engine) are accepted and have no effect.
+BUILD_KEYS = set(
+    "context dockerfile dockerfile_inline args target labels cache_from cache_to no_cache pull "
+    "platforms tags".split()
+)
 
 
 def compose_problems(c: Checker, env_dir: Path, given: set[str]) -> Path | None:
@@ -127,6 +134,9 @@ def _service(c: Checker, file: Path, env_dir: Path, name: str, s: dict[str, Any]
     if build is not None and not _inside(str(context), env_dir):
         fix = "move the build context under environment/"
         c.add(f"{at}.build", f"its context {context} is outside environment/", fix, file)
+    for key in sorted(set(build) - BUILD_KEYS if isinstance(build, dict) else ()):
+        why = "the runner builds the image from its context, Dockerfile, args and target only"
+        c.add(f"{at}.build.{key}", f"{key} is not honoured here: {why}", "remove it", file)
     if name == MAIN:
         _main(c, file, env_dir, s)
 

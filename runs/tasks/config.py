@@ -23,7 +23,15 @@ from runs.tasks.harbor_keys import (
     mcp_servers,
     phase_warnings,
 )
-from runs.tasks.setup_keys import Artifact, SetupCommand, artifacts, setup_commands, skills_dir
+from runs.tasks.setup_keys import (
+    Artifact,
+    CollectHook,
+    SetupCommand,
+    artifacts,
+    collect_hooks,
+    setup_commands,
+    skills_dir,
+)
 
 
 @dataclass(frozen=True)
@@ -50,12 +58,26 @@ class AgentConfig:
     prompt_prefix: str | None = None
 
 
+VERIFIER_MODES = ("shared", "separate")
+
+
 @dataclass(frozen=True)
 class VerifierConfig:
     timeout_sec: float = 600.0
     user: str | None = None
     env: dict[str, str] = field(default_factory=dict)
     reward_range: tuple[float, float] = (0.0, 1.0)
+    # Harbor's: "shared" runs the tests in the agent's sandbox; "separate" in a container of
+    # their own (runs/trials/separate_verifier.py), given only the artifacts. An [environment]
+    # block of the verifier's own implies separate.
+    environment_mode: str = "shared"
+    environment: SandboxConfig | None = None  # [verifier.environment]: the task's when None
+    collect: tuple[CollectHook, ...] = ()  # run in the agent's sandbox before artifacts are copied
+    network_mode: str | None = None  # [verifier] network_mode: a separate verifier's network
+
+    @property
+    def separate(self) -> bool:
+        return self.environment_mode == "separate"
 
 
 @dataclass(frozen=True)
@@ -112,7 +134,6 @@ def agent_config(c: Checker, raw: dict[str, Any], where: str, base: AgentConfig)
 def verifier_config(
     c: Checker, raw: dict[str, Any], where: str, base: VerifierConfig
 ) -> VerifierConfig:
-    phase_warnings(c, raw, where)
     reward_range, rr = base.reward_range, raw.get("reward_range")
     if rr is not None:
         pair = isinstance(rr, list) and len(rr) == 2 and all(map(_is_number, rr))
@@ -121,11 +142,30 @@ def verifier_config(
         else:
             msg = f"must be [lo, hi] with lo <= 0 and hi >= 1 (may only widen [0, 1]), got {rr!r}"
             c.add(f"{where}.reward_range", msg, "write reward_range = [0, 1] or a wider [-1, 1]")
+    # BenchFlow's sandbox_mode / sandbox are Harbor's environment_mode / environment
+    mode_key = "sandbox_mode" if "sandbox_mode" in raw else "environment_mode"
+    env_key = "sandbox" if "sandbox" in raw else "environment"
+    mode = c.choice(raw, mode_key, where, VERIFIER_MODES)
+    environment = base.environment
+    if env_key in raw:
+        table = c.table(raw, env_key, _SANDBOX, f"{where}.")
+        environment = sandbox_from(c, table, f"{where}.{env_key}", agent_sees=False)
+        if mode == "shared":
+            msg = f'{mode_key} = "shared" runs the tests in the agent\'s sandbox, so [{where}.{env_key}] cannot apply'
+            fix = f'remove [{where}.{env_key}], or write {mode_key} = "separate"'
+            c.add(f"{where}.{mode_key}", msg, fix)
+    resolved = mode or ("separate" if env_key in raw else base.environment_mode)
+    phase_warnings(c, raw, where, separate=resolved == "separate")
+    network = c.choice(raw, "network_mode", where, NETWORK_MODES) or base.network_mode
     return VerifierConfig(
         timeout_sec=c.number(raw, "timeout_sec", where, base.timeout_sec),
         user=c.text(raw, "user", where, base.user),
         env={**base.env, **c.env(raw, "env", where, judge=True)},
         reward_range=reward_range,
+        environment_mode=resolved,
+        environment=environment,
+        collect=collect_hooks(c, raw.get("collect"), f"{where}.collect") or base.collect,
+        network_mode="public" if network in ("allowlist", "denylist") else network,
     )
 
 
@@ -134,7 +174,12 @@ def sandbox_config(c: Checker, data: dict[str, Any]) -> SandboxConfig:
         msg = "both [environment] and [sandbox] are declared; they are the same table"
         c.add("environment", msg, "move every key into one of them: [environment] or [sandbox]")
     where = "sandbox" if "sandbox" in data else "environment"
-    raw = c.table(data, where, _SANDBOX)
+    return sandbox_from(c, c.table(data, where, _SANDBOX), where, agent_sees=True)
+
+
+def sandbox_from(c: Checker, raw: dict[str, Any], where: str, *, agent_sees: bool) -> SandboxConfig:
+    """An [environment] table (the task's, or a separate verifier's own: `agent_sees` False,
+    as no agent runs in that container) read into a SandboxConfig."""
     image = c.text(raw, "docker_image" if "docker_image" in raw else "image", where, None)
     mode, allow = c.choice(raw, "network_mode", where, NETWORK_MODES), raw.get("allow_internet")
     environment_warnings(c, raw, where)
@@ -167,7 +212,7 @@ def sandbox_config(c: Checker, data: dict[str, Any]) -> SandboxConfig:
         memory_mb=memory_mb,
         network_mode=mode or "public",
         workdir=workdir,
-        env=c.env(raw, "env", where),
+        env=c.env(raw, "env", where, agent_sees=agent_sees),
         mcp_servers=mcp_servers(c, raw, where),
         healthcheck=healthcheck(c, raw, where),
         setup_commands=setup_commands(c, raw, where),
@@ -283,14 +328,20 @@ def steps_config(
 
 
 def _multi_turn_keys(c: Checker, s: dict[str, Any], where: str, earlier: list[str]) -> None:
-    """Steps run in their listed order in one sandbox: what `dependencies` and
-    `inherit_prior_session` (keys of multi-turn task sets, not Harbor 0.26's) would change."""
-    deps = s.get("dependencies", [])
-    if not isinstance(deps, list) or any(d not in earlier for d in deps):
-        c.warn(
-            f"{where}.dependencies",
-            f"{deps!r} names a step that is not before this one: steps run in their listed order here",
-        )
+    """What `dependencies` and `inherit_prior_session` (keys of multi-turn task sets, not Harbor
+    0.26's) become here, where the steps run in their listed order in one sandbox."""
+    if deps := s.get("dependencies"):
+        if not isinstance(deps, list) or any(d not in earlier for d in deps):
+            c.warn(
+                f"{where}.dependencies",
+                f"{deps!r} names a step that is not before this one: steps run in their listed order here",
+            )
+        else:
+            c.warn(
+                f"{where}.dependencies",
+                "read as an order only: the step runs after every step listed before it, "
+                "whether they passed or not (only a min_reward a step misses ends the trial)",
+            )
     if s.get("inherit_prior_session") is False:
         c.warn(
             f"{where}.inherit_prior_session",

@@ -183,27 +183,15 @@ def environment_warnings(c: Checker, raw: dict[str, Any], where: str) -> None:
         )
 
 
-def phase_warnings(c: Checker, raw: dict[str, Any], where: str) -> None:
-    """[agent] / [verifier] network overrides and the separate-verifier keys."""
-    if raw.get("network_mode") not in (None, "public") or raw.get("allowed_hosts"):
+def phase_warnings(c: Checker, raw: dict[str, Any], where: str, separate: bool = False) -> None:
+    """[agent] / [verifier] keys this runner cannot honour in full. `separate`: the verifier runs
+    in a container of its own, which takes [verifier] network_mode as its network."""
+    if (raw.get("network_mode") not in (None, "public") or raw.get("allowed_hosts")) and not (
+        separate and raw.get("network_mode") in ("public", "no-network")
+    ):
         c.warn(
             f"{where}.network_mode",
             f"a per-phase network policy is not applied here: the {where.split('.')[-1]} runs with the task's [environment] network",
-        )
-    if (
-        raw.get("environment_mode") == "separate"
-        or raw.get("environment")
-        or raw.get("sandbox_mode") == "separate"
-        or raw.get("sandbox")
-    ):
-        c.warn(
-            f"{where}.environment_mode",
-            "the verifier runs in the agent's own sandbox here, not in a separate one: it sees what the agent left anywhere, not only the declared artifacts",
-        )
-    if raw.get("collect"):
-        c.warn(
-            f"{where}.collect",
-            "collect hooks are not run here (no separate verifier sandbox); the verifier reads the agent's sandbox directly",
         )
     for key in ("memory", "hardening", "pytest_plugins", "service"):
         if key in raw:
@@ -211,3 +199,14 @@ def phase_warnings(c: Checker, raw: dict[str, Any], where: str) -> None:
     if raw.get("type") == "llm-judge" or "judge" in raw:
         fix = "give the task a tests/test.sh that writes the reward (an LLM judge may run inside it, with its key in [verifier] env)"
         c.add(f"{where}.type", "an llm-judge verifier is BenchFlow's own and is not run here", fix)
+
+
+def steps_verifier_warning(c: Checker, separate_at: list[str]) -> None:
+    """A multi-step task asking for separate verifiers: what runs instead."""
+    for where in separate_at:
+        c.warn(
+            f"{where}.environment_mode",
+            "a multi-step task's verifiers run in the agent's own sandbox here (every step in one "
+            "sandbox), not in a separate one: they see what the agent left anywhere, not only the "
+            "declared artifacts",
+        )

@@ -36,6 +36,7 @@ from runs.tasks.config import (
     steps_config,
     verifier_config,
 )
+from runs.tasks.harbor_keys import steps_verifier_warning
 from runs.tasks.setup_keys import Artifact, artifacts
 
 
@@ -152,6 +153,16 @@ def load_task(path: Path, host: HostEnv = NO_HOST_ENV) -> Task:
         if "steps" in data
         else ()
     )
+    if steps:
+        separate = ["verifier"] if verifier.separate else []
+        separate += [f"steps[{i}].verifier" for i, st in enumerate(steps) if st.verifier.separate]
+        steps_verifier_warning(c, separate[:1])
+    elif verifier.separate and (tests_dir / "docker-compose.yaml").is_file():
+        msg = "a verifier made of several containers (tests/docker-compose.yaml) is not run here"
+        fix = (
+            "give the verifier one image: tests/Dockerfile, or [verifier.environment] docker_image"
+        )
+        c.add("verifier.environment_mode", msg, fix, tests_dir / "docker-compose.yaml")
 
     instruction_file = config_file if native else root / "instruction.md"
     instruction = (body if native else read_file_text(c, instruction_file) or "").strip()

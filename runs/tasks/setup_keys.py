@@ -1,5 +1,6 @@
-"""What a task asks before its agent starts and after its verifier: BenchFlow's setup commands,
-the skills folder the agent is given, and Harbor's artifacts to copy out of the sandbox."""
+"""What a task asks before its agent starts and after it stops: BenchFlow's setup commands, the
+skills folder the agent is given, and Harbor's collect hooks and artifacts to copy out of the
+sandbox."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from runs.tasks.checker import Checker
 
 SETUP_KEYS = {"command", "timeout_sec", "cwd", "env", "user", "service"}
 ARTIFACT_KEYS = {"source", "destination", "exclude"}
+COLLECT_KEYS = {"command", "service", "timeout_sec", "user"}
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,43 @@ class Artifact:
     source: str  # absolute path in the sandbox, a file or a folder
     destination: str  # relative to artifacts/; by default the source's path without its "/"
     exclude: tuple[str, ...] = ()  # glob patterns of a folder's paths left out
+
+
+@dataclass(frozen=True)
+class CollectHook:
+    """Harbor's [[verifier.collect]]: a command run in a service of the agent's sandbox once the
+    agent is done, before the artifacts are copied out (it may snapshot state into a file an
+    artifact names). Best effort: a failure is logged, never the trial's."""
+
+    command: str
+    service: str = "main"
+    timeout_sec: float = 60.0
+    user: str | None = None
+
+
+def collect_hooks(c: Checker, value: Any, where: str) -> tuple[CollectHook, ...]:
+    if value is None:
+        return ()
+    fix = 'write [[verifier.collect]] tables with command = "..."'
+    if not isinstance(value, list):
+        c.add(where, f"must be a list of tables, got {type(value).__name__}", fix)
+        return ()
+    found: list[CollectHook] = []
+    for i, item in enumerate(value):
+        here = f"{where}[{i}]"
+        if not isinstance(item, dict) or not isinstance(item.get("command"), str):
+            c.add(here, "needs a command (a shell string)", fix)
+            continue
+        c.unknown(item, COLLECT_KEYS, here)
+        found.append(
+            CollectHook(
+                command=item["command"],
+                service=c.text(item, "service", here, "main") or "main",
+                timeout_sec=c.number(item, "timeout_sec", here, 60.0),
+                user=c.text(item, "user", here, None),
+            )
+        )
+    return tuple(found)
 
 
 def setup_commands(c: Checker, raw: dict[str, Any], where: str) -> tuple[SetupCommand, ...]:

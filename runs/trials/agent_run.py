@@ -37,14 +37,16 @@ BUDGET_STOP_GRACE_S = 0.5  # lets the agent print its last lines before it is st
 
 def trial_secrets(agent_env: dict[str, str], task: Task) -> list[str]:
     """The secret values a trial's agent or tests are given (--agent-env, the task's sandbox and
-    verifier env, its MCP servers' env and headers, its setup commands' env, what its Compose file
-    read of this machine): replaced wherever the trial's output is written down."""
+    verifier env, a separate verifier's own environment's env, its MCP servers' env and headers,
+    its setup commands' env, what its Compose file read of this machine): replaced wherever the
+    trial's output is written down."""
     servers = task.sandbox.mcp_servers
     return secret_values(
         agent_env,
         task.compose_env,
         task.sandbox.env,
         task.verifier.env,
+        task.verifier.environment.env if task.verifier.environment else {},
         *(s.env for s in servers),
         *(s.headers for s in servers),
         *(c.env for c in task.sandbox.setup_commands),

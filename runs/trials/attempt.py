@@ -27,12 +27,18 @@ from runs.sandboxes.layers import LayerError
 from runs.secrets import redact_obj, redact_tree
 from runs.spec import RunSpec
 from runs.tasks.load import Task
+from runs.tasks.verifier_env import verifier_environment
 from runs.trials import disk_cap
 from runs.trials.agent_run import run_agent, trial_secrets
-from runs.trials.artifacts import collect
+from runs.trials.artifacts import collect, hand_over
 from runs.trials.environment_setup import EnvironmentSetupError, set_up
 from runs.trials.judge import JudgeAccess, judged
 from runs.trials.prepared import AttemptPlan, Prepared
+from runs.trials.separate_verifier import (
+    VerifierImageError,
+    run_separate_verifier,
+    verifier_image,
+)
 from runs.trials.steps import instruction_for, run_steps
 from runs.trials.trial_budget import trial_budget_for
 from runs.trials.verifier import TESTS_DIR, run_verifier
@@ -139,6 +145,22 @@ class AttemptRunner:
             image = await self.call(
                 self.factory.images.image_for, plan.task, plan.env_digest, build_log
             )
+            if (env := verifier_environment(plan.task)) is not None:
+                try:
+                    prepared.verifier_image = await self.call(
+                        verifier_image,
+                        self.factory.images,
+                        plan.task,
+                        env,
+                        build_log.with_suffix(".verifier.log"),
+                    )
+                except VerifierImageError as exc:
+                    # no agent runs for a verdict no verifier could give: the verifier's error
+                    prepared.verifier_error = str(exc)
+                    prepared.verifier_error_category = "verifier_image_build"
+                    prepared.timing.environment_setup = time.monotonic() - t
+                    prepared.ready_at = time.monotonic()
+                    return prepared
             layer = self.agent.image_layer()
             if layer is not None:
                 try:
@@ -338,17 +360,21 @@ class AttemptRunner:
             agent_result=AgentUsage() if self.proxy is not None else AgentUsage.none_used(),
             error=prepared.error,
             error_category=prepared.error_category,
+            verifier_error=prepared.verifier_error,
+            verifier_error_category=prepared.verifier_error_category,
         )
 
     def judged(
-        self, prepared: Prepared, task: Task, result: TrialResult
+        self, prepared: Prepared, task: Task, result: TrialResult, sandbox: Sandbox | None = None
     ) -> AbstractAsyncContextManager[JudgeAccess | None]:
-        """Around a verification of `task` (a step's view of it, or the task): its judge's way to
-        a model, when its env asks for one; what the judge used goes into the result."""
-        assert prepared.sandbox is not None
+        """Around a verification of `task` (a step's view of it, or the task) in `sandbox` (the
+        agent's, by default; a separate verifier's own): its judge's way to a model, when its env
+        asks for one; what the judge used goes into the result."""
+        sandbox = sandbox or prepared.sandbox
+        assert sandbox is not None
         return judged(
             self.judges,
-            sandbox=prepared.sandbox,
+            sandbox=sandbox,
             attempt_dir=prepared.attempt_dir,
             verifier=task.verifier,
             secrets=trial_secrets(self.spec.agent_env, prepared.plan.task),
@@ -397,18 +423,36 @@ class AttemptRunner:
         if self.spec.save_outputs and prepared.workdir:
             await self.call(save_workspace, sandbox, prepared.workdir, prepared.attempt_dir)
 
+        env = verifier_environment(task)
+        # what the agent left, taken out before the verifier (a separate one: sandbox stopped)
+        await self.call(hand_over, sandbox, task, prepared.attempt_dir, env is not None)
         self.emit_phase(prepared, "verifier")
         t = time.monotonic()
-        async with self.judged(prepared, task, result) as judge:
-            outcome = await run_verifier(
-                sandbox,
+        if env is None:
+            async with self.judged(prepared, task, result) as judge:
+                outcome = await run_verifier(
+                    sandbox,
+                    task,
+                    prepared.attempt_dir,
+                    staged_tests=self.job_dir / ".staging" / prepared.attempt_dir.name / "tests",
+                    judge=judge,
+                )
+        else:
+            assert prepared.verifier_image is not None
+            outcome = await run_separate_verifier(
+                self.factory,
                 task,
-                prepared.attempt_dir,
-                staged_tests=self.job_dir / ".staging" / prepared.attempt_dir.name / "tests",
-                judge=judge,
+                env,
+                prepared.verifier_image,
+                name=f"{prepared.attempt_dir.name}-verifier",
+                artifacts_dir=prepared.attempt_dir / "artifacts",
+                verifier_dir=prepared.attempt_dir / "verifier",
+                staging=self.staging(prepared.attempt_dir) / "verifier",
+                live=self.live,
+                judged=lambda made: self.judged(prepared, task, result, sandbox=made),
             )
         prepared.timing.verifier = time.monotonic() - t
-        await self.call(collect, sandbox, task.artifacts, prepared.attempt_dir / "artifacts")
+        result.verifier_environment_mode = "shared" if env is None else "separate"
         result.rewards = outcome.rewards
         result.verifier_exit_code = outcome.exit_code
         if outcome.rewards is None:

@@ -31,6 +31,9 @@ class Prepared:
     workdir: str | None = None
     error: str | None = None
     error_category: str | None = None
+    verifier_image: str | None = None  # a separate verifier's, built with the sandbox
+    verifier_error: str | None = None  # that image could not be had: nothing runs
+    verifier_error_category: str | None = None
     timing: AttemptTiming = field(default_factory=AttemptTiming)
     cancelled_by: str | None = (
         None  # the cap's `budget reached: ...`, set before a job cap cancels it

@@ -55,12 +55,12 @@ async def run_verifier(
     staged_tests: Path | None = None,
     judge: JudgeAccess | None = None,
 ) -> VerifierOutcome:
-    """Grade what the agent left: copies tests/, runs test.sh, brings /logs back, reads the reward."""
+    """Grade what the agent left, in its own sandbox: copies tests/, runs test.sh, reads the
+    reward from the bind-mounted /logs/verifier."""
     loop = asyncio.get_running_loop()
     verifier_dir = attempt_dir / "verifier"
     verifier_dir.mkdir(parents=True, exist_ok=True)
     sources = tests_dirs or [task.tests_dir]  # later folders (a step's tests) layer over earlier
-    timeout = timeout_sec if timeout_sec is not None else task.verifier.timeout_sec
     try:
         if staged_tests is not None:
             # /tests is a host folder mounted into the sandbox: filled only now the agent is done
@@ -74,13 +74,34 @@ async def run_verifier(
         return VerifierOutcome(
             None, f"failed to add tests directory: {exc}", "verifier_infra", None, 0.0
         )
+    timeout = timeout_sec if timeout_sec is not None else task.verifier.timeout_sec
+    return await run_tests(
+        sandbox, task, verifier_dir, timeout=timeout, workdir=task.sandbox.workdir, judge=judge
+    )
+
+
+async def run_tests(
+    sandbox: Sandbox,
+    task: Task,
+    verifier_dir: Path,
+    *,
+    timeout: float,
+    workdir: str | None,
+    network_mode: str | None = None,
+    judge: JudgeAccess | None = None,
+) -> VerifierOutcome:
+    """Run /tests/test.sh in `sandbox` (stale rewards removed first) and read the reward it left
+    in `verifier_dir`, the host folder mounted at /logs/verifier. `network_mode`: the network the
+    tests had, said when they could not reach a host (the task's by default); `judge`: the
+    verification's way to a model, when its env asks for one."""
+    loop = asyncio.get_running_loop()
     fut = loop.run_in_executor(
         None,
         lambda: sandbox.exec(
             ["sh", "-c", RUN_TESTS],
             user=task.verifier.user,
             env=verifier_env(task, judge),
-            workdir=task.sandbox.workdir,
+            workdir=workdir,
             stdout_path=verifier_dir / "test-stdout.txt",
             stderr_path=verifier_dir / "test-stderr.txt",
         ),
@@ -117,11 +138,8 @@ async def run_verifier(
     if not passed and (line := unreachable_host_line(verifier_dir)):
         # the tests could not reach a host (to fetch their dependencies, or what they check):
         # any reward they wrote says nothing about the agent's work
-        where = (
-            " (the task's network_mode is no-network)"
-            if task.sandbox.network_mode == "no-network"
-            else ""
-        )
+        network = network_mode or task.sandbox.network_mode
+        where = " (the task's network_mode is no-network)" if network == "no-network" else ""
         return VerifierOutcome(
             None,
             f"verifier could not reach a host{where}: {line}",

@@ -185,8 +185,8 @@ def test_tasks_check_names_a_from_image_this_machine_cannot_have(tmp_path, capsy
     assert main(["tasks", "check", str(tmp_path / "ubuntu")]) == 1
     out = capsys.readouterr().out
     assert (
-        f"{tmp_path}/ubuntu/environment/Dockerfile: FROM: The images ubuntu:20.04, "
-        "ghcr.io/astral-sh/uv:0.5 are not present" in out
+        f"{tmp_path}/ubuntu/environment/Dockerfile: FROM (line 1), COPY --from (line 2): The "
+        "images ubuntu:20.04, ghcr.io/astral-sh/uv:0.5 are not present" in out
     )
     assert "No stand-in is made for ubuntu:20.04" in out
     assert "Locally available stand-ins: " in out and "debian:bookworm" in out

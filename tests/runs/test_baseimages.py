@@ -165,6 +165,20 @@ def test_python_stand_in_runs_python_and_pip(client: docker.DockerClient) -> Non
 
 
 @pytest.mark.docker
+def test_python_stand_in_keeps_the_standard_library_where_the_official_image_does(
+    client: docker.DockerClient,
+) -> None:
+    # a task's module that loads `inspect` by the official image's path (a multi-turn set does)
+    code = (
+        "import importlib.util as u; s = u.spec_from_file_location("
+        "'inspect_copy', '/usr/local/lib/python3.11/inspect.py'); m = u.module_from_spec(s); "
+        "s.loader.exec_module(m); print(m.signature.__name__)"
+    )
+    for tag in ("python:3.11-slim", "public.ecr.aws/docker/library/python:3.11-slim"):
+        assert _run(client, tag, ["python3", "-c", code]) == "signature"
+
+
+@pytest.mark.docker
 def test_python_stand_in_allows_system_pip_installs(client: docker.DockerClient) -> None:
     out = _run(
         client,
@@ -268,4 +282,18 @@ def test_copy_from_images_are_needed_too_but_stages_are_not() -> None:
         "debian:bookworm",
         "ghcr.io/astral-sh/uv:0.5",
         "node:20",
+    ]
+
+
+def test_each_image_is_named_with_the_instruction_and_line_naming_it() -> None:
+    text = (
+        "ARG UV=0.8.15\nFROM python:3.12-slim AS app\n\nRUN apt-get update \\\n && true\n"
+        "COPY --from=ghcr.io/astral-sh/uv:${UV} /uv /bin/\nCOPY --from=app /a /b\n"
+        "ADD --from=busybox:1 /bin/sh /sh\nRUN --mount=type=bind,from=node:20,target=/n true\n"
+    )
+    assert [r.where + " " + r.image for r in dockerfile_refs.image_refs_at(text)] == [
+        "FROM (line 2) python:3.12-slim",
+        "COPY --from (line 6) ghcr.io/astral-sh/uv:0.8.15",
+        "ADD --from (line 8) busybox:1",
+        "RUN --mount from= (line 9) node:20",
     ]

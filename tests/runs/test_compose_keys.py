@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from runs.sandboxes.compose import MainSettings, finalize, sidecar_builds
+from runs.sandboxes.compose import MainSettings, finalize, sidecar_specs
 from runs.tasks.load import load_task
 from tests.runs.test_tasks import problems_of, split_task
 
@@ -195,6 +195,7 @@ MERGED = {
     "volumes": {"shared": {"name": "bf-t_shared"}},
 }
 LABELS = {"benchflow.job": "j", "benchflow.attempt": "a"}
+SIDECARS = {"db": "benchflow-env:0123456789abcdef"}
 SETTINGS = MainSettings(
     image="benchflow-env:abc-claude",
     labels=LABELS,
@@ -210,7 +211,7 @@ SETTINGS = MainSettings(
 
 
 def test_every_container_network_and_volume_carries_the_attempts_labels() -> None:
-    out = finalize(MERGED, SETTINGS, "benchflow-env:d-sidecar")
+    out = finalize(MERGED, SETTINGS, SIDECARS)
     assert all(s["labels"].items() >= LABELS.items() for s in out["services"].values())
     assert out["services"]["cache"]["labels"]["theirs"] == "1"
     # cache is on the default network, declared so that it is labelled too
@@ -222,7 +223,7 @@ def test_every_container_network_and_volume_carries_the_attempts_labels() -> Non
 
 
 def test_main_runs_the_agents_image_with_the_runners_mounts_and_limits() -> None:
-    main = finalize(MERGED, SETTINGS, "benchflow-env:d-sidecar")["services"]["main"]
+    main = finalize(MERGED, SETTINGS, SIDECARS)["services"]["main"]
     assert "build" not in main and main["image"] == "benchflow-env:abc-claude"
     assert main["init"] is True and main["pull_policy"] == "never"
     assert main["environment"] == {"DB_HOST": "db", "TASK_VAR": "1"}
@@ -234,15 +235,39 @@ def test_main_runs_the_agents_image_with_the_runners_mounts_and_limits() -> None
     assert main["deploy"]["resources"]["limits"] == {"cpus": 2.0, "memory": "1024M"}
 
 
-def test_a_built_sidecar_is_named_by_the_environment_digest_so_it_is_built_once() -> None:
-    out = finalize(MERGED, SETTINGS, "benchflow-env:d-sidecar")
-    assert sidecar_builds(out) == {"db": "benchflow-env:d-sidecar-db"}
+def test_a_built_sidecar_runs_the_runners_own_build_and_compose_builds_nothing() -> None:
+    out = finalize(MERGED, SETTINGS, SIDECARS)
+    assert out["services"]["db"]["image"] == "benchflow-env:0123456789abcdef"
+    assert not any("build" in s for s in out["services"].values())
     assert out["services"]["cache"]["image"] == "redis:7"
+
+
+def test_a_sidecars_build_is_read_from_the_merged_model() -> None:
+    model = {
+        "services": {
+            **MERGED["services"],
+            "api": {
+                "build": {
+                    "context": "/t/environment/api",
+                    "dockerfile": "/t/environment/api/docker/Dockerfile.api",
+                    "args": {"MODE": "test", "UNSET": None},
+                    "target": "run",
+                }
+            },
+            "inline": {"build": {"context": "/t/environment", "dockerfile_inline": "FROM x\n"}},
+        }
+    }
+    specs = sidecar_specs(model, "t", 60.0)
+    assert set(specs) == {"db", "api", "inline"}  # main is the runner's, cache is an image
+    api = specs["api"]
+    assert (str(api.context), api.dockerfile) == ("/t/environment/api", "docker/Dockerfile.api")
+    assert api.options() == ("--build-arg=MODE=test", "--target=run")
+    assert specs["inline"].inline == "FROM x\n" and specs["db"].dockerfile == "Dockerfile"
 
 
 def test_a_no_network_task_takes_main_off_every_network() -> None:
     settings = MainSettings(**{**SETTINGS.__dict__, "no_network": True})
-    out = finalize(MERGED, settings, "benchflow-env:d-sidecar")
+    out = finalize(MERGED, settings, SIDECARS)
     main = out["services"]["main"]
     assert main["network_mode"] == "none" and "networks" not in main
     assert out["services"]["db"]["networks"] == {"airgap": None}  # the sidecars keep theirs

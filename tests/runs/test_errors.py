@@ -417,3 +417,34 @@ def test_an_unreachable_host_in_the_tests_is_its_own_class() -> None:
 def test_a_sandbox_setting_docker_refuses_is_not_retried() -> None:
     result = {"error": "sandbox config refused by Docker: x", "error_category": "sandbox_config"}
     assert not errors.should_retry(result)
+
+
+@pytest.mark.parametrize(
+    ("result", "log"),
+    [
+        (
+            {"error": "image build failed for task t (...)", "error_category": "image_build"},
+            "t.log",
+        ),
+        (
+            {
+                "verifier_error": "image build failed for the verifier of task t (...)",
+                "verifier_error_category": "verifier_image_build",
+            },
+            "t.verifier.log",
+        ),
+    ],
+)
+def test_an_image_that_did_not_build_points_first_at_its_saved_build_log(result, log) -> None:
+    cause = errors.cause_of(result, job="jobs/j", task="/sets/tasks/t")
+    assert cause is not None and cause.next.startswith(
+        f"the build's whole output is saved in jobs/j/builds/{log}; "
+    )
+    assert cause.fault == "setup"
+
+
+def test_a_verifier_image_build_failure_is_the_verifiers_own_class() -> None:
+    message = "image build failed for the verifier of task t (tests/Dockerfile, line 2): x"
+    assert errors.classify_verifier(message) == "verifier_image_build"
+    assert not errors.should_retry({"verifier_error": message})
+    assert "Retried:       no" in errors.explain_text("verifier_image_build")

@@ -42,7 +42,11 @@ def test_the_layer_puts_the_folder_into_the_image_once(docker_client, tmp_path):
             tags = set(pool.map(lambda _: cache.image_with(base, layer), range(4)))
         # then one image, with the file executable and the task image's own files intact
         [tag] = tags
-        assert tag == layered_tag(docker_client.images.get(base).id, layer)
+        assert tag == layered_tag(
+            docker_client.images.get(base).id,
+            layer,
+            docker_client.images.get(f"benchflow-agent:{name}").id,
+        )
         out = docker_client.containers.run(tag, ["/opt/benchflow/agents/fake/agent"], remove=True)
         assert out == b"agent ran\n"
         assert _cat(docker_client, tag, "/marker").strip() != ""
@@ -53,7 +57,11 @@ def test_the_layer_puts_the_folder_into_the_image_once(docker_client, tmp_path):
         assert docker_client.images.get(tag).attrs["Created"] == created
     finally:
         for image in (
-            layered_tag(docker_client.images.get(base).id, layer),
+            layered_tag(
+                docker_client.images.get(base).id,
+                layer,
+                docker_client.images.get(f"benchflow-agent:{name}").id,
+            ),
             f"benchflow-agent:{name}",
             base,
         ):

@@ -119,6 +119,11 @@ dependencies = ["four"]
         (folder / "steps" / name / "instruction.md").write_text(f"Do {name}.\n")
     task = load_task(folder)
     said = {w.field: w.message for w in task.warnings}
-    assert set(said) == {"steps[1].inherit_prior_session", "steps[2].dependencies"}
+    assert set(said) == {
+        "steps[1].dependencies",
+        "steps[1].inherit_prior_session",
+        "steps[2].dependencies",
+    }
     assert "its agent starts a new session" in said["steps[1].inherit_prior_session"]
+    assert "whether they passed or not" in said["steps[1].dependencies"]
     assert "steps run in their listed order here" in said["steps[2].dependencies"]

@@ -117,8 +117,6 @@ def test_an_allowlist_runs_with_the_network_on_and_says_so(tmp_path: Path) -> No
     [
         ("[environment]\ngpus = 2\n", "environment.gpus"),
         ('[environment]\ntpu = { type = "v6e", topology = "2x4" }\n', "environment.tpu"),
-        ('[verifier]\nenvironment_mode = "separate"\n', "verifier.environment_mode"),
-        ('[[verifier.collect]]\ncommand = "pg_dump > /tmp/db.sql"\n', "verifier.collect"),
         ('[agent]\nnetwork_mode = "no-network"\n', "agent.network_mode"),
     ],
 )
@@ -126,6 +124,104 @@ def test_keys_not_honoured_load_with_a_warning_saying_what_differs(
     tmp_path: Path, toml: str, field: str
 ) -> None:
     assert field in warnings_of(split_task(tmp_path, toml))
+
+
+def test_a_separate_verifier_is_honoured_with_no_warning(tmp_path: Path) -> None:
+    from runs.tasks.verifier_env import verifier_environment
+
+    # given the math-modelling set's keys: separate mode, tests/Dockerfile, a no-network task
+    toml = (
+        'artifacts = ["/root/results/out.json"]\n[verifier]\ntimeout_sec = 180.0\n'
+        'environment_mode = "separate"\n[verifier.env]\n'
+        "[environment]\nallow_internet = false\ncpus = 2\nmemory_mb = 4096\n"
+    )
+    folder = split_task(tmp_path, toml)
+    (folder / "tests" / "Dockerfile").write_text("FROM python:3.12-slim\nCOPY . /tests/\n")
+    task = load_task(folder)
+    assert task.warnings == () and task.verifier.separate
+    # then its verifier is tests/ built, holding the tests, with the task's resources and network
+    env = verifier_environment(task)
+    assert env is not None and env.image is None and env.context == folder / "tests"
+    assert env.bundled_tests and env.source.endswith("tests/Dockerfile")
+    assert (env.sandbox.cpus, env.sandbox.memory_mb, env.sandbox.network_mode) == (
+        2.0,
+        4096,
+        "no-network",
+    )
+
+
+@pytest.mark.parametrize(
+    ("toml", "image", "bundled", "network", "memory"),
+    [
+        # an environment block implies separate; its own image holds the tests
+        (
+            '[verifier.environment]\ndocker_image = "judge:1"\nmemory_mb = 512\n',
+            "judge:1",
+            True,
+            "public",
+            512,
+        ),
+        # its own resources, the task's image (tests put at /tests), the phase's network
+        (
+            '[verifier]\nnetwork_mode = "no-network"\n[verifier.environment]\ncpus = 1\n',
+            None,
+            False,
+            "no-network",
+            2048,
+        ),
+        # BenchFlow's names for the same keys
+        ('[verifier]\nsandbox_mode = "separate"\n', None, False, "public", 2048),
+    ],
+)
+def test_a_separate_verifiers_image_and_resources_follow_harbors_order(
+    tmp_path: Path, toml: str, image: str | None, bundled: bool, network: str, memory: int
+) -> None:
+    from runs.tasks.verifier_env import verifier_environment
+
+    task = load_task(split_task(tmp_path, toml))
+    env = verifier_environment(task)
+    assert env is not None and task.warnings == ()
+    assert (env.image, env.bundled_tests, env.context) == (image, bundled, None)
+    assert (env.sandbox.network_mode, env.sandbox.memory_mb) == (network, memory)
+
+
+def test_shared_mode_with_an_environment_of_its_own_is_a_problem(tmp_path: Path) -> None:
+    toml = '[verifier]\nenvironment_mode = "shared"\n[verifier.environment]\ncpus = 1\n'
+    problems = problems_of(split_task(tmp_path, toml))
+    assert [p.field for p in problems] == ["verifier.environment_mode"]
+    assert 'write environment_mode = "separate"' in problems[0].fix
+
+
+def test_a_verifier_of_several_containers_is_a_problem(tmp_path: Path) -> None:
+    folder = split_task(tmp_path, '[verifier]\nenvironment_mode = "separate"\n')
+    (folder / "tests" / "docker-compose.yaml").write_text("services: {}\n")
+    [problem] = problems_of(folder)
+    assert problem.file.name == "docker-compose.yaml" and "tests/Dockerfile" in problem.fix
+
+
+def test_a_multi_step_task_asking_for_separate_verifiers_says_what_runs_instead(
+    tmp_path: Path,
+) -> None:
+    folder = split_task(
+        tmp_path, '[verifier]\nenvironment_mode = "separate"\n[[steps]]\nname = "one"\n'
+    )
+    (folder / "steps" / "one").mkdir(parents=True)
+    (folder / "steps" / "one" / "instruction.md").write_text("Do one.\n")
+    warned = warnings_of(folder)
+    assert "run in the agent's own sandbox here" in warned["verifier.environment_mode"]
+
+
+def test_collect_hooks_are_read_with_harbors_defaults(tmp_path: Path) -> None:
+    toml = (
+        '[[verifier.collect]]\ncommand = "pg_dump > /logs/artifacts/db.sql"\n'
+        '[[verifier.collect]]\ncommand = "cp /var/log/x /tmp"\nservice = "db"\ntimeout_sec = 5\n'
+    )
+    task = load_task(split_task(tmp_path, toml))
+    assert [(h.service, h.timeout_sec) for h in task.verifier.collect] == [
+        ("main", 60.0),
+        ("db", 5.0),
+    ]
+    assert task.warnings == ()
 
 
 def test_an_llm_judge_verifier_cannot_run_here(tmp_path: Path) -> None:
