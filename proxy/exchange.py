@@ -8,7 +8,7 @@ from proxy import jsonio
 from proxy.trajectory import bodies, iso
 
 if TYPE_CHECKING:
-    from proxy.app import Call
+    from proxy.call import Call
     from proxy.forward import Outcome
 
 _PREFIXES: dict[tuple[str, str, str, str, str], bytes] = {}

@@ -7,20 +7,15 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import httptools
 
-from proxy.http11_cycle import Cycle, Request, error_response
+from proxy.http11_cycle import App, Cycle, Request, error_response
 
-if TYPE_CHECKING:
-    from proxy.http11 import HttpServer
-
-
-App = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
 # An app may also serve a request without an ASGI cycle: app.fast(conn, req) -> bool. True: it
-# took the request and stands in as conn.cycle and conn.task (with _wake, started, close, req,
+# took the request and stands in as conn.cycle and conn.task (with wake, started, close, req,
 # done(), cancel() and future()) until it calls conn.cycle_done. False: the request is served
 # as an ASGI cycle, with req.ctx in scope["proxy.admitted"] (what the app already worked out).
 MAX_BODY = 64 << 20  # an agent's request with its whole conversation (images too) stays below this
@@ -56,10 +51,18 @@ class Listener:
         return MAX_SANDBOX_HELD if self.sandbox else MAX_HELD
 
 
+class Server(Protocol):
+    """What a connection uses of its server (proxy/http11.py's HttpServer, which imports this
+    module): its loop, and the connections it closes when it stops."""
+
+    loop: asyncio.AbstractEventLoop
+    connections: set[HttpConnection]
+
+
 class HttpConnection(asyncio.Protocol):
     """One client connection; requests on it are served one after the other."""
 
-    def __init__(self, app: App, server: HttpServer, listener: Listener):
+    def __init__(self, app: App, server: Server, listener: Listener):
         self.app, self.server, self.listener = app, server, listener
         self.fast: Callable[[HttpConnection, Request], bool] | None = getattr(app, "fast", None)
         self.loop = server.loop
@@ -126,7 +129,7 @@ class HttpConnection(asyncio.Protocol):
         if self.task is None or self.task.done():
             self.forget()
         if self.cycle is not None:
-            self.cycle._wake()
+            self.cycle.wake()
         self._release_drain()
 
     def pause_writing(self) -> None:
