@@ -34,25 +34,22 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+from runs.events import FINISHED_KINDS, AttemptFinished  # noqa: E402
+
 TARGET_P95_MS = 250.0
 # a database number of its own (the scale-out tests use 12): channels' group names are by job id,
 # and ids repeat across the indexes of processes sharing a Redis database
 REDIS_URL = "redis://127.0.0.1:6379/13"
 GAP_S = float(os.environ.get("LIVE_BENCH_GAP_S", "1.0"))
 JOB = "2026-12-02__12-00-00"
-FINISHED = {
-    "attempt_finished",
-    "attempt_cancelled",
-    "job_finished",
-    "job_started",
-    "regrade_started",
-    "regraded",
-}
 
 
 def writer(home: str, jobs: str, trials: int, sessions: int, out: str) -> None:
@@ -62,23 +59,26 @@ def writer(home: str, jobs: str, trials: int, sessions: int, out: str) -> None:
     from benchflow_site.django_setup import setup_django
 
     setup_django()
+    from runs import events as ev
     from runs.index import Index
+    from runs.results.trial_result import TrialResult
 
     index = Index()
     job_dir = Path(jobs) / JOB
     job_dir.mkdir(parents=True, exist_ok=True)
     names = [f"task-{i:03d}" for i in range(trials)]
-    index.open_job(job_dir, {"agent": "oracle", "plan": names, "trials": 1})
-    index.submit(lambda: None).result()
+    settings = {"agent": "oracle", "plan": names, "trials": 1}
+    index(ev.JobStarted(job_dir.name, str(job_dir), settings, trials, 0, trials, 1, 0))
+    index.flush()
     print(json.dumps(_log_in(sessions)), flush=True)
     sys.stdin.readline()
     sent: dict[str, float] = {}
     committed: dict[str, float] = {}
     for i, name in enumerate(names):
         rollout = f"{name}__{i:08x}"
-        index.attempt_created(name, name, 0, rollout, 1)
+        index(ev.AttemptStarted(name, name, 0, 1, rollout))
         time.sleep(GAP_S / 2)
-        result = {
+        document = {
             "task_name": name,
             "trial_name": name,
             "trial_index": 0,
@@ -87,14 +87,23 @@ def writer(home: str, jobs: str, trials: int, sessions: int, out: str) -> None:
             "rewards": {"reward": 1.0},
             "agent_result": {"total_tokens": 100, "cost_usd": 0.001},
             "timing": {"total": 1.0},
+            "agent": "oracle",
+            "agent_name": "oracle",
+            "model": None,
+            "started_at": datetime.now().isoformat(),
         }
+        finished = ev.AttemptFinished(name, rollout, TrialResult.from_json(document))
         sent[name] = time.time()
-        index.attempt_finished(result)
+        index(finished)
         # the writer thread runs this right after the finish's transaction committed
-        index.submit(lambda name=name: committed.__setitem__(name, time.time()))
+        index.after(partial(_stamp, committed, name))
         time.sleep(GAP_S / 2)
     index.close()
     Path(out).write_text(json.dumps({"sent": sent, "committed": committed}))
+
+
+def _stamp(stamps: dict[str, float], name: str) -> None:
+    stamps[name] = time.time()
 
 
 def _log_in(n: int) -> list[str]:
@@ -200,8 +209,8 @@ class Page:
                     continue
                 hint = json.loads(raw)
                 self.seq = max(self.seq, hint["seq"])
-                finished = hint["kind"] in FINISHED
-                if hint["kind"] == "attempt_finished":
+                finished = hint["kind"] in FINISHED_KINDS
+                if hint["kind"] == AttemptFinished.kind:
                     self.hints[hint["trial"]] = (time.time(), hint["seq"])
                 self.wanted = "finished" if finished or self.wanted == "finished" else "changed"
                 if not self.out:

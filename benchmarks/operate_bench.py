@@ -36,6 +36,10 @@ from typing import Any
 import httpx
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from runs.events import AttemptStarted  # noqa: E402
+
 EXAMPLES = REPO / "examples" / "tasks"
 TARGET_LAUNCH_S = 1.0
 TARGET_CANCEL_S = 10.0
@@ -60,8 +64,8 @@ def _first_running(db: Path, job_dir: Path, timeout: float = 120.0) -> float:
             with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
                 row = conn.execute(
                     "SELECT e.created_at FROM runs_event e JOIN runs_job j ON j.id = e.job_id "
-                    "WHERE j.path = ? AND e.kind = 'attempt_started' ORDER BY e.seq LIMIT 1",
-                    (str(job_dir.resolve()),),
+                    "WHERE j.path = ? AND e.kind = ? ORDER BY e.seq LIMIT 1",
+                    (str(job_dir.resolve()), AttemptStarted.kind),
                 ).fetchone()
         except sqlite3.OperationalError:
             row = None

@@ -82,7 +82,7 @@ class Job(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        indexes = [models.Index(fields=["-started_at"], name="job_started")]
+        indexes = [models.Index(fields=["-started_at"], name="job_started_at")]
 
     def __str__(self) -> str:
         return self.name

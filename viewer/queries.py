@@ -15,6 +15,7 @@ from django.db.models import F, Q, QuerySet
 from django.http import Http404
 
 from runs import errors
+from runs import events as ev
 from runs.models import Attempt, Budget, Event, Job, Trial
 
 TRIALS_PER_PAGE = 50
@@ -223,7 +224,7 @@ def utilization_series(job: Job) -> dict[str, list[Any]]:
         changes.append((started.timestamp(), 1, 0, None))
         if finished is not None:
             changes.append((finished.timestamp(), -1, 1, None))
-    for at, payload in Event.objects.filter(job=job, kind="utilization_reported").values_list(
+    for at, payload in Event.objects.filter(job=job, kind=ev.UtilizationReported.kind).values_list(
         "created_at", "payload"
     )[:2000]:
         if isinstance(payload, Mapping):
@@ -248,9 +249,9 @@ def utilization_series(job: Job) -> dict[str, list[Any]]:
 def job_regrades(job: Job) -> dict[str, list[Any]]:
     """The job's regrades from the index's events: each run (who, why, how many trials) and each
     regraded trial's before and after, newest first."""
-    events = Event.objects.filter(job=job, kind__in=("regrade_started", "regraded")).order_by(
-        "-seq"
-    )
-    runs = [e.payload for e in events if e.kind == "regrade_started"][:20]
-    trials = [e for e in events if e.kind == "regraded"][:200]
+    events = Event.objects.filter(
+        job=job, kind__in=(ev.RegradeStarted.kind, ev.Regraded.kind)
+    ).order_by("-seq")
+    runs = [e.payload for e in events if e.kind == ev.RegradeStarted.kind][:20]
+    trials = [e for e in events if e.kind == ev.Regraded.kind][:200]
     return {"runs": runs, "trials": trials}

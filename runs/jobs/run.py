@@ -27,6 +27,8 @@ from runs.jobs.plan import (
     Plan,
     best_results,
     choose_job,
+    created_now,
+    job_settings,
     plan_job,
     record_redo,
     set_aside,
@@ -121,13 +123,9 @@ class JobRun:
         )
         bus.emit(choice.event(spec.jobs_dir))
         await loop.run_in_executor(None, reap_orphans, self.client)
-        settings = {
-            **spec.recorded(),
-            "plan": [t.name for t in self.tasks],
-            "job_name": job_dir.name,
-        }
+        settings = job_settings(spec, self.tasks, job_dir.name)
         if not (job_dir / "evaluation.json").is_file():
-            settings["created_at"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+            settings["created_at"] = created_now()
             write_json(job_dir / "evaluation.json", settings)
         if spec.redo:
             record_redo(job_dir, spec.redo)

@@ -456,10 +456,10 @@ def test_a_secret_agent_env_value_reaches_the_run_but_no_record(serve, roots, us
 @pytest.mark.django_db(transaction=True)  # the subscriber writes from a thread of its own
 def test_a_regrades_events_reach_the_index_and_show_before_and_after(serve, roots, done_job, users):
     from runs import events as ev
-    from runs.index.regrades import RegradeIndex
+    from runs.index import Index
 
     # given the events a regrade emits, written by its index subscriber (its own thread)
-    index = RegradeIndex(done_job)
+    index = Index(done_job)
     index(ev.RegradeStarted(done_job.name, "r1", 1, 4, "the check was too lenient", "operator"))
     index(
         ev.Regraded(

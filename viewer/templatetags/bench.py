@@ -8,6 +8,10 @@ from urllib.parse import quote, urlencode
 
 from django import template
 from django.urls import get_script_prefix, reverse
+from django.utils.html import json_script
+from django.utils.safestring import SafeString
+
+from runs import events as ev
 
 register = template.Library()
 
@@ -86,3 +90,16 @@ def query(context: Any, **changes: Any) -> str:
         else:
             params[key] = value
     return "?" + urlencode(params) if params else "?"
+
+
+@register.simple_tag
+def live_kinds() -> SafeString:
+    """The event kinds static/viewer/live.js acts on, as the page's JSON (the one list is
+    runs/events.py's): which hints refresh the grid, chart and regrades too, which may change the
+    job's controls, and which refresh any open trial page."""
+    kinds = {
+        "finished": list(ev.FINISHED_KINDS),
+        "state": list(ev.STATE_KINDS),
+        "all_trials": list(ev.ALL_TRIALS_KINDS),
+    }
+    return json_script(kinds, "bench-kinds")
