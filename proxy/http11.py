@@ -67,11 +67,12 @@ class HttpServer:
         for conn in list(self.connections):
             if conn.reading_paused:  # the wait is ours
                 continue
-            if conn.head_since is not None:
-                if now - conn.head_since > HEAD_TIMEOUT:
+            reader = conn.reader
+            if reader.head_since is not None:
+                if now - reader.head_since > HEAD_TIMEOUT:
                     conn.reject(408, f"Request Timeout: the head took over {HEAD_TIMEOUT:g} s")
-            elif conn.body_since is not None:
-                if now - conn.body_since > BODY_TIMEOUT:
+            elif reader.body_since is not None:
+                if now - reader.body_since > BODY_TIMEOUT:
                     conn.reject(408, f"Request Timeout: the body took over {BODY_TIMEOUT:g} s")
             elif conn.cycle is None and not conn.queue and now - conn.last_active > IDLE_TIMEOUT:
                 conn.close()

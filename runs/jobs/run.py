@@ -196,14 +196,14 @@ class JobRun:
             bus.emit(self.scale_out.chosen(adopted_trials(remote, adopted)))
         for name in ("SIGINT", "SIGTERM"):
             loop.add_signal_handler(getattr(signal, name), self._on_signal, name)
-        self.reporter.start_live(self._live_rows, lambda: self._counts(plan))
+        self.reporter.terminal.start_live(self._live_rows, lambda: self._counts(plan))
         t0 = time.monotonic()
         asked = asyncio.create_task(self._cancel_requested(job_dir))
         try:
             await coordinator.run(plan.waves, budget_for)
         finally:
             asked.cancel()
-            self.reporter.stop_live()
+            self.reporter.terminal.stop_live()
             await runner.drain()
             await remove_all(self.live)
             runner.remove_never_started()
