@@ -13,10 +13,10 @@ from pathlib import Path
 from types import FrameType
 
 from runs.gateway import ModelGateway
-from runs.jobs.preflight import prepare_run
 from runs.operations.control import OPERATION_PID
 from runs.operations.launch import spec_from_payload
 from runs.operations.process import CONSOLE_LOG, Request
+from runs.operations.run import run_job
 from runs.problems import UserError
 from runs.workers.broker import Broker
 
@@ -91,7 +91,7 @@ def _dispatch(
 ) -> int:
     if request.kind == "run":  # its attempts on workers when they are up (--workers auto)
         spec = spec_from_payload(request.body)
-        return prepare_run(spec, setup_django=setup_django, gateway=gateway, broker=broker)
+        return run_job(spec, setup_django=setup_django, gateway=gateway, broker=broker)
     if request.kind == "regrade":
         from runs.operations.regrade import run_regrade
 

@@ -157,7 +157,7 @@ def test_outcome_of(res, outcome):
 @pytest.mark.django_db(transaction=True)
 def test_a_real_job_leaves_an_index_matching_its_folder(docker_client, tmp_path, monkeypatch):
     # when a real job runs in this process (Docker sandboxes, the oracle)
-    from runs.jobs.preflight import prepare_run
+    from runs.operations.run import run_job
 
     monkeypatch.chdir(tmp_path)
     spec = RunSpec(
@@ -168,7 +168,7 @@ def test_a_real_job_leaves_an_index_matching_its_folder(docker_client, tmp_path,
         concurrency=2,
         quiet=True,
     )
-    code = prepare_run(
+    code = run_job(
         spec, setup_django=lambda: None, reporter=Reporter(quiet=True, stream=io.StringIO())
     )
     # then the index matches the folder
@@ -193,7 +193,7 @@ def test_an_attempt_a_job_cap_cancels_is_cancelled_in_the_index(
     docker_client, tmp_path, monkeypatch
 ):
     # given an agent that sleeps and a sandbox-seconds cap it runs past
-    from runs.jobs.preflight import prepare_run
+    from runs.operations.run import run_job
     from tests.conftest import write_task
 
     monkeypatch.chdir(tmp_path)
@@ -209,9 +209,7 @@ def test_an_attempt_a_job_cap_cancels_is_cancelled_in_the_index(
         quiet=True,
     )
     # when
-    prepare_run(
-        spec, setup_django=lambda: None, reporter=Reporter(quiet=True, stream=io.StringIO())
-    )
+    run_job(spec, setup_django=lambda: None, reporter=Reporter(quiet=True, stream=io.StringIO()))
     # then its row is cancelled, not left running
     [attempt] = Attempt.objects.all()
     assert attempt.state == AttemptState.CANCELLED and attempt.finished_at is not None
