@@ -11,6 +11,7 @@ import threading
 import webbrowser
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from benchflow_site.django_setup import setup_django
 from runs.problems import UserError
@@ -156,7 +157,9 @@ def run_view(args: argparse.Namespace) -> int:
     url = f"http://127.0.0.1:{port}/"
     jobs = [j for p in paths for j in job_folders(p)]
     if len(jobs) == 1 and jobs[0].resolve() in [p.resolve() for p in paths]:
-        url += f"jobs/{jobs[0].name}/"
+        from viewer.queries import job_key_at
+
+        url += f"jobs/{quote(job_key_at(jobs[0]))}/"
     print(f"Viewing {', '.join(map(str, paths))} at {url} (Ctrl-C stops)", flush=True)
     if not args.no_browser:
         threading.Timer(0.5, webbrowser.open, (url,)).start()

@@ -181,8 +181,8 @@ class RawHttp:
 class Page:
     """One open job page: its socket, and its live requests as static/viewer/live.js makes them."""
 
-    def __init__(self, port: int, cookie: str):
-        self.port, self.cookie = port, cookie
+    def __init__(self, port: int, cookie: str, job_path: str):
+        self.port, self.cookie, self.job_path = port, cookie, job_path
         self.http = RawHttp("127.0.0.1", port, cookie)
         self.seq = 0
         self.out = False
@@ -197,7 +197,7 @@ class Page:
 
         headers = {"Cookie": self.cookie} if self.cookie else None
         async with websockets.connect(
-            f"ws://127.0.0.1:{self.port}/ws/jobs/{JOB}/",
+            f"ws://127.0.0.1:{self.port}/ws{self.job_path}",
             origin="http://127.0.0.1",  # type: ignore[arg-type]
             additional_headers=headers,
         ) as ws:
@@ -223,7 +223,7 @@ class Page:
         asyncio.get_running_loop().create_task(self._ask(seq, parts))
 
     async def _ask(self, seq: int, parts: str) -> None:
-        path = f"/jobs/{JOB}/live/" + ("?parts=finished" if parts == "finished" else "")
+        path = f"{self.job_path}live/" + ("?parts=finished" if parts == "finished" else "")
         try:
             status, _ = await self.http.get(path, seq)
         except (OSError, asyncio.IncompleteReadError) as exc:
@@ -241,12 +241,26 @@ class Page:
             self.ask()
 
 
+def job_path(port: int, cookie: str) -> str:
+    """The job page's path as the server names the job (a checkout whose URLs name a job by name~id
+    redirects the name to it), found once so that no measured request is a redirect."""
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.request("GET", f"/jobs/{JOB}/", headers={"Cookie": cookie} if cookie else {})
+    response = conn.getresponse()
+    response.read()
+    conn.close()
+    return response.getheader("Location") or f"/jobs/{JOB}/"
+
+
 def clients(port: int, cookies: list[str]) -> None:
     """A client process: its pages connect, it says 'connected', runs until 'stop' on stdin, then
     prints what each page saw."""
 
     async def main() -> None:
-        pages = [Page(port, cookie) for cookie in cookies]
+        where = job_path(port, cookies[0])
+        pages = [Page(port, cookie, where) for cookie in cookies]
         stop = asyncio.Event()
         connected = [asyncio.Event() for _ in pages]
         tasks = [asyncio.create_task(p.run(c, stop)) for p, c in zip(pages, connected, strict=True)]

@@ -32,6 +32,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import httpx
 
@@ -141,6 +142,13 @@ class Server:
         self.proc.wait(10)
 
 
+def _job_name(page: str) -> str:
+    """The job folder's name from its page's path (/jobs/<name>/, or /jobs/<name>~<id>/)."""
+    segment = unquote(page.rstrip("/").rsplit("/", 1)[-1])
+    name, sep, pk = segment.rpartition("~")
+    return name if sep and pk.isdigit() else segment
+
+
 def _containers(job_name: str) -> int:
     import docker
 
@@ -205,20 +213,21 @@ def main() -> None:
             t0 = time.time()
             response = server.post("/launch/", form)
             assert response.status_code == 303, response.text[:2000]
-            job = jobs / response.headers["location"].rstrip("/").rsplit("/", 1)[-1]
+            job = jobs / _job_name(response.headers["location"])
             known.add(job.name)
             browser_s.append(_first_running(db, job) - t0)
             while not (job / "summary.json").is_file():
                 time.sleep(0.05)
             # a slow job, cancelled once its sandbox exists
             response = server.post("/launch/", {**form, "agent": f"script:{slow}"})
-            job = jobs / response.headers["location"].rstrip("/").rsplit("/", 1)[-1]
+            page = response.headers["location"]
+            job = jobs / _job_name(page)
             known.add(job.name)
             _first_running(db, job)
             while _containers(job.name) == 0:
                 time.sleep(0.02)
             t0 = time.monotonic()
-            response = server.post(f"/jobs/{job.name}/cancel/", {})
+            response = server.post(f"{page}cancel/", {})
             assert response.status_code == 302
             while _containers(job.name):
                 time.sleep(0.02)

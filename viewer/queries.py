@@ -16,7 +16,7 @@ from django.http import Http404
 
 from runs import errors
 from runs import events as ev
-from runs.models import Attempt, Budget, Event, Job, Trial
+from runs.models import KEY_SEPARATOR, Attempt, Budget, Event, Job, Trial, job_key
 
 TRIALS_PER_PAGE = 50
 
@@ -66,12 +66,29 @@ def job_list() -> QuerySet[Job]:
     return jobs_in_view().order_by("-started_at", "-id").defer("settings", "summary")
 
 
-def get_job(name: str) -> Job:
-    """The job of that name in view (the newest one if several folders share it)."""
-    job = jobs_in_view().filter(name=name).order_by("-id").first()
+def find_job(key: str) -> Job | None:
+    """The job a URL names, in view: by its key (runs.models.Job.key: name~id); a name alone (the
+    URLs before keys) is the newest job of that name, and so is a name that only looks like a key."""
+    jobs = jobs_in_view()
+    name, sep, pk = key.rpartition(KEY_SEPARATOR)
+    if sep and pk.isdigit():
+        job = jobs.filter(pk=int(pk), name=name).first()
+        if job is not None:
+            return job
+    return jobs.filter(name=key).order_by("-id").first()
+
+
+def get_job(key: str) -> Job:
+    job = find_job(key)
     if job is None:
-        raise Http404(f"no job {name!r} here")
+        raise Http404(f"no job {key!r} here")
     return job
+
+
+def job_key_at(path: Path) -> str:
+    """The key of the job whose folder is `path` (its name alone when the index has no row)."""
+    pk = Job.objects.filter(path=str(path.resolve())).values_list("id", flat=True).first()
+    return path.name if pk is None else job_key(path.name, pk)
 
 
 def trials(job: Job, sort: str = "trial", show: str = "", q: str = "") -> QuerySet[Trial]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -100,7 +101,9 @@ def test_index_records_attempts_and_the_best_outcome_per_trial(tmp_path):
     assert Trial.objects.get(job=job, name="b").outcome == "failed"
     first = Attempt.objects.get(rollout_name="a__00000001")
     assert first.state == AttemptState.FINISHED and first.error_category == "sandbox_setup"
-    assert first.cost_usd == 0.01 and first.total_tokens == 100 and first.duration_s == 1.5
+    assert (
+        first.cost_usd == Decimal("0.01") and first.total_tokens == 100 and first.duration_s == 1.5
+    )
 
 
 @pytest.mark.django_db(transaction=True)
@@ -123,7 +126,7 @@ def test_while_a_job_runs_its_counts_and_caps_spend_follow_its_attempts(tmp_path
     job = Job.objects.get()
     assert (job.n_done, job.n_running, job.passed, job.errored, job.unscored) == (2, 1, 1, 1, 1)
     assert (job.mean_reward, job.n_attempts, job.total_tokens) == (1.0, 3, 200)
-    assert job.cost_usd == pytest.approx(0.02)
+    assert job.cost_usd == Decimal("0.02")
     spent = dict(Budget.objects.filter(job=job, trial=None).values_list("measure", "spent"))
     assert spent == {
         "cost_usd": pytest.approx(0.02),

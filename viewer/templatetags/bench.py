@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -39,7 +40,8 @@ def num(value: Any) -> str:
 
 @register.filter
 def money(value: Any) -> str:
-    if not isinstance(value, int | float):
+    """Dollars: the index's are Decimal, a proxy's count or a comparison's delta float."""
+    if not isinstance(value, int | float | Decimal) or isinstance(value, bool):
         return "–"
     return f"${value:,.4f}" if value < 1 else f"${value:,.2f}"
 
