@@ -35,8 +35,8 @@ a key is made once and kept in $BENCHFLOW_HOME. With BENCHFLOW_REDIS_URL, live u
 through Redis (channels-redis); without it, the server watches the index's event table.
 
 Users: bench user add NAME --role viewer|operator|admin. Operators launch, cancel, resume, rerun
-and regrade from the pages: set BENCH_TASK_ROOTS (the task folders a launch may use, separated by
-':') and BENCH_JOBS_DIR (where jobs go, default ./jobs); paths outside them are refused."""
+and regrade from the pages: set BENCHFLOW_TASK_ROOTS (the task folders a launch may use, separated
+by ':') and BENCHFLOW_JOBS_DIR (where jobs go, default ./jobs); paths outside them are refused."""
 
 
 def add_parsers(subparsers: Any) -> None:

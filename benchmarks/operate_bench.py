@@ -96,9 +96,9 @@ class Server:
         self.env = {
             **os.environ,
             "BENCHFLOW_HOME": str(home),
-            "BENCH_TASK_ROOTS": str(tasks),
-            "BENCH_JOBS_DIR": str(jobs),
-            "BENCH_PASSWORD": PASSWORD,
+            "BENCHFLOW_TASK_ROOTS": str(tasks),
+            "BENCHFLOW_JOBS_DIR": str(jobs),
+            "BENCHFLOW_PASSWORD": PASSWORD,
         }
         self.env.pop("DATABASE_URL", None)
         self.env.pop("BENCHFLOW_REDIS_URL", None)

@@ -26,7 +26,7 @@ def _job_page(name: str) -> HttpResponseRedirect:
 
 
 def _folder(name: str) -> Path:
-    """The named job's folder under BENCH_JOBS_DIR; a job elsewhere cannot be operated."""
+    """The named job's folder under BENCHFLOW_JOBS_DIR; a job elsewhere cannot be operated."""
     found = job_dir(queries.get_job(name))
     if isinstance(found, Problem):
         raise Http404(found.text)

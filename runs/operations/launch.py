@@ -115,7 +115,7 @@ def check_launch(
     where: paths.Roots,
     gateway: ModelGateway | None,
 ) -> Checked:
-    """A launch form's values: the tasks folder under a task root, jobs into BENCH_JOBS_DIR, then
+    """A launch form's values: the tasks folder under a task root, jobs into BENCHFLOW_JOBS_DIR, then
     parsed and checked as `bench run` checks its flags."""
     values = dict(texts)
     problems: list[Problem] = []

@@ -59,7 +59,7 @@ def add_user(name: str, role: str, password: str) -> bool:
     if not name or len(name) > 150:
         raise UserError("a user name is 1 to 150 characters")
     if not password:
-        raise UserError("the password is empty; fix: type one, or set BENCH_PASSWORD")
+        raise UserError("the password is empty; fix: type one, or set BENCHFLOW_PASSWORD")
     groups = ensure_roles()
     model = get_user_model()
     user, created = model.objects.get_or_create(username=name)
