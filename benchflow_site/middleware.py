@@ -1,9 +1,9 @@
 """Django's middleware, declared sync-only.
 
 Under ASGI, Django runs each async-capable middleware's process_request and process_response
-through sync_to_async: two hops to its one sync thread per middleware, some fifteen a request,
-about 4 ms of CPU on this machine. Declared sync-only, the whole chain runs in one hop. The pages'
-views are sync (the ORM is), so nothing here gains from running in the event loop.
+through sync_to_async: two hops to its one sync thread per middleware, some fifteen a request.
+Declared sync-only, the whole chain runs in one hop. The pages' views are sync (the ORM is), so
+nothing here gains from running in the event loop.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ Most calls an agent makes are the same: a non-streamed POST, routed to a provide
 keep-alive connection to it idle in the pool. For those, the request's last byte starts the
 upstream write (HttpConnection -> serve), and the answer's last byte writes the response and
 counts the call (UpstreamConn -> FastCall.on_done). That skips, per call, a task, two coroutine
-resumptions, a future and four ASGI messages (with the trajectory's lighter records, a sixth of
-the proxy's CPU per call in benchmarks/proxy_bench.py).
+resumptions, a future and four ASGI messages: the most common call is the one whose cost the
+proxy adds to every agent's turn (benchmarks/README.md has the figures).
 Everything else (a stream, the mock, a refusal, an error before routing, no idle connection,
 an HTTP proxy on the way) goes to ProxyApp._api with what was worked out here, so that no
 check runs twice and nothing is counted twice.

@@ -1,7 +1,8 @@
 """A small HTTP/1.1 server for one ASGI app: the proxy's front door.
 
-uvicorn spent a third of the proxy's CPU per call on things a model proxy does not need
-(a task-tracking WeakSet, per-message header validation, events per cycle). This server
+uvicorn spends much of the proxy's CPU per call on things a model proxy does not need (a
+task-tracking WeakSet, per-message header validation, events per cycle; benchmarks/README.md
+has the figures). This server
 does only what the proxy's clients use: keep-alive, pipelining, request bodies by length
 or chunked, `Expect: 100-continue`, responses by length or chunked, back-pressure and a
 disconnect seen by the app. Status line and headers leave with the first body bytes in

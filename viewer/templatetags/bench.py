@@ -76,7 +76,8 @@ def _trials_base(job: str, prefix: str) -> str:
 @register.filter
 def trial_url(trial: str, job: str) -> str:
     """The trial page's URL, as {% url 'viewer:trial' job trial %} makes it, without a reverse()
-    for each of the hundreds of rows and squares a live fragment holds (a third of its render)."""
+    for each of the hundreds of rows and squares a live fragment holds (reverse() is the costly
+    part of such a render)."""
     if not trial or "/" in trial:  # refused by the URL's str converter: as reverse() refuses it
         return reverse("viewer:trial", args=[job, trial])
     return f"{_trials_base(job, get_script_prefix())}{quote(trial, safe=_SAFE)}/"
