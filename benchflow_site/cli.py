@@ -63,6 +63,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="run this trial again though it has a reward (repeat); its earlier attempts stay",
     )
 
+    cancel = sub.add_parser(
+        "cancel",
+        help="stop a running job as SIGTERM does (here, or on the machine that runs it)",
+        description="Stop the run of a job as Ctrl-C or SIGTERM on `bench run` does: its running "
+        "trials are stopped, their sandboxes removed and a partial summary written. A run on "
+        "another machine sharing the jobs folder is asked through the job folder.",
+    )
+    cancel.add_argument("job", type=Path, metavar="JOB", help="the job folder")
+
     doctor = sub.add_parser(
         "doctor", help="check the Docker engine, base images, agent layers and disk space"
     )
@@ -157,9 +166,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from benchflow_site.gateway import ProxyGateway
-    from runs.jobs.preflight import prepare_run
+    from runs.operations.run import run_job
 
-    return prepare_run(
+    return run_job(
         run_spec.from_args(args),
         setup_django=setup_django,
         gateway=ProxyGateway(),
@@ -169,7 +178,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_resume(args: argparse.Namespace) -> int:
     from benchflow_site.gateway import ProxyGateway
-    from runs.jobs.preflight import resume_job
+    from runs.operations.run import resume_job
 
     return resume_job(
         args.job,
@@ -181,6 +190,19 @@ def cmd_resume(args: argparse.Namespace) -> int:
         redo=args.redo,
         broker=broker(),
     )
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    from runs.operations.control import cancel
+
+    if not args.job.is_dir():
+        raise UserError(f"{args.job} is not a job folder (it does not exist)")
+    how = cancel(args.job)
+    print(
+        f"Stopping {args.job.name} ({how}): its running trials are stopped and their sandboxes "
+        "removed."
+    )
+    return 0
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -305,6 +327,7 @@ def main(argv: list[str] | None = None) -> int:
         "index": index_cli.run,
         "export": export_cli.run,
         "run": cmd_run,
+        "cancel": cmd_cancel,
         "doctor": cmd_doctor,
         "explain": cmd_explain,
         "tasks": cmd_tasks,

@@ -30,7 +30,7 @@ class ProxyGateway:
             return [f"-m/--model: {exc}"]
         problems = []
         if route.is_mock and route.model.startswith("script:"):
-            from proxy.mock import load_script
+            from proxy.mock_script import load_script
 
             try:
                 load_script(route.model.split(":", 1)[1])

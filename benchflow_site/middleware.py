@@ -1,8 +1,8 @@
 """The dashboard's own middleware: its page headers and the session's idle clock, sync-only.
 
 Under ASGI, Django runs each async-capable middleware's process_request and process_response
-through sync_to_async: two hops to its one sync thread per middleware, some fifteen a request,
-about 4 ms of CPU on this machine. Once the innermost middleware is sync-only, Django runs every
+through sync_to_async: two hops to its one sync thread per middleware, some fifteen a request.
+Once the innermost middleware is sync-only, Django runs every
 sync-capable one outside it synchronously too, so with PageHeaders last in MIDDLEWARE the whole
 chain runs in one hop. Django's own middleware stays in MIDDLEWARE under its own names, where
 `manage.py check --deploy` finds it. The pages' views are sync (the ORM is), so nothing here

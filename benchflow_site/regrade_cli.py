@@ -1,4 +1,4 @@
-"""`bench regrade JOB`: parse, call runs.regrade.regrade.regrade_job, print its events."""
+"""`bench regrade JOB`: parse, call the regrade operation (runs/operations/regrade.py), print."""
 
 from __future__ import annotations
 
@@ -9,8 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from benchflow_site.django_setup import setup_django
-from runs import events as ev
-from runs.regrade.report import console_line
 from runs.spec import argparse_type, positive_int
 
 DESCRIPTION = """\
@@ -85,34 +83,19 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def _printed(event: ev.Event) -> None:
-    """The console lines of a regrade: its start, then one per trial as it ends."""
-    line = console_line(event)
-    if line is not None:
-        print(line)
-
-
 def run(args: argparse.Namespace) -> int:
     """Exit codes: 0 regraded, 1 a sandbox run failed, 2 nothing could be regraded (a UserError
     for no job folder reaches `bench`'s own exit-2 path)."""
-    from runs.regrade.regrade import regrade_job
+    setup_django()  # each regraded trial is also an event in the index, for the open pages
+    from runs.operations.regrade import regrade
 
-    # each regraded trial is also an event in the index, so the dashboard's open pages show it
-    setup_django()
-    from runs.index.regrades import RegradeIndex
-
-    index = RegradeIndex(args.job)
-    bus = ev.Bus((lambda _event: None) if args.json else _printed, index)
-    try:
-        report = regrade_job(
-            args.job,
-            tasks_dir=args.tasks_dir,
-            reason=args.reason,
-            concurrency=args.concurrency,
-            emit=bus.emit,
-        )
-    finally:
-        index.close()
+    report = regrade(
+        args.job,
+        tasks_dir=args.tasks_dir,
+        reason=args.reason,
+        concurrency=args.concurrency,
+        say=None if args.json else print,
+    )
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     elif report.exit_code == 2:

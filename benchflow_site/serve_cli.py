@@ -12,6 +12,7 @@ import threading
 import webbrowser
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from benchflow_site.django_setup import setup_django
 from runs.problems import UserError
@@ -45,8 +46,8 @@ Logins: 5 failures lock a user name (20 an address) for 30 s, doubling, up to 15
 end after BENCHFLOW_SESSION_IDLE_S seconds without a request (default 8 hours).
 
 Users: bench user add NAME --role viewer|operator|admin. Operators launch, cancel, resume, rerun
-and regrade from the pages: set BENCH_TASK_ROOTS (the task folders a launch may use, separated by
-':') and BENCH_JOBS_DIR (where jobs go, default ./jobs); paths outside them are refused."""
+and regrade from the pages: set BENCHFLOW_TASK_ROOTS (the task folders a launch may use, separated
+by ':') and BENCHFLOW_JOBS_DIR (where jobs go, default ./jobs); paths outside them are refused."""
 
 
 def add_parsers(subparsers: Any) -> None:
@@ -201,7 +202,9 @@ def run_view(args: argparse.Namespace) -> int:
     url = f"http://127.0.0.1:{port}/"
     jobs = [j for p in paths for j in job_folders(p)]
     if len(jobs) == 1 and jobs[0].resolve() in [p.resolve() for p in paths]:
-        url += f"jobs/{jobs[0].name}/"
+        from viewer.queries import job_key_at
+
+        url += f"jobs/{quote(job_key_at(jobs[0]))}/"
     print(f"Viewing {', '.join(map(str, paths))} at {url} (Ctrl-C stops)", flush=True)
     if not args.no_browser:
         threading.Timer(0.5, webbrowser.open, (url,)).start()

@@ -1,7 +1,8 @@
 """Settings: embedded by default (SQLite, in-memory channel layer, trials in-process).
 
 BENCHFLOW_REDIS_URL turns on Celery scale-out and channels-redis; DATABASE_URL
-(postgres://...) switches the index to PostgreSQL.
+(postgres://...) switches the index to PostgreSQL. Every variable read here (and elsewhere) is in
+docs/settings.md.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from django.core.exceptions import ImproperlyConfigured
+
+from runs.environment import setting
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -280,28 +283,30 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # Celery's Django fixup closes the worker thread's database connections before and after each
 # task unless they may be reused this many times: every claim would open a new one (on PostgreSQL a
-# server process, 30 ms and more on a busy machine). They are reused; the worker recycles them by
+# new server process, the slowest part of a claim). They are reused; the worker recycles them by
 # CONN_MAX_AGE, or after an error, before each claim (runs.workers.execute.claim_lease).
 CELERY_DB_REUSE_MAX = 1_000_000
 
 # The job folders `bench view` shows (os.pathsep-separated; each a job or a jobs folder); empty:
 # every job in the index (`bench serve`).
 BENCHFLOW_VIEW_ROOT = os.environ.get("BENCHFLOW_VIEW_ROOT", "")
-# How often the server looks for new Event rows when there is no Redis to bring them (seconds;
-# one indexed query each time).
+# Without Redis to bring the hints, on a database other than SQLite (PostgreSQL): seconds between
+# the server's reads of new Event rows through the ORM. On SQLite the server reads the table itself
+# every 10 ms (viewer/watch.py), whatever this says.
 BENCHFLOW_WATCH_S = float(os.environ.get("BENCHFLOW_WATCH_S", "0.05"))
 
 # Operating from the browser (runs/operations/): task folders a launch may use (os.pathsep-
 # separated) and the jobs folder launched jobs go into; a path from the browser that resolves
 # outside them is refused.
-BENCH_TASK_ROOTS = os.environ.get("BENCH_TASK_ROOTS", "")
-BENCH_JOBS_DIR = os.environ.get("BENCH_JOBS_DIR", "jobs")
-# How an operation leaves the request: empty, a process of its own running this command (+ the
-# kind); or the dotted path of a runs.operations.process.Launcher factory (a Celery launcher).
-BENCH_OPERATION_ARGV = [sys.executable, "-m", "benchflow_site.cli", "_operate"]
-BENCH_LAUNCHER = os.environ.get("BENCH_LAUNCHER", "")
+BENCHFLOW_TASK_ROOTS = setting("BENCHFLOW_TASK_ROOTS")
+BENCHFLOW_JOBS_DIR = setting("BENCHFLOW_JOBS_DIR", "jobs")
+# How an operation leaves the request: a process of its own running this command (+ the kind),
+# unless BENCHFLOW_LAUNCHER names a runs.operations.process.Launcher factory (a dotted path) that
+# takes it elsewhere (tests record requests with one).
+BENCHFLOW_OPERATION_ARGV = [sys.executable, "-m", "benchflow_site.cli", "_operate"]
+BENCHFLOW_LAUNCHER = setting("BENCHFLOW_LAUNCHER")
 # The model gateway a launch is checked against (the model, its provider key and price).
-BENCH_GATEWAY = "benchflow_site.gateway.ProxyGateway"
+BENCHFLOW_GATEWAY = "benchflow_site.gateway.ProxyGateway"
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]

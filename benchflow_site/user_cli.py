@@ -1,23 +1,23 @@
 """`bench user add NAME --role viewer|operator|admin`, `list`, `disable`, `enable` and
 `reset-password`: the team's logins for `bench serve`. A password is read from the terminal, or
-from BENCH_PASSWORD for scripts, and must pass Django's password validators."""
+from BENCHFLOW_PASSWORD for scripts, and must pass Django's password validators."""
 
 from __future__ import annotations
 
 import argparse
 import getpass
-import os
 import sys
 from typing import Any
 
 from benchflow_site.django_setup import setup_django
+from runs.environment import setting
 from runs.problems import UserError
 
 DESCRIPTION = """\
 Add a user of `bench serve` with a role: a viewer reads every page; an operator may also launch,
 cancel, resume, rerun and regrade jobs; an admin also has the Django admin at /admin/. Adding a
 name that exists sets its role and password again. The password is asked for on the terminal
-(twice), or read from BENCH_PASSWORD: 12 characters or more, not a common password, not all
+(twice), or read from BENCHFLOW_PASSWORD: 12 characters or more, not a common password, not all
 digits, not like the user name."""
 
 VERBS = "add NAME --role ROLE | list | disable NAME | enable NAME | reset-password NAME"
@@ -39,7 +39,7 @@ def add_parser(subparsers: Any) -> None:
         ("enable", "let a disabled user log in again"),
         (
             "reset-password",
-            "set a new password (terminal or BENCH_PASSWORD); ends the user's sessions and lifts "
+            "set a new password (terminal or BENCHFLOW_PASSWORD); ends the user's sessions and lifts "
             "a failed-login lock",
         ),
     ):
@@ -47,10 +47,12 @@ def add_parser(subparsers: Any) -> None:
 
 
 def _password(name: str) -> str:
-    if os.environ.get("BENCH_PASSWORD"):
-        return os.environ["BENCH_PASSWORD"]
+    if password := setting("BENCHFLOW_PASSWORD"):
+        return password
     if not sys.stdin.isatty():
-        raise UserError("no terminal to read a password from; fix: set BENCH_PASSWORD for scripts")
+        raise UserError(
+            "no terminal to read a password from; fix: set BENCHFLOW_PASSWORD for scripts"
+        )
     first = getpass.getpass(f"Password for {name}: ")
     if getpass.getpass("Again: ") != first:
         raise UserError("the passwords differ; nothing was changed")

@@ -184,14 +184,6 @@ def measure_pages(world: dict[str, str], requests: int) -> dict[str, Any]:
     job, trial, rollout = world["job"], world["trial"], world["rollout"]
     from urllib.parse import quote
 
-    urls = {
-        "static_floor_ms": "/static/viewer/live.js",
-        "job_page_ms": f"/jobs/{job}/",
-        "trials_page_ms": f"/jobs/{job}/trials/?sort=-cost&show=failed&page=3",
-        "jobs_list_ms": "/",
-        "trial_page_ms": f"/jobs/{job}/{quote(trial)}/?attempt={rollout}",
-        "transcript_ms": f"/jobs/{job}/{quote(trial)}/{rollout}/transcript/",
-    }
     out: dict[str, Any] = {}
     try:
         with httpx.Client(base_url=base, timeout=30) as client:
@@ -204,6 +196,16 @@ def measure_pages(world: dict[str, str], requests: int) -> dict[str, Any]:
                     if time.monotonic() > deadline:
                         raise
                     time.sleep(0.2)
+            # the job's path as the server names it (name~id where a name alone is redirected)
+            page = client.get(f"/jobs/{job}/", follow_redirects=True).url.path
+            urls = {
+                "static_floor_ms": "/static/viewer/live.js",
+                "job_page_ms": page,
+                "trials_page_ms": f"{page}trials/?sort=-cost&show=failed&page=3",
+                "jobs_list_ms": "/",
+                "trial_page_ms": f"{page}{quote(trial)}/?attempt={rollout}",
+                "transcript_ms": f"{page}{quote(trial)}/{rollout}/transcript/",
+            }
             for name, url in urls.items():
                 first = client.get(url)
                 assert first.status_code == 200, (url, first.status_code)
@@ -221,7 +223,7 @@ def measure_pages(world: dict[str, str], requests: int) -> dict[str, Any]:
                 out[name.replace("_ms", "_bytes")] = len(first.content)
             jobs_shown = client.get("/").text.count('href="/jobs/')
             out["jobs_listed"] = jobs_shown
-            trials_total = client.get(f"/jobs/{job}/trials/").text
+            trials_total = client.get(f"{page}trials/").text
             out["trials_in_job"] = int(trials_total.split(" trial(s)")[0].rsplit(">", 1)[-1])
     finally:
         server.terminate()
@@ -266,10 +268,9 @@ def cold_transcript(world: dict[str, str]) -> float:
                     if time.monotonic() > deadline:
                         raise
                     time.sleep(0.2)
+            page = client.get(f"/jobs/{world['job']}/", follow_redirects=True).url.path
             start = time.perf_counter()
-            client.get(
-                f"/jobs/{world['job']}/{quote(world['trial'])}/{world['rollout']}/transcript/"
-            )
+            client.get(f"{page}{quote(world['trial'])}/{world['rollout']}/transcript/")
             return round((time.perf_counter() - start) * 1000, 1)
     finally:
         server.terminate()

@@ -34,25 +34,22 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+from runs.events import FINISHED_KINDS, AttemptFinished  # noqa: E402
+
 TARGET_P95_MS = 250.0
 # a database number of its own (the scale-out tests use 12): channels' group names are by job id,
 # and ids repeat across the indexes of processes sharing a Redis database
 REDIS_URL = "redis://127.0.0.1:6379/13"
 GAP_S = float(os.environ.get("LIVE_BENCH_GAP_S", "1.0"))
 JOB = "2026-12-02__12-00-00"
-FINISHED = {
-    "attempt_finished",
-    "attempt_cancelled",
-    "job_finished",
-    "job_started",
-    "regrade_started",
-    "regraded",
-}
 
 
 def writer(home: str, jobs: str, trials: int, sessions: int, out: str) -> None:
@@ -62,23 +59,26 @@ def writer(home: str, jobs: str, trials: int, sessions: int, out: str) -> None:
     from benchflow_site.django_setup import setup_django
 
     setup_django()
+    from runs import events as ev
     from runs.index import Index
+    from runs.results.trial_result import TrialResult
 
     index = Index()
     job_dir = Path(jobs) / JOB
     job_dir.mkdir(parents=True, exist_ok=True)
     names = [f"task-{i:03d}" for i in range(trials)]
-    index.open_job(job_dir, {"agent": "oracle", "plan": names, "trials": 1})
-    index.submit(lambda: None).result()
+    settings = {"agent": "oracle", "plan": names, "trials": 1}
+    index(ev.JobStarted(job_dir.name, str(job_dir), settings, trials, 0, trials, 1, 0))
+    index.flush()
     print(json.dumps(_log_in(sessions)), flush=True)
     sys.stdin.readline()
     sent: dict[str, float] = {}
     committed: dict[str, float] = {}
     for i, name in enumerate(names):
         rollout = f"{name}__{i:08x}"
-        index.attempt_created(name, name, 0, rollout, 1)
+        index(ev.AttemptStarted(name, name, 0, 1, rollout))
         time.sleep(GAP_S / 2)
-        result = {
+        document = {
             "task_name": name,
             "trial_name": name,
             "trial_index": 0,
@@ -87,14 +87,23 @@ def writer(home: str, jobs: str, trials: int, sessions: int, out: str) -> None:
             "rewards": {"reward": 1.0},
             "agent_result": {"total_tokens": 100, "cost_usd": 0.001},
             "timing": {"total": 1.0},
+            "agent": "oracle",
+            "agent_name": "oracle",
+            "model": None,
+            "started_at": datetime.now().isoformat(),
         }
+        finished = ev.AttemptFinished(name, rollout, TrialResult.from_json(document))
         sent[name] = time.time()
-        index.attempt_finished(result)
+        index(finished)
         # the writer thread runs this right after the finish's transaction committed
-        index.submit(lambda name=name: committed.__setitem__(name, time.time()))
+        index.after(partial(_stamp, committed, name))
         time.sleep(GAP_S / 2)
     index.close()
     Path(out).write_text(json.dumps({"sent": sent, "committed": committed}))
+
+
+def _stamp(stamps: dict[str, float], name: str) -> None:
+    stamps[name] = time.time()
 
 
 def _log_in(n: int) -> list[str]:
@@ -172,8 +181,8 @@ class RawHttp:
 class Page:
     """One open job page: its socket, and its live requests as static/viewer/live.js makes them."""
 
-    def __init__(self, port: int, cookie: str):
-        self.port, self.cookie = port, cookie
+    def __init__(self, port: int, cookie: str, job_path: str):
+        self.port, self.cookie, self.job_path = port, cookie, job_path
         self.http = RawHttp("127.0.0.1", port, cookie)
         self.seq = 0
         self.out = False
@@ -188,7 +197,7 @@ class Page:
 
         headers = {"Cookie": self.cookie} if self.cookie else None
         async with websockets.connect(
-            f"ws://127.0.0.1:{self.port}/ws/jobs/{JOB}/",
+            f"ws://127.0.0.1:{self.port}/ws{self.job_path}",
             origin=f"http://127.0.0.1:{self.port}",  # type: ignore[arg-type]
             additional_headers=headers,
         ) as ws:
@@ -200,8 +209,8 @@ class Page:
                     continue
                 hint = json.loads(raw)
                 self.seq = max(self.seq, hint["seq"])
-                finished = hint["kind"] in FINISHED
-                if hint["kind"] == "attempt_finished":
+                finished = hint["kind"] in FINISHED_KINDS
+                if hint["kind"] == AttemptFinished.kind:
                     self.hints[hint["trial"]] = (time.time(), hint["seq"])
                 self.wanted = "finished" if finished or self.wanted == "finished" else "changed"
                 if not self.out:
@@ -214,7 +223,7 @@ class Page:
         asyncio.get_running_loop().create_task(self._ask(seq, parts))
 
     async def _ask(self, seq: int, parts: str) -> None:
-        path = f"/jobs/{JOB}/live/" + ("?parts=finished" if parts == "finished" else "")
+        path = f"{self.job_path}live/" + ("?parts=finished" if parts == "finished" else "")
         try:
             status, _ = await self.http.get(path, seq)
         except (OSError, asyncio.IncompleteReadError) as exc:
@@ -232,12 +241,26 @@ class Page:
             self.ask()
 
 
+def job_path(port: int, cookie: str) -> str:
+    """The job page's path as the server names the job (a checkout whose URLs name a job by name~id
+    redirects the name to it), found once so that no measured request is a redirect."""
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.request("GET", f"/jobs/{JOB}/", headers={"Cookie": cookie} if cookie else {})
+    response = conn.getresponse()
+    response.read()
+    conn.close()
+    return response.getheader("Location") or f"/jobs/{JOB}/"
+
+
 def clients(port: int, cookies: list[str]) -> None:
     """A client process: its pages connect, it says 'connected', runs until 'stop' on stdin, then
     prints what each page saw."""
 
     async def main() -> None:
-        pages = [Page(port, cookie) for cookie in cookies]
+        where = job_path(port, cookies[0])
+        pages = [Page(port, cookie, where) for cookie in cookies]
         stop = asyncio.Event()
         connected = [asyncio.Event() for _ in pages]
         tasks = [asyncio.create_task(p.run(c, stop)) for p, c in zip(pages, connected, strict=True)]

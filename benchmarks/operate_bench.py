@@ -32,10 +32,15 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import httpx
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from runs.events import AttemptStarted  # noqa: E402
+
 EXAMPLES = REPO / "examples" / "tasks"
 TARGET_LAUNCH_S = 1.0
 TARGET_CANCEL_S = 10.0
@@ -60,8 +65,8 @@ def _first_running(db: Path, job_dir: Path, timeout: float = 120.0) -> float:
             with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
                 row = conn.execute(
                     "SELECT e.created_at FROM runs_event e JOIN runs_job j ON j.id = e.job_id "
-                    "WHERE j.path = ? AND e.kind = 'attempt_started' ORDER BY e.seq LIMIT 1",
-                    (str(job_dir.resolve()),),
+                    "WHERE j.path = ? AND e.kind = ? ORDER BY e.seq LIMIT 1",
+                    (str(job_dir.resolve()), AttemptStarted.kind),
                 ).fetchone()
         except sqlite3.OperationalError:
             row = None
@@ -91,9 +96,9 @@ class Server:
         self.env = {
             **os.environ,
             "BENCHFLOW_HOME": str(home),
-            "BENCH_TASK_ROOTS": str(tasks),
-            "BENCH_JOBS_DIR": str(jobs),
-            "BENCH_PASSWORD": PASSWORD,
+            "BENCHFLOW_TASK_ROOTS": str(tasks),
+            "BENCHFLOW_JOBS_DIR": str(jobs),
+            "BENCHFLOW_PASSWORD": PASSWORD,
         }
         self.env.pop("DATABASE_URL", None)
         self.env.pop("BENCHFLOW_REDIS_URL", None)
@@ -135,6 +140,13 @@ class Server:
     def stop(self) -> None:
         self.proc.terminate()
         self.proc.wait(10)
+
+
+def _job_name(page: str) -> str:
+    """The job folder's name from its page's path (/jobs/<name>/, or /jobs/<name>~<id>/)."""
+    segment = unquote(page.rstrip("/").rsplit("/", 1)[-1])
+    name, sep, pk = segment.rpartition("~")
+    return name if sep and pk.isdigit() else segment
 
 
 def _containers(job_name: str) -> int:
@@ -201,20 +213,21 @@ def main() -> None:
             t0 = time.time()
             response = server.post("/launch/", form)
             assert response.status_code == 303, response.text[:2000]
-            job = jobs / response.headers["location"].rstrip("/").rsplit("/", 1)[-1]
+            job = jobs / _job_name(response.headers["location"])
             known.add(job.name)
             browser_s.append(_first_running(db, job) - t0)
             while not (job / "summary.json").is_file():
                 time.sleep(0.05)
             # a slow job, cancelled once its sandbox exists
             response = server.post("/launch/", {**form, "agent": f"script:{slow}"})
-            job = jobs / response.headers["location"].rstrip("/").rsplit("/", 1)[-1]
+            page = response.headers["location"]
+            job = jobs / _job_name(page)
             known.add(job.name)
             _first_running(db, job)
             while _containers(job.name) == 0:
                 time.sleep(0.02)
             t0 = time.monotonic()
-            response = server.post(f"/jobs/{job.name}/cancel/", {})
+            response = server.post(f"{page}cancel/", {})
             assert response.status_code == 302
             while _containers(job.name):
                 time.sleep(0.02)

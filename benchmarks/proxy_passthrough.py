@@ -46,7 +46,7 @@ class Relay:
         self.finished = True
         self.conn.close()
 
-    def _wake(self) -> None:
+    def wake(self) -> None:
         pass
 
     def done(self) -> bool:

@@ -2,7 +2,7 @@
 and of the tasks whose images can be had here, the share the oracle passes (each other listed
 with its cause).
 
-    .venv/bin/python benchmarks/tasksets.py TASKS [--oracle] [--jobs-dir DIR] [-j N]
+    .venv/bin/python benchmarks/tasksets.py TASKS [--oracle] [--jobs-dir DIR] [-j N] [--out FILE]
     .venv/bin/python benchmarks/tasksets.py TASKS --from-snapshot GIT_DIR [--under tasks] [--oracle]
 
 TASKS is a folder of task folders brought here unchanged (the method is in benchmarks/README.md).
@@ -18,6 +18,7 @@ import argparse
 import json
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -112,6 +113,8 @@ def main() -> int:
     parser.add_argument("-j", type=int, default=2)
     parser.add_argument("--from-snapshot", type=Path, metavar="GIT_DIR")
     parser.add_argument("--under", default=".", help="the snapshot's folder holding the tasks")
+    parser.add_argument("--out", type=Path, help="also write the figures here, as JSON")
+    parser.add_argument("--name", default="", help="the task set's name in --out (its source)")
     args = parser.parse_args()
     if args.from_snapshot:
         copied, incomplete = from_snapshot(args.from_snapshot, args.under, args.tasks)
@@ -135,22 +138,38 @@ def main() -> int:
         print(f"  {count} x {text}")
     warned = Counter(w.split(": ", 2)[1] for r in rows for w in r["warnings"])
     print(f"warnings: {dict(warned)}")
+    figures: dict[str, object] = {
+        "task_set": args.name or args.tasks.name,
+        "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "tasks": n,
+        "accepted": len(accepted),
+        "refused": {r["task"]: r["config_problems"] for r in rows if r["config_problems"]},
+        "images_here": len(buildable),
+        "missing_images": dict(missing),
+        "warnings": dict(warned),
+    }
     if args.oracle:
         runnable = [r["task"] for r in buildable if r["has_solution"]]
-        if not runnable:
+        figures["with_solution"] = len(runnable)
+        if runnable:
+            args.jobs_dir.mkdir(parents=True, exist_ok=True)
+            results = oracle(args.tasks, runnable, args.jobs_dir, args.j)
+            passed = [r for r in results if r["reward"] == 1.0]
+            graded = [r for r in results if r["reward"] is not None]
+            print(f"oracle passed: {len(passed)}/{len(results)} (graded {len(graded)})")
+            separate = sum(r["verifier"] == "separate" for r in results)
+            if separate:
+                print(f"  {separate} graded by a separate verifier")
+            figures["graded"], figures["separate_verifier"] = len(graded), separate
+            for r in results:
+                if r["reward"] != 1.0:
+                    print(f"  {r['task']}: reward {r['reward']}: {r['cause']}")
+            figures["oracle_passed"] = len(passed)
+            figures["oracle_failed"] = [r for r in results if r["reward"] != 1.0]
+        else:
             print("oracle: no task with a solution has its images here")
-            return 0
-        args.jobs_dir.mkdir(parents=True, exist_ok=True)
-        results = oracle(args.tasks, runnable, args.jobs_dir, args.j)
-        passed = [r for r in results if r["reward"] == 1.0]
-        graded = [r for r in results if r["reward"] is not None]
-        print(f"oracle passed: {len(passed)}/{len(results)} (graded {len(graded)})")
-        separate = sum(r["verifier"] == "separate" for r in results)
-        if separate:
-            print(f"  {separate} graded by a separate verifier")
-        for r in results:
-            if r["reward"] != 1.0:
-                print(f"  {r['task']}: reward {r['reward']}: {r['cause']}")
+    if args.out is not None:
+        args.out.write_text(json.dumps(figures, indent=1) + "\n")
     return 0
 
 

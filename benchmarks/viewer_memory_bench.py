@@ -120,7 +120,7 @@ class Server:
         self.env = {
             **os.environ,
             "BENCHFLOW_HOME": str(root / "home"),
-            "BENCH_PASSWORD": PASSWORD,
+            "BENCHFLOW_PASSWORD": PASSWORD,
             "PYTHONPATH": str(tree),
         }
         self.env.pop("DATABASE_URL", None)

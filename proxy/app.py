@@ -7,13 +7,14 @@ from pathlib import Path
 from typing import Any
 
 from proxy import fastlane, jsonio, mock
+from proxy.call import Call
 from proxy.exchange import Exchange
 from proxy.fastlane import Admitted
 from proxy.forward import JSON_CT, PASS_REQUEST, Outcome, forward, prepare_body
+from proxy.mock_script import load_script
 from proxy.mock_wire import error_body
-from proxy.prices import Price
-from proxy.providers import ProviderError, Route
-from proxy.registry import AttemptState, Registry, error_class_for
+from proxy.providers import ProviderError
+from proxy.registry import Registry, error_class_for
 from proxy.trajectory import TrajectoryWriter, redact
 from proxy.upstream import UpstreamClient
 
@@ -73,43 +74,6 @@ def parse_headers(
             passed.append((name, value))
             anthropic = anthropic or name == b"anthropic-version"
     return key, anthropic, passed
-
-
-class Call:
-    """One model call in progress: who, where to, and what was asked."""
-
-    __slots__ = (
-        "protocol",
-        "state",
-        "route",
-        "price",
-        "obj",
-        "raw",
-        "requested",
-        "passed",
-        "started_at",
-        "t0",
-        "sent",
-        "strict",
-    )
-
-    def __init__(
-        self,
-        protocol: str,
-        state: AttemptState,
-        route: Route,
-        price: Price | None,
-        obj: dict[str, Any],
-        raw: bytes,
-        requested: str,
-        passed: list[tuple[bytes, bytes]],
-    ) -> None:
-        self.protocol, self.state, self.route, self.price = protocol, state, route, price
-        self.obj, self.raw, self.requested, self.passed = obj, raw, requested, passed
-        self.started_at = time.time()
-        self.t0 = time.perf_counter()
-        self.sent = raw
-        self.strict = True  # raw is strict JSON (no NaN, no integer beyond 64 bits)
 
 
 class ProxyApp:
@@ -226,7 +190,7 @@ class ProxyApp:
                 send, out.status, jsonio.dumps(error_body("messages", out.status, out.error or ""))
             )
 
-    def _admit(
+    def admit(
         self, protocol: str, headers: list[tuple[bytes, bytes]], raw: bytes
     ) -> Call | tuple[int, bytes]:
         """Authorise, parse and route a call: a Call, or the error to answer with."""
@@ -271,7 +235,7 @@ class ProxyApp:
     async def _api(self, protocol: str, scope: Scope, receive: Any, send: Any) -> None:
         raw = await _read_body(receive)
         pre: Admitted | None = scope.get("proxy.admitted")
-        call = pre.call if pre is not None else self._admit(protocol, scope["headers"], raw)
+        call = pre.call if pre is not None else self.admit(protocol, scope["headers"], raw)
         if not isinstance(call, Call):
             await _respond(send, *call)
             return
@@ -340,7 +304,7 @@ class ProxyApp:
             # a key without a model of its own (bench proxy): the script the request names, from
             # its first reply (again from the first when a request names another script)
             try:
-                call.state.spec.script_replies = mock.load_script(arg)
+                call.state.spec.script_replies = load_script(arg)
             except Exception as exc:  # noqa: BLE001 - a missing or malformed file: the client's to fix
                 body = jsonio.dumps(error_body(call.protocol, 400, f"mock/script: {exc}"))
                 await _respond(send, 400, body)

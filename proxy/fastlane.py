@@ -4,8 +4,8 @@ Most calls an agent makes are the same: a non-streamed POST, routed to a provide
 keep-alive connection to it idle in the pool. For those, the request's last byte starts the
 upstream write (HttpConnection -> serve), and the answer's last byte writes the response and
 counts the call (UpstreamConn -> FastCall.on_done). That skips, per call, a task, two coroutine
-resumptions, a future and four ASGI messages (with the trajectory's lighter records, a sixth of
-the proxy's CPU per call in benchmarks/proxy_bench.py).
+resumptions, a future and four ASGI messages: the most common call is the one whose cost the
+proxy adds to every agent's turn (benchmarks/README.md has the figures).
 Everything else (a stream, the mock, a refusal, an error before routing, no idle connection,
 an HTTP proxy on the way) goes to ProxyApp._api with what was worked out here, so that no
 check runs twice and nothing is counted twice.
@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from proxy import jsonio
+from proxy.call import Call
 from proxy.forward import (
     JSON_CT,
     Outcome,
@@ -29,14 +30,15 @@ from proxy.forward import (
 )
 from proxy.http11_cycle import error_response, response_head
 from proxy.mock_wire import error_body
-from proxy.registry import Refusal
+from proxy.registry import Refusal, Registry
 from proxy.upstream_conn import header_value
 from proxy.usage import StreamTap
 
 if TYPE_CHECKING:
-    from proxy.app import Call, ProxyApp
     from proxy.http11_conn import HttpConnection
     from proxy.http11_cycle import Request
+    from proxy.trajectory import TrajectoryWriter
+    from proxy.upstream import UpstreamClient
     from proxy.upstream_conn import UpstreamConn
 
 log = logging.getLogger(__name__)
@@ -50,6 +52,23 @@ FAST_PATHS = {  # exactly these: no query string, nothing percent-encoded
 }
 
 
+class Lane(Protocol):
+    """What the fast lane needs of the app it serves for (proxy.app.ProxyApp): the app imports the
+    lane, so the lane names the app's parts rather than the app."""
+
+    registry: Registry
+    client: UpstreamClient
+    writer: TrajectoryWriter
+    fast_lane: bool
+    fast_calls: int
+
+    def admit(
+        self, protocol: str, headers: list[tuple[bytes, bytes]], raw: bytes
+    ) -> Call | tuple[int, bytes]: ...
+
+    def finish(self, call: Call, out: Outcome | None) -> None: ...
+
+
 class Admitted(NamedTuple):
     """What the fast lane worked out for a request it leaves to ProxyApp._api."""
 
@@ -58,12 +77,12 @@ class Admitted(NamedTuple):
     refusal: Refusal | None = None
 
 
-def serve(app: ProxyApp, conn: HttpConnection, req: Request) -> bool:
+def serve(app: Lane, conn: HttpConnection, req: Request) -> bool:
     """Take `req` into the fast lane (True), or leave it to the ASGI app with req.ctx set."""
     protocol = FAST_PATHS.get(req.url)
     if protocol is None or req.method != "POST" or req.version != "1.1" or not app.fast_lane:
         return False
-    call = app._admit(protocol, req.headers, req.body)
+    call = app.admit(protocol, req.headers, req.body)
     if isinstance(call, tuple) or call.route.is_mock or call.obj.get("stream"):
         req.ctx = Admitted(call)
         return False
@@ -92,7 +111,7 @@ class FastCall:
 
     __slots__ = ("app", "conn", "req", "call", "up", "close", "started", "finished", "_future")
 
-    def __init__(self, app: ProxyApp, conn: HttpConnection, req: Request, call: Call) -> None:
+    def __init__(self, app: Lane, conn: HttpConnection, req: Request, call: Call) -> None:
         self.app, self.conn, self.req, self.call = app, conn, req, call
         self.up: UpstreamConn | None = None
         self.close = not req.keep_alive
@@ -172,7 +191,7 @@ class FastCall:
             self._future.set_result(None)
 
     # what the server asks of a cycle, and of its task
-    def _wake(self) -> None:
+    def wake(self) -> None:
         pass
 
     def done(self) -> bool:

@@ -1,7 +1,8 @@
 """A small HTTP/1.1 server for one ASGI app: the proxy's front door.
 
-uvicorn spent a third of the proxy's CPU per call on things a model proxy does not need
-(a task-tracking WeakSet, per-message header validation, events per cycle). This server
+uvicorn spends much of the proxy's CPU per call on things a model proxy does not need (a
+task-tracking WeakSet, per-message header validation, events per cycle; benchmarks/README.md
+has the figures). This server
 does only what the proxy's clients use: keep-alive, pipelining, request bodies by length
 or chunked, `Expect: 100-continue`, responses by length or chunked, back-pressure and a
 disconnect seen by the app. Status line and headers leave with the first body bytes in
@@ -67,11 +68,12 @@ class HttpServer:
         for conn in list(self.connections):
             if conn.reading_paused:  # the wait is ours
                 continue
-            if conn.head_since is not None:
-                if now - conn.head_since > HEAD_TIMEOUT:
+            reader = conn.reader
+            if reader.head_since is not None:
+                if now - reader.head_since > HEAD_TIMEOUT:
                     conn.reject(408, f"Request Timeout: the head took over {HEAD_TIMEOUT:g} s")
-            elif conn.body_since is not None:
-                if now - conn.body_since > BODY_TIMEOUT:
+            elif reader.body_since is not None:
+                if now - reader.body_since > BODY_TIMEOUT:
                     conn.reject(408, f"Request Timeout: the body took over {BODY_TIMEOUT:g} s")
             elif conn.cycle is None and not conn.queue and now - conn.last_active > IDLE_TIMEOUT:
                 conn.close()

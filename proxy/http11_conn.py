@@ -7,20 +7,15 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import httptools
 
-from proxy.http11_cycle import Cycle, Request, error_response
+from proxy.http11_cycle import App, Cycle, Request, error_response
 
-if TYPE_CHECKING:
-    from proxy.http11 import HttpServer
-
-
-App = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
 # An app may also serve a request without an ASGI cycle: app.fast(conn, req) -> bool. True: it
-# took the request and stands in as conn.cycle and conn.task (with _wake, started, close, req,
+# took the request and stands in as conn.cycle and conn.task (with wake, started, close, req,
 # done(), cancel() and future()) until it calls conn.cycle_done. False: the request is served
 # as an ASGI cycle, with req.ctx in scope["proxy.admitted"] (what the app already worked out).
 MAX_BODY = 64 << 20  # an agent's request with its whole conversation (images too) stays below this
@@ -56,89 +51,78 @@ class Listener:
         return MAX_SANDBOX_HELD if self.sandbox else MAX_HELD
 
 
-class HttpConnection(asyncio.Protocol):
-    """One client connection; requests on it are served one after the other."""
+class Server(Protocol):
+    """What a connection uses of its server (proxy/http11.py's HttpServer, which imports this
+    module): its loop, and the connections it closes when it stops."""
 
-    def __init__(self, app: App, server: HttpServer, listener: Listener):
-        self.app, self.server, self.listener = app, server, listener
-        self.fast: Callable[[HttpConnection, Request], bool] | None = getattr(app, "fast", None)
-        self.loop = server.loop
+    loop: asyncio.AbstractEventLoop
+    connections: set[HttpConnection]
+
+
+class RequestReader:
+    """The parser's side of a connection (httptools calls these): each request's head and body
+    gathered under the limits, and handed whole to the connection. The bytes of request bodies
+    it holds count against its listener's limit until the connection releases them."""
+
+    __slots__ = (
+        "conn",
+        "listener",
+        "parser",
+        "head_since",
+        "body_since",
+        "held",
+        "over_held",
+        "_url",
+        "_headers",
+        "_body",
+        "_size",
+        "_head_size",
+        "_expect",
+    )
+
+    def __init__(self, conn: HttpConnection, listener: Listener) -> None:
+        self.conn, self.listener = conn, listener
         self.parser = httptools.HttpRequestParser(self)
-        self.transport: asyncio.Transport | None = None
-        self.peer: tuple[str, int] | None = None
-        self.sockname: tuple[str, int] | None = None
-        self.closed = False
-        self.lost = False  # the client is gone; a request may still run, to be counted in full
-        self.paused = False
-        self._drain: asyncio.Future[None] | None = None
-        self.cycle: Cycle | Any = None  # or what app.fast put there
-        self.task: asyncio.Task[None] | Any = None
-        self.queue: deque[Request] = deque()
-        self.reading_paused = False
-        self.last_active = self.loop.time()
         self.head_since: float | None = None  # while a request head is incomplete
         self.body_since: float | None = None  # from a complete head until its body is whole
+        self.held = 0  # request body bytes counted in listener.held, until their request is done
+        self.over_held = False
         self._url = b""
         self._headers: list[tuple[bytes, bytes]] = []
         self._body: bytes | bytearray = b""
         self._size = 0
         self._head_size = 0
         self._expect = False
-        self._held = 0  # request body bytes counted in listener.held, until their request is done
-        self._over_held = False
 
-    # asyncio.Protocol
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-        if len(self.listener.conns) >= self.listener.cap:
-            self.closed = True
-            transport.close()
-            return
-        peer = transport.get_extra_info("peername")
-        sock = transport.get_extra_info("sockname")
-        self.peer = tuple(peer[:2]) if isinstance(peer, tuple) else None  # type: ignore[assignment]
-        self.sockname = tuple(sock[:2]) if isinstance(sock, tuple) else None  # type: ignore[assignment]
-        self.server.connections.add(self)
-        self.listener.conns.add(self)
+    def refusal(self, exc: Exception) -> tuple[int, str]:
+        """The status and text a request the parser gave up on is refused with."""
+        if isinstance(exc, httptools.HttpParserUpgrade):
+            return 400, "Upgrades are not supported"
+        if self.over_held:
+            return (
+                413,
+                f"Request bodies in progress from this client's sandbox hold over "
+                f"{self.listener.max_held} bytes",
+            )
+        if self._size > MAX_BODY:
+            return 413, f"Request body too large (over {MAX_BODY} bytes)"
+        if self._head_size > MAX_HEAD:
+            return 431, f"Request header fields too large (over {MAX_HEAD} bytes)"
+        return 400, f"Bad Request: {exc}"  # a callback's exception arrives wrapped
 
-    def data_received(self, data: bytes) -> None:
-        self.last_active = self.loop.time()
-        try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserUpgrade:
-            self.reject(400, "Upgrades are not supported")
-        except httptools.HttpParserError as exc:  # a callback's exception arrives wrapped
-            if self._over_held:
-                self.reject(
-                    413,
-                    f"Request bodies in progress from this client's sandbox hold over "
-                    f"{self.listener.max_held} bytes",
-                )
-            elif self._size > MAX_BODY:
-                self.reject(413, f"Request body too large (over {MAX_BODY} bytes)")
-            elif self._head_size > MAX_HEAD:
-                self.reject(431, f"Request header fields too large (over {MAX_HEAD} bytes)")
-            else:
-                self.reject(400, f"Bad Request: {exc}")
+    @property
+    def buffered(self) -> int:
+        """Bytes of a request body being received (none while the connection idles)."""
+        return len(self._body)
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = self.lost = True
-        if self.task is None or self.task.done():
-            self.forget()
-        if self.cycle is not None:
-            self.cycle._wake()
-        self._release_drain()
-
-    def pause_writing(self) -> None:
-        self.paused = True
-
-    def resume_writing(self) -> None:
-        self.paused = False
-        self._release_drain()
+    def release(self, n: int) -> None:
+        n = min(n, self.held)
+        self.held -= n
+        self.listener.held -= n
 
     # httptools callbacks
     def on_message_begin(self) -> None:
-        self.head_since = self.last_active
+        self.head_since = self.conn.last_active
         self._url = b""
         self._headers = []
         self._body = b""
@@ -163,9 +147,9 @@ class HttpConnection(asyncio.Protocol):
 
     def on_headers_complete(self) -> None:
         self.head_since = None
-        self.body_since = self.last_active
-        if self._expect and self.cycle is None and not self.queue:
-            self.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        self.body_since = self.conn.last_active
+        if self._expect:
+            self.conn.continue_if_idle()
 
     def on_body(self, body: bytes) -> None:
         n = len(body)
@@ -173,15 +157,16 @@ class HttpConnection(asyncio.Protocol):
         if self._size > MAX_BODY:
             raise ValueError("request body too large")
         listener = self.listener
-        self._held += n
+        self.held += n
         listener.held += n
         if listener.held > listener.max_held:
-            self._over_held = True
+            self.over_held = True
             raise ValueError("request bodies held over the listener's limit")
         if not self._body:
             self._body = body  # most bodies come in one piece: keep it, copy nothing
         else:
-            # One growing buffer: as a list, a body sent in 2-byte chunks cost ~28x its size.
+            # One growing buffer: as a list of pieces, a body sent in 2-byte chunks costs many
+            # times its size in memory.
             if isinstance(self._body, bytes):
                 self._body = bytearray(self._body)
             self._body += body
@@ -189,14 +174,83 @@ class HttpConnection(asyncio.Protocol):
     def on_message_complete(self) -> None:
         self.body_since = None
         body, self._body = self._body, b""  # not kept while the connection idles
-        req = Request(
-            self.parser.get_method().decode("ascii"),
-            self._url,
-            self._headers,
-            bytes(body) if isinstance(body, bytearray) else body,
-            self.parser.should_keep_alive(),
-            self.parser.get_http_version(),
+        parser = self.parser
+        self.conn.received(
+            Request(
+                parser.get_method().decode("ascii"),
+                self._url,
+                self._headers,
+                bytes(body) if isinstance(body, bytearray) else body,
+                parser.should_keep_alive(),
+                parser.get_http_version(),
+            )
         )
+
+
+class HttpConnection(asyncio.Protocol):
+    """One client connection; requests on it are served one after the other."""
+
+    def __init__(self, app: App, server: Server, listener: Listener):
+        self.app, self.server, self.listener = app, server, listener
+        self.fast: Callable[[HttpConnection, Request], bool] | None = getattr(app, "fast", None)
+        self.loop = server.loop
+        self.reader = RequestReader(self, listener)
+        self.transport: asyncio.Transport | None = None
+        self.peer: tuple[str, int] | None = None
+        self.sockname: tuple[str, int] | None = None
+        self.closed = False
+        self.lost = False  # the client is gone; a request may still run, to be counted in full
+        self.paused = False
+        self._drain: asyncio.Future[None] | None = None
+        self.cycle: Cycle | Any = None  # or what app.fast put there
+        self.task: asyncio.Task[None] | Any = None
+        self.queue: deque[Request] = deque()
+        self.reading_paused = False
+        self.last_active = self.loop.time()
+
+    # asyncio.Protocol
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        if len(self.listener.conns) >= self.listener.cap:
+            self.closed = True
+            transport.close()
+            return
+        peer = transport.get_extra_info("peername")
+        sock = transport.get_extra_info("sockname")
+        self.peer = tuple(peer[:2]) if isinstance(peer, tuple) else None  # type: ignore[assignment]
+        self.sockname = tuple(sock[:2]) if isinstance(sock, tuple) else None  # type: ignore[assignment]
+        self.server.connections.add(self)
+        self.listener.conns.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        self.last_active = self.loop.time()
+        try:
+            self.reader.parser.feed_data(data)
+        except (httptools.HttpParserUpgrade, httptools.HttpParserError) as exc:
+            self.reject(*self.reader.refusal(exc))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = self.lost = True
+        if self.task is None or self.task.done():
+            self.forget()
+        if self.cycle is not None:
+            self.cycle.wake()
+        self._release_drain()
+
+    def pause_writing(self) -> None:
+        self.paused = True
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        self._release_drain()
+
+    # serving
+    def continue_if_idle(self) -> None:
+        """`Expect: 100-continue`: the client may send its body now, unless a request is ahead."""
+        if self.cycle is None and not self.queue:
+            self.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+
+    def received(self, req: Request) -> None:
         if self.cycle is None:
             self._start(req)
         else:
@@ -205,7 +259,6 @@ class HttpConnection(asyncio.Protocol):
                 self.reading_paused = True
                 self.transport.pause_reading()
 
-    # serving
     def _start(self, req: Request) -> None:
         if self.fast is None or not self.fast(self, req):
             self.start_cycle(req)
@@ -216,7 +269,7 @@ class HttpConnection(asyncio.Protocol):
         self.task = self.loop.create_task(cycle.run(self.app))
 
     def cycle_done(self, cycle: Cycle | Any) -> None:
-        self._release(len(cycle.req.body))
+        self.reader.release(len(cycle.req.body))
         self.cycle = self.task = None
         self.last_active = self.loop.time()
         if cycle.close or self.closed:
@@ -259,9 +312,4 @@ class HttpConnection(asyncio.Protocol):
         """Stop counting this connection: its socket is shut and its last request done."""
         self.server.connections.discard(self)
         self.listener.conns.discard(self)
-        self._release(self._held)
-
-    def _release(self, n: int) -> None:
-        n = min(n, self._held)
-        self._held -= n
-        self.listener.held -= n
+        self.reader.release(self.reader.held)

@@ -7,12 +7,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from http import HTTPStatus
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import unquote
 
-if TYPE_CHECKING:
-    from proxy.http11_conn import App, HttpConnection
+App = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
 
 log = logging.getLogger(__name__)
 _REASONS = {s.value: s.phrase.encode() for s in HTTPStatus}
@@ -54,6 +54,28 @@ def error_response(status: int, text: str) -> bytes:
     return head + body
 
 
+class Connection(Protocol):
+    """What a cycle uses of its connection (proxy/http11_conn.py's HttpConnection, which imports
+    this module)."""
+
+    loop: asyncio.AbstractEventLoop
+    peer: tuple[str, int] | None
+    sockname: tuple[str, int] | None
+    closed: bool
+    lost: bool
+    paused: bool
+
+    def write(self, data: bytes) -> None: ...
+
+    async def drain(self) -> None: ...
+
+    def cycle_done(self, cycle: Any) -> None: ...
+
+    def close(self) -> None: ...
+
+    def forget(self) -> None: ...
+
+
 class Request:
     __slots__ = ("method", "url", "headers", "body", "keep_alive", "version", "ctx")
 
@@ -87,7 +109,7 @@ class Cycle:
         "is_head",
     )
 
-    def __init__(self, conn: HttpConnection, req: Request) -> None:
+    def __init__(self, conn: Connection, req: Request) -> None:
         self.conn, self.req = conn, req
         self.started = self.complete = self.chunked = self.body_read = False
         self.close = not req.keep_alive
@@ -152,7 +174,7 @@ class Cycle:
                 self.waiter = None
         return _DISCONNECT
 
-    def _wake(self) -> None:
+    def wake(self) -> None:
         fut = self.waiter
         if fut is not None and not fut.done():
             fut.set_result(None)
@@ -188,7 +210,7 @@ class Cycle:
                 conn.write(data)
             if not more:
                 self.complete = True
-                self._wake()
+                self.wake()
             elif conn.paused:
                 await conn.drain()
         elif kind == "http.response.start":

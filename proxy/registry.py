@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from proxy.mock_script import load_script
 from proxy.prices import Price, cost_usd, price_for
 from proxy.providers import Route, is_claude_name, resolve_model
 from proxy.usage import Usage
@@ -141,8 +142,6 @@ class Registry:
         price = price_for(attempt.model, self.env) if attempt.model else None
         if route is not None and route.is_mock and route.model.startswith("script:"):
             if attempt.script_replies is None:
-                from proxy.mock import load_script
-
                 attempt.script_replies = load_script(route.model.split(":", 1)[1])
         key = key or KEY_PREFIX + secrets.token_urlsafe(32)
         state = AttemptState(attempt, key, route, price)

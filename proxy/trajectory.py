@@ -29,11 +29,11 @@ KEY_PATTERN = re.compile(
     rb"(?:sk-[A-Za-z0-9_\-]{16,}|bf-[A-Za-z0-9_\-]{24,})"
     rb"|[Bb]earer\s+[A-Za-z0-9._~+/\-]{16,}=*"
 )
-# A cheap check first: the pattern runs only on lines that may hold a key. A regex that
-# starts from the "-" of sk-/bf- (found with a fast scan) costs a third of searching for
-# each prefix in turn; "earer" is the Bearer shape.
+# A cheap check first: the pattern runs only on lines that may hold a key. One scan for the "-"
+# of sk-/bf- (a look-behind) instead of a search for each prefix in turn; "earer" is the Bearer
+# shape (benchmarks/redact_bench.py measures both).
 _DASH_KEY = re.compile(rb"-(?<=sk-|bf-)")
-# a literal pattern: re's scan beats bytes.find here (0.5 vs 0.8 µs on 2 KB)
+# a literal pattern: re's scan is faster than bytes.find for it (benchmarks/redact_bench.py)
 _EARER = re.compile(rb"earer")
 _KEY_CHARS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 
@@ -66,8 +66,8 @@ def _redact(line: bytes, plain: list[bytes], shaped: list[bytes]) -> bytes:
 def redact_shapes(line: bytes) -> bytes:
     """KEY_PATTERN.sub(REDACTED, line), with the pattern tried only where a match can start.
 
-    The pattern has no literal prefix, so sub() tries it at every byte: about 40 ns a byte,
-    4 ms for an 85 KB conversation, and a word like "task-" hints nearly every one. A match
+    The pattern has no literal prefix, so sub() tries it at every byte, a long conversation's
+    line costing milliseconds, and a word like "task-" hints nearly every one. A match
     starts at an sk-/bf- or a [Bb]earer, which the fast scans find; matching there, leftmost
     first and never inside the previous match, gives what sub() gives.
     """

@@ -266,7 +266,7 @@ class UpstreamClient:
         now = asyncio.get_running_loop().time()
         for conn in [c for c in self._busy if now - c.last_active > self.read_timeout]:
             self._busy.discard(conn)
-            conn._fail(UpstreamTimeout(f"upstream sent nothing for {self.read_timeout:.0f} s"))
+            conn.fail(UpstreamTimeout(f"upstream sent nothing for {self.read_timeout:.0f} s"))
             conn.close()
         if self._busy:
             self._sweeper = asyncio.get_running_loop().call_later(1.0, self._sweep)

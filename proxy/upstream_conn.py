@@ -80,7 +80,7 @@ class UpstreamConn(asyncio.Protocol):
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError as exc:
-            self._fail(UpstreamError(f"bad HTTP from upstream: {exc}"))
+            self.fail(UpstreamError(f"bad HTTP from upstream: {exc}"))
             self.close()
             return
         if self.done and self.sink is not None:  # after the parser, never inside its callbacks
@@ -97,7 +97,7 @@ class UpstreamConn(asyncio.Protocol):
                     sink, self.sink = self.sink, None
                     sink.on_done(self)
             else:
-                self._fail(UpstreamError(f"upstream closed the connection: {exc or 'EOF'}"))
+                self.fail(UpstreamError(f"upstream closed the connection: {exc or 'EOF'}"))
 
     # httptools callbacks
     def on_header(self, name: bytes, value: bytes) -> None:
@@ -137,7 +137,7 @@ class UpstreamConn(asyncio.Protocol):
             if not waiter.done():
                 waiter.set_result(None)
 
-    def _fail(self, exc: BaseException) -> None:
+    def fail(self, exc: BaseException) -> None:
         self.error = exc
         sink = self.sink
         if sink is not None:

@@ -213,6 +213,42 @@ class JobFinished(Event):
     stopped_running: int = 0
 
 
+# --- the job's row before and after its run speaks: what an operation from the dashboard decided --
+
+
+@dataclass(frozen=True)
+class JobLaunched(Event):
+    """An operation made (or took) the job's folder and handed the run to a launcher: the index
+    shows the job at once, its planned trials waiting, before the run writes evaluation.json."""
+
+    job_name: str
+    job_dir: str
+    settings: dict[str, Any]  # the keys evaluation.json will hold (secret values never in them)
+    by: str = ""  # who launched it
+
+
+@dataclass(frozen=True)
+class LaunchFailed(Event):
+    """The launcher could not start the run of a new job: its folder and its row go."""
+
+    job_name: str
+    job_dir: str
+
+
+@dataclass(frozen=True)
+class JobClosed(Event):
+    """The operation's process ended and the run never said how the job ended (it failed before
+    it began, was stopped then, or its launch failed on a resumed job): `state` is what the
+    operation decided from the job folder (finished with a summary, interrupted, or failed when
+    nothing ever ran)."""
+
+    job_name: str
+    job_dir: str
+    state: str  # finished | interrupted | failed
+    why: str  # ended | failed | stopped (the operation's process), launcher_failed (a resume's)
+    summary: dict[str, Any] | None = None
+
+
 # --- attempts -----------------------------------------------------------------------------------
 
 
@@ -407,6 +443,46 @@ class UtilizationReported(Event):
     waited: bool = False  # some trial waited for a slot in the window
 
 
+# --- `bench index`: a job folder replayed into the index -------------------------------------------
+
+
+@dataclass(frozen=True)
+class JobFolderRead(Event):
+    """`bench index` read a job folder's evaluation.json and summary.json (either may be missing):
+    the job's row, its planned trials and caps are made or brought up to date."""
+
+    job_name: str
+    job_dir: str
+    settings: dict[str, Any]
+    summary: dict[str, Any] | None
+    live: bool  # a `bench run` holds the job's lock: the job is still running
+    # what the folder says of its end when it is not ours (a Harbor job's result.json): None, by
+    # summary.json
+    ended: bool | None = None
+    n_trials: int | None = None  # trials planned, when the folder says so rather than by a plan
+    finished_at: str | None = None
+    duration_s: float | None = None
+
+
+@dataclass(frozen=True)
+class AttemptFoldersRead(Event):
+    """A batch of the job folder's attempt folders, each as runs/index/folder.py read it (names,
+    row fields, trial budget); applied as one statement per batch. Never kept as an Event row: the
+    rows' fields hold datetimes, and `Indexed` says the folder was read."""
+
+    rows: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class Indexed(Event):
+    """`bench index` read every attempt folder of the job: rows of attempts whose folder is gone
+    are removed, each trial's row follows its attempts, and open pages reload what they show."""
+
+    job_name: str
+    job_dir: str
+    attempts: int
+
+
 # --- after the job ------------------------------------------------------------------------------
 
 
@@ -435,3 +511,24 @@ class Regraded(Event):
     reward_after: float | None = None
     message: str | None = None  # the refusal, the sandbox failure or the verifier error
     regrade_id: str | None = None
+
+
+# --- what a dashboard page does on a hint of each kind -----------------------------------------
+# (the pages get these lists from the server, viewer/templatetags/bench.py:live_kinds)
+
+# a trial ended or was regraded, or every row may have changed: the outcomes grid, the chart's
+# series and the regrades are fetched again too
+FINISHED_KINDS = (
+    AttemptFinished.kind,
+    AttemptCancelled.kind,
+    JobStarted.kind,
+    JobFinished.kind,
+    JobClosed.kind,
+    Indexed.kind,
+    RegradeStarted.kind,
+    Regraded.kind,
+)
+# the job may have started or ended: its running controls (cancel) follow
+STATE_KINDS = (JobStarted.kind, JobFinished.kind, JobClosed.kind, Indexed.kind)
+# every trial's rows may have changed: an open trial page reloads whatever its trial
+ALL_TRIALS_KINDS = (Indexed.kind,)

@@ -10,6 +10,10 @@ import uuid
 
 from django.db import models
 
+# Dollars to the ten-billionth: a model call costs from about a millionth of a dollar, and a sum of
+# a job's calls stays exact (floats lose cents over a large job's sums and comparisons).
+MONEY = {"max_digits": 20, "decimal_places": 10, "null": True, "blank": True}
+
 
 class JobState(models.TextChoices):
     RUNNING = "running"
@@ -71,7 +75,7 @@ class Job(models.Model):
     errored = models.IntegerField(default=0)  # errored + verifier_errored
     unscored = models.IntegerField(default=0)  # no reward: errored, verifier_errored, interrupted
     mean_reward = models.FloatField(null=True, blank=True)
-    cost_usd = models.FloatField(null=True, blank=True)  # over every attempt, retries included
+    cost_usd = models.DecimalField(**MONEY)  # over every attempt, retries included
     total_tokens = models.BigIntegerField(null=True, blank=True)
     n_attempts = models.IntegerField(default=0)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -82,10 +86,23 @@ class Job(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        indexes = [models.Index(fields=["-started_at"], name="job_started")]
+        indexes = [models.Index(fields=["-started_at"], name="job_started_at")]
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def key(self) -> str:
+        """How the dashboard's URLs name the job: its name and its row's id (names repeat: every
+        jobs folder has its own 2026-12-02__12-00-00)."""
+        return job_key(self.name, self.pk)
+
+
+KEY_SEPARATOR = "~"  # unreserved in a URL, and not in a timestamped job's name
+
+
+def job_key(name: str, pk: int) -> str:
+    return f"{name}{KEY_SEPARATOR}{pk}"
 
 
 class Trial(models.Model):
@@ -103,7 +120,7 @@ class Trial(models.Model):
         "Attempt", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     # The best attempt's figures, copied so the trials table sorts on plain columns.
-    cost_usd = models.FloatField(null=True, blank=True)
+    cost_usd = models.DecimalField(**MONEY)
     total_tokens = models.BigIntegerField(null=True, blank=True)
     n_turns = models.IntegerField(null=True, blank=True)
     n_tool_calls = models.IntegerField(null=True, blank=True)
@@ -144,7 +161,7 @@ class Attempt(models.Model):
     n_cache_creation_tokens = models.BigIntegerField(null=True, blank=True)
     n_output_tokens = models.BigIntegerField(null=True, blank=True)
     total_tokens = models.BigIntegerField(null=True, blank=True)
-    cost_usd = models.FloatField(null=True, blank=True)
+    cost_usd = models.DecimalField(**MONEY)
     usage_source = models.CharField(max_length=40, blank=True, default="")
     price_source = models.CharField(max_length=60, blank=True, default="")
     n_turns = models.IntegerField(null=True, blank=True)  # model calls the proxy forwarded

@@ -73,3 +73,22 @@ def write_job(root: Path, name: str = "2026-11-29__12-00-00", **settings: Any) -
 
 def write_summary(job: Path, **fields: Any) -> None:
     (job / "summary.json").write_text(json.dumps({"job_name": job.name, **fields}))
+
+
+def key(job: Path | str) -> str:
+    """The job's key in the dashboard's URLs (name~id), URL-quoted, for a job folder indexed in
+    this test's database."""
+    from urllib.parse import quote
+
+    from viewer.queries import job_key_at
+
+    return quote(job_key_at(Path(job)), safe="~")
+
+
+def name_in(url: str) -> str:
+    """The job folder's name a job page's URL names (/jobs/<name>~<id>/, or /jobs/<name>/)."""
+    from urllib.parse import unquote
+
+    segment = unquote(url.split("/jobs/", 1)[1].split("/", 1)[0])
+    name, sep, pk = segment.rpartition("~")
+    return name if sep and pk.isdigit() else segment

@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from runs.models import Job, Trial
+from runs.models import Job, Trial, job_key
 from runs.results.compare import Side, pair_key
 from runs.results.compare import compare as compare_jobs
 from viewer import queries
@@ -15,7 +15,9 @@ from viewer import queries
 def _sides(job: Job) -> dict[str, Side]:
     rows = Trial.objects.filter(job=job, state="done").order_by("position", "id")
     return {
-        pair_key(task, index): Side(reward, cost, tokens, outcome)
+        pair_key(task, index): Side(
+            reward, float(cost) if cost is not None else None, tokens, outcome
+        )
         for task, index, reward, cost, tokens, outcome in rows.values_list(
             "task_name", "trial_index", "reward", "cost_usd", "total_tokens", "outcome"
         )
@@ -24,9 +26,11 @@ def _sides(job: Job) -> dict[str, Side]:
 
 
 def compare(request: HttpRequest) -> HttpResponse:
-    names = queries.job_list().values_list("name", flat=True)[:500]
+    jobs = [
+        (job_key(name, pk), name) for pk, name in queries.job_list().values_list("id", "name")[:500]
+    ]
     context: dict[str, object] = {
-        "names": names,
+        "jobs": jobs,
         "a": request.GET.get("a", ""),
         "b": request.GET.get("b", ""),
     }

@@ -70,8 +70,6 @@ class JobConsumer(_ReadOnly):
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
 
-def _job_id(name: str) -> int | None:
-    try:
-        return queries.get_job(name).pk
-    except Exception:  # noqa: BLE001 - Http404: no such job in view
-        return None
+def _job_id(key: str) -> int | None:
+    job = queries.find_job(key)
+    return job.pk if job is not None else None

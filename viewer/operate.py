@@ -47,22 +47,25 @@ def context(request: HttpRequest) -> dict[str, Any]:
 
 def roots() -> paths.Roots:
     return paths.Roots.from_env(
-        {"BENCH_TASK_ROOTS": settings.BENCH_TASK_ROOTS, "BENCH_JOBS_DIR": settings.BENCH_JOBS_DIR}
+        {
+            paths.TASK_ROOTS_VAR: settings.BENCHFLOW_TASK_ROOTS,
+            paths.JOBS_DIR_VAR: settings.BENCHFLOW_JOBS_DIR,
+        }
     )
 
 
 def launcher() -> Launcher:
-    if settings.BENCH_LAUNCHER:
-        return import_string(settings.BENCH_LAUNCHER)()  # type: ignore[no-any-return]
-    return ProcessLauncher(settings.BENCH_OPERATION_ARGV)
+    if settings.BENCHFLOW_LAUNCHER:
+        return import_string(settings.BENCHFLOW_LAUNCHER)()  # type: ignore[no-any-return]
+    return ProcessLauncher(settings.BENCHFLOW_OPERATION_ARGV)
 
 
 def gateway() -> ModelGateway | None:
-    return import_string(settings.BENCH_GATEWAY)() if settings.BENCH_GATEWAY else None
+    return import_string(settings.BENCHFLOW_GATEWAY)() if settings.BENCHFLOW_GATEWAY else None
 
 
 def job_dir(job: Job) -> Path | Problem:
-    """The job's folder, when it lies under BENCH_JOBS_DIR (symlinks resolved); else why not."""
+    """The job's folder, when it lies under BENCHFLOW_JOBS_DIR (symlinks resolved); else why not."""
     return paths.job_folder(job.path, roots())
 
 

@@ -27,7 +27,7 @@ def _job_page(name: str) -> HttpResponseRedirect:
 
 
 def _folder(name: str) -> Path:
-    """The named job's folder under BENCH_JOBS_DIR; a job elsewhere cannot be operated."""
+    """The named job's folder under BENCHFLOW_JOBS_DIR; a job elsewhere cannot be operated."""
     found = job_dir(queries.get_job(name))
     if isinstance(found, Problem):
         raise Http404(found.text)
@@ -50,7 +50,8 @@ def launch(request: HttpRequest) -> HttpResponse:
                 problems = [Problem("", f"the run could not be started: {exc}")]
             else:
                 messages.success(request, f"Launched {folder.name}.")
-                return HttpResponseRedirect(reverse("viewer:job", args=[folder.name]), status=303)
+                key = queries.job_key_at(folder)
+                return HttpResponseRedirect(reverse("viewer:job", args=[key]), status=303)
     context = launch_form.context(where, texts, problems)
     return render(request, "viewer/launch.html", context, status=400 if problems else 200)
 
@@ -76,13 +77,14 @@ def _picked(request: HttpRequest) -> list[str]:
 @operator_required
 def cancel(request: HttpRequest, job: str) -> HttpResponse:
     try:
-        how = control.cancel(_folder(job))
+        folder = _folder(job)
+        how = control.cancel(folder)
     except UserError as exc:
         messages.error(request, str(exc))
     else:
         messages.success(
             request,
-            f"Stopping {job} ({how}): its running trials are stopped and their sandboxes removed.",
+            f"Stopping {folder.name} ({how}): its running trials are stopped and their sandboxes removed.",
         )
     return _job_page(job)
 
@@ -111,7 +113,7 @@ def resume(request: HttpRequest, job: str) -> HttpResponse:
             messages.error(request, problem.text)
     else:
         what = f"Rerunning {', '.join(redo)}" if redo else "Resuming"
-        messages.success(request, f"{what} in {job}.")
+        messages.success(request, f"{what} in {folder.name}.")
     return _job_page(job)
 
 
@@ -134,7 +136,7 @@ def regrade(request: HttpRequest, job: str) -> HttpResponse:
     else:
         messages.success(
             request,
-            f"Regrading {', '.join(trials) if trials else 'every trial'} of {job}: the change appears here as each is done.",
+            f"Regrading {', '.join(trials) if trials else 'every trial'} of {folder.name}: the change appears here as each is done.",
         )
     if trials and len(trials) == 1 and back == "trial" and "/" not in trials[0]:
         # a name with '/' is no trial's (the URL cannot hold it): back to the job's page

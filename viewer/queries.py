@@ -15,7 +15,8 @@ from django.db.models import F, Q, QuerySet
 from django.http import Http404
 
 from runs import errors
-from runs.models import Attempt, Budget, Event, Job, Trial
+from runs import events as ev
+from runs.models import KEY_SEPARATOR, Attempt, Budget, Event, Job, Trial, job_key
 
 TRIALS_PER_PAGE = 50
 
@@ -65,12 +66,29 @@ def job_list() -> QuerySet[Job]:
     return jobs_in_view().order_by("-started_at", "-id").defer("settings", "summary")
 
 
-def get_job(name: str) -> Job:
-    """The job of that name in view (the newest one if several folders share it)."""
-    job = jobs_in_view().filter(name=name).order_by("-id").first()
+def find_job(key: str) -> Job | None:
+    """The job a URL names, in view: by its key (runs.models.Job.key: name~id); a name alone (the
+    URLs before keys) is the newest job of that name, and so is a name that only looks like a key."""
+    jobs = jobs_in_view()
+    name, sep, pk = key.rpartition(KEY_SEPARATOR)
+    if sep and pk.isdigit():
+        job = jobs.filter(pk=int(pk), name=name).first()
+        if job is not None:
+            return job
+    return jobs.filter(name=key).order_by("-id").first()
+
+
+def get_job(key: str) -> Job:
+    job = find_job(key)
     if job is None:
-        raise Http404(f"no job {name!r} here")
+        raise Http404(f"no job {key!r} here")
     return job
+
+
+def job_key_at(path: Path) -> str:
+    """The key of the job whose folder is `path` (its name alone when the index has no row)."""
+    pk = Job.objects.filter(path=str(path.resolve())).values_list("id", flat=True).first()
+    return path.name if pk is None else job_key(path.name, pk)
 
 
 def trials(job: Job, sort: str = "trial", show: str = "", q: str = "") -> QuerySet[Trial]:
@@ -223,7 +241,7 @@ def utilization_series(job: Job) -> dict[str, list[Any]]:
         changes.append((started.timestamp(), 1, 0, None))
         if finished is not None:
             changes.append((finished.timestamp(), -1, 1, None))
-    for at, payload in Event.objects.filter(job=job, kind="utilization_reported").values_list(
+    for at, payload in Event.objects.filter(job=job, kind=ev.UtilizationReported.kind).values_list(
         "created_at", "payload"
     )[:2000]:
         if isinstance(payload, Mapping):
@@ -248,9 +266,9 @@ def utilization_series(job: Job) -> dict[str, list[Any]]:
 def job_regrades(job: Job) -> dict[str, list[Any]]:
     """The job's regrades from the index's events: each run (who, why, how many trials) and each
     regraded trial's before and after, newest first."""
-    events = Event.objects.filter(job=job, kind__in=("regrade_started", "regraded")).order_by(
-        "-seq"
-    )
-    runs = [e.payload for e in events if e.kind == "regrade_started"][:20]
-    trials = [e for e in events if e.kind == "regraded"][:200]
+    events = Event.objects.filter(
+        job=job, kind__in=(ev.RegradeStarted.kind, ev.Regraded.kind)
+    ).order_by("-seq")
+    runs = [e.payload for e in events if e.kind == ev.RegradeStarted.kind][:20]
+    trials = [e for e in events if e.kind == ev.Regraded.kind][:200]
     return {"runs": runs, "trials": trials}

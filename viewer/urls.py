@@ -1,11 +1,28 @@
-"""The dashboard's routes (namespace `viewer`). Names from a URL are looked up in the index: a
-job by name, a trial among that job's trials, an attempt among that trial's attempts."""
+"""The dashboard's routes (namespace `viewer`). A job is named by its key (runs.models.Job.key:
+name~id, unique where names are not), looked up by viewer/queries.py:get_job; a trial among that
+job's trials, an attempt among that trial's attempts. A URL naming a job by its name alone (the
+URLs before keys) is redirected to the newest job of that name, the rest of the URL kept."""
 
 from django.contrib.auth import views as auth_views
-from django.urls import path, reverse_lazy
+from django.urls import path, re_path, register_converter, reverse_lazy
 
 from viewer import compare_views, operate_views, trial_views, views, workers_views
 from viewer.logins import LoginForm
+
+
+class JobKey:
+    """A job's key: anything up to a '/', ending in ~ and its id."""
+
+    regex = r"[^/]+~[0-9]+"
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
+
+
+register_converter(JobKey, "job")
 
 app_name = "viewer"
 
@@ -38,32 +55,34 @@ urlpatterns = [
     ),
     path("launch/", operate_views.launch, name="launch"),
     path("launch/tasks/", operate_views.launch_tasks, name="launch-tasks"),
-    path("jobs/<str:job>/cancel/", operate_views.cancel, name="job-cancel"),
-    path("jobs/<str:job>/resume/", operate_views.resume, name="job-resume"),
-    path("jobs/<str:job>/regrade/", operate_views.regrade, name="job-regrade"),
-    path("jobs/<str:job>/console/", operate_views.console, name="job-console"),
-    path("jobs/<str:job>/files/<str:name>", views.job_file, name="job-file"),
-    path("jobs/<str:job>/regrades/", operate_views.job_regrades, name="job-regrades"),
-    path("jobs/<str:job>/", views.job_page, name="job"),
-    path("jobs/<str:job>/live/", views.job_live, name="job-live"),
-    path("jobs/<str:job>/trials/", views.job_trials, name="job-trials"),
-    path("jobs/<str:job>/grid/", views.job_grid, name="job-grid"),
-    path("jobs/<str:job>/chart.json", views.job_chart, name="job-chart"),
-    path("jobs/<str:job>/events.json", views.job_events, name="job-events"),
-    path("jobs/<str:job>/<str:trial>/", trial_views.trial_page, name="trial"),
+    path("jobs/<job:job>/cancel/", operate_views.cancel, name="job-cancel"),
+    path("jobs/<job:job>/resume/", operate_views.resume, name="job-resume"),
+    path("jobs/<job:job>/regrade/", operate_views.regrade, name="job-regrade"),
+    path("jobs/<job:job>/console/", operate_views.console, name="job-console"),
+    path("jobs/<job:job>/files/<str:name>", views.job_file, name="job-file"),
+    path("jobs/<job:job>/regrades/", operate_views.job_regrades, name="job-regrades"),
+    path("jobs/<job:job>/", views.job_page, name="job"),
+    path("jobs/<job:job>/live/", views.job_live, name="job-live"),
+    path("jobs/<job:job>/trials/", views.job_trials, name="job-trials"),
+    path("jobs/<job:job>/grid/", views.job_grid, name="job-grid"),
+    path("jobs/<job:job>/chart.json", views.job_chart, name="job-chart"),
+    path("jobs/<job:job>/events.json", views.job_events, name="job-events"),
+    path("jobs/<job:job>/<str:trial>/", trial_views.trial_page, name="trial"),
     path(
-        "jobs/<str:job>/<str:trial>/<str:rollout>/transcript/",
+        "jobs/<job:job>/<str:trial>/<str:rollout>/transcript/",
         trial_views.transcript,
         name="transcript",
     ),
     path(
-        "jobs/<str:job>/<str:trial>/<str:rollout>/log/",
+        "jobs/<job:job>/<str:trial>/<str:rollout>/log/",
         trial_views.jsonl_log,
         name="jsonl-log",
     ),
     path(
-        "jobs/<str:job>/<str:trial>/<str:rollout>/files/<path:rel>",
+        "jobs/<job:job>/<str:trial>/<str:rollout>/files/<path:rel>",
         trial_views.raw_file,
         name="file",
     ),
+    # a job by its name alone (a name that only looks like a key is found by name above)
+    re_path(r"^jobs/(?P<name>[^/]+)/(?P<rest>.*)$", views.by_name),
 ]

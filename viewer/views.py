@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from urllib.parse import quote, unquote
 
 from django.db.models import Count, Sum
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
 from django.template.loader import render_to_string
+from django.urls import Resolver404, resolve, reverse
 
 from runs.models import Job
 from runs.results import files, job_documents
@@ -18,8 +20,8 @@ from viewer.fragments import once_per_seq
 
 def _job_seq(request: HttpRequest, kwargs: dict[str, object]) -> tuple[int, int]:
     """A job's identity and state: its last event's sequence number."""
-    row = queries.jobs_in_view().filter(name=kwargs["job"]).order_by("-id")
-    return row.values_list("id", "last_seq").first() or (0, 0)
+    job = queries.find_job(str(kwargs["job"]))
+    return (job.pk, job.last_seq) if job is not None else (0, 0)
 
 
 def _all_seq(request: HttpRequest, kwargs: dict[str, object]) -> tuple[int, int]:
@@ -152,3 +154,26 @@ def job_events(request: HttpRequest, job: str) -> JsonResponse:
     return JsonResponse(
         {"job": row.name, "last_seq": row.last_seq, "events": queries.events_after(row, after)}
     )
+
+
+def by_name(request: HttpRequest, name: str, rest: str) -> HttpResponse:
+    """A URL naming a job by its name alone (bookmarks from before keys): the same page of the
+    newest job of that name, at its key. Nothing else is redirected: a key with a path no page
+    has is not found."""
+    job = queries.get_job(name)
+    url = reverse("viewer:job", args=[job.key]) + quote(rest, safe="/!$&'()*+,;=~:@")
+    if name == job.key or _resolves_here(url):
+        raise Http404(f"no page {request.path}")
+    query = request.META.get("QUERY_STRING", "")
+    moved = HttpResponseRedirect(url + (f"?{query}" if query else ""))
+    if request.method not in ("GET", "HEAD"):
+        moved.status_code = 307  # a form posted to the old URL is posted again to the new one
+    return moved
+
+
+def _resolves_here(url: str) -> bool:
+    """Whether `url` would come back to by_name (a path no page of the job has)."""
+    try:
+        return resolve(unquote(url)).func is by_name
+    except Resolver404:
+        return True

@@ -3,9 +3,8 @@ in another process writes Event rows; this finds the new ones and sends their hi
 group and the list's.
 
 On SQLite the watch reads the table itself, in the event loop, every 10 ms: one indexed SELECT on
-its own connection costs some tens of microseconds, less than the two thread hops a query through
-the ORM takes (with the ORM every 50 ms it cost a tenth of the server's CPU while pages were
-live, and half an interval, 25 ms, of each hint's way). The connection never waits for a lock
+its own connection costs less than the two thread hops a query through the ORM takes, so it can
+ask often, and each hint waits half as short an interval. The connection never waits for a lock
 (timeout 0): a busy moment is read at the next tick. On another database (PostgreSQL without
 Redis) the ORM is asked every BENCHFLOW_WATCH_S (0.05 s by default).
 

@@ -1,6 +1,8 @@
-"""The database index: the job bus's subscriber that writes rows as a job runs (subscriber), the
-row writers it shares with `bench index` (writer, folder), what a row holds (rows), and the live
-path's hints (live)."""
+"""The database index: the projector that alone writes its rows, one handler per event class
+(projector, with the state it keeps in projection and a replayed job folder's handlers in replay),
+the bus subscriber that hands it a running job's events (subscriber), `bench index`'s reading of a
+job folder (folder), the row writers its handlers share (writer), what a row holds (rows), and the
+live path's hints (live)."""
 
 from runs.index.subscriber import Index
 from runs.index.writer import outcome_of

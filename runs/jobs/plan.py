@@ -73,6 +73,17 @@ def choose_job(spec: RunSpec) -> JobChoice:
     return JobChoice(unique_job_dir(jobs_dir), False, latest.name, why)
 
 
+def job_settings(spec: RunSpec, tasks: list[Task], job_name: str) -> dict[str, Any]:
+    """evaluation.json's settings: the run's recorded settings (no secret values), its plan and
+    its job's name. `created_at` is added by whoever writes the job's folder first."""
+    return {**spec.recorded(), "plan": [t.name for t in tasks], "job_name": job_name}
+
+
+def created_now() -> str:
+    """evaluation.json's `created_at`: local time, zone-less, as BenchFlow writes it."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S")
+
+
 def trial_names(task: Task, trials: int) -> list[tuple[int, str]]:
     return [(i, task.name if i == 0 else f"{task.name}#{i}") for i in range(trials)]
 

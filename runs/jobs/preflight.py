@@ -1,13 +1,13 @@
-"""Everything checked before a job folder exists, then the job itself: `bench run` and `bench eval resume`.
+"""Everything checked before a job folder exists (the job itself is run by runs/operations/run.py).
 
 `check_run` is the one check of a run's settings (the CLI's and the launch form's): every problem
-at once, each tied to the RunSpec field it is about, with its fix.
+at once, each tied to the RunSpec field it is about, with its fix. `resume_spec` is a resumed
+job's settings, as recorded.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,14 +18,12 @@ from runs.agents.logins import lent, shared_login_allowed
 from runs.agents.registry import resolve_agent
 from runs.gateway import ModelGateway
 from runs.host_env import NO_HOST_ENV, HostEnv, host_env, setting_problems
-from runs.jobfolder import JobLocked, read_object
-from runs.jobs.console import Reporter
+from runs.jobfolder import read_object
 from runs.jobs.plan import trial_names
-from runs.problems import Problem, UserError, refusal
-from runs.sandboxes.resources import HostResources, grant, host_resources
+from runs.problems import Problem, UserError
+from runs.sandboxes.resources import HostResources, grant
 from runs.spec import RunSpec, value_problems
 from runs.tasks.load import Task, TaskError, load_tasks
-from runs.workers.broker import Broker
 
 
 def docker_client() -> Any:
@@ -267,57 +265,6 @@ def task_warnings(tasks: list[Task], host: HostResources, agent: Agent) -> list[
     return found
 
 
-def prepare_run(
-    spec: RunSpec,
-    *,
-    setup_django: Callable[[], None],
-    reporter: Reporter | None = None,
-    gateway: ModelGateway | None = None,
-    broker: Broker | None = None,
-    on_server: bool = False,
-) -> int:
-    """Check, install the agent (where the attempts run), then run the job, in this process or on
-    workers through `broker`; raises UserError for what stops it first. `on_server`: as
-    check_run's."""
-    found = check_run(spec, gateway, on_server=on_server)
-    if found.problems:
-        raise refusal(found.problems)
-    if not found.tasks:
-        raise UserError(str(no_tasks(spec)), problems=[no_tasks(spec)])
-    assert found.agent is not None
-    client = docker_client()
-    reporter = reporter or Reporter(quiet=spec.quiet)
-    bus = ev.Bus(reporter)
-    if (held := login_held(found.agent)) is not None:
-        bus.emit(ev.LoginLent(spec.agent, spec.model or "", held))
-    for event in task_warnings(found.tasks, host_resources(client), found.agent):
-        bus.emit(event)
-    setup_django()
-    from runs.index import Index  # the ORM models need Django set up first
-    from runs.jobs.run import JobRun
-    from runs.workers.choose import choose
-
-    scale_out = choose(spec.workers, broker)
-    if scale_out is None:  # each worker installs it where it runs
-        try:
-            found.agent.install(bus.emit)
-        except AgentError as exc:
-            raise UserError(f"-a {spec.agent}: {exc}", exit_code=1) from None
-    index = Index()
-    bus.subscribe(index)
-    try:
-        job = JobRun(
-            spec, found.tasks, found.agent, reporter, client, gateway, bus, scale_out, found.host
-        )
-        return job.execute()
-    except JobLocked as exc:
-        raise UserError(
-            f"refusing to run: {exc}; wait for it to finish or stop it first", exit_code=1
-        ) from None
-    finally:
-        index.close()
-
-
 def login_held(agent: Agent) -> str | None:
     """What of this machine's Claude login the agent will hold, or None when it holds none."""
     from runs.agents.claude import login_credentials
@@ -360,19 +307,3 @@ def resume_spec(
     spec.job = job_dir.name
     spec.redo = list(redo or [])
     return spec
-
-
-def resume_job(
-    job_dir: Path,
-    agent_env: dict[str, str],
-    concurrency: int | None,
-    quiet: bool,
-    *,
-    setup_django: Callable[[], None],
-    gateway: ModelGateway | None = None,
-    redo: list[str] | None = None,
-    broker: Broker | None = None,
-) -> int:
-    spec = resume_spec(job_dir, agent_env, concurrency, redo)
-    spec.quiet = quiet
-    return prepare_run(spec, setup_django=setup_django, gateway=gateway, broker=broker)

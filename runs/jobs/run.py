@@ -29,6 +29,8 @@ from runs.jobs.plan import (
     Plan,
     best_results,
     choose_job,
+    created_now,
+    job_settings,
     plan_job,
     record_redo,
     set_aside,
@@ -127,13 +129,9 @@ class JobRun:
         )
         bus.emit(choice.event(spec.jobs_dir))
         await loop.run_in_executor(None, reap_orphans, self.client)
-        settings = {
-            **spec.recorded(),
-            "plan": [t.name for t in self.tasks],
-            "job_name": job_dir.name,
-        }
+        settings = job_settings(spec, self.tasks, job_dir.name)
         if not (job_dir / "evaluation.json").is_file():
-            settings["created_at"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+            settings["created_at"] = created_now()
             write_json(job_dir / "evaluation.json", settings)
         if spec.redo:
             record_redo(job_dir, spec.redo)
@@ -208,14 +206,14 @@ class JobRun:
             bus.emit(self.scale_out.chosen(adopted_trials(remote, adopted)))
         for name in ("SIGINT", "SIGTERM"):
             loop.add_signal_handler(getattr(signal, name), self._on_signal, name)
-        self.reporter.start_live(self._live_rows, lambda: self._counts(plan))
+        self.reporter.terminal.start_live(self._live_rows, lambda: self._counts(plan))
         t0 = time.monotonic()
         asked = asyncio.create_task(self._cancel_requested(job_dir))
         try:
             await coordinator.run(plan.waves, budget_for)
         finally:
             asked.cancel()
-            self.reporter.stop_live()
+            self.reporter.terminal.stop_live()
             await runner.drain()
             await remove_all(self.live)
             runner.remove_never_started()

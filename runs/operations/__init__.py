@@ -2,5 +2,6 @@
 the dashboard's views and the Django admin's actions all call.
 
 Long operations run out of the caller's process: `start` hands a request to a Launcher (a process
-of its own by default, a Celery task when scale-out is configured), and `execute` runs it there.
+of its own), and `execute` runs it there; `bench run` and `bench eval resume` run theirs in their
+own process (run.py).
 """

@@ -1,22 +1,21 @@
 """Where an operation's work is done, out of the request: in the process a ProcessLauncher starts
-(`bench _operate KIND`, the Request on stdin) or in a Celery task, which calls `execute` the same
-way. Output goes to the job folder's console.log, as `bench run` prints it on a console."""
+(`bench _operate KIND`, the Request on stdin), whose output the launcher sends to the job folder's
+console.log, as `bench run` prints it on a console."""
 
 from __future__ import annotations
 
-import contextlib
 import signal
 import sys
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
 from runs.gateway import ModelGateway
-from runs.jobs.preflight import prepare_run
 from runs.operations.control import OPERATION_PID
 from runs.operations.launch import spec_from_payload
-from runs.operations.process import CONSOLE_LOG, Request
+from runs.operations.process import Request
+from runs.operations.run import run_job
 from runs.problems import UserError
 from runs.workers.broker import Broker
 
@@ -29,29 +28,14 @@ def _stop(signum: int, frame: FrameType | None) -> None:
     raise Stopped(signal.Signals(signum).name)
 
 
-@contextlib.contextmanager
-def _console(job_dir: Path, to_file: bool) -> Iterator[None]:
-    """Output into the job's console.log when the caller's own output is not already there."""
-    if not to_file:
-        yield
-        return
-    with open(job_dir / CONSOLE_LOG, "a") as fh, contextlib.redirect_stdout(fh):
-        with contextlib.redirect_stderr(fh):
-            yield
-
-
 def execute(
     request: Request,
     *,
     setup_django: Callable[[], None],
     gateway: ModelGateway | None = None,
-    console_to_file: bool = False,
     broker: Broker | None = None,
 ) -> int:
-    """Run one operation to its end; returns the exit code `bench run` (or `bench regrade`) would.
-
-    `console_to_file`: write the output into the job's console.log (a Celery task); a process a
-    ProcessLauncher started has its output there already."""
+    """Run one operation to its end; returns the exit code `bench run` (or `bench regrade`) would."""
     job_dir = Path(request.job_dir)
     setup_django()
     from runs.operations import shown
@@ -60,22 +44,19 @@ def execute(
     code = 1
     why = "failed"
     try:
-        with _console(job_dir, console_to_file):
-            try:
-                code = _dispatch(request, setup_django, gateway, broker)
-                why = "ended"
-            except UserError as exc:
-                print(f"bench: {exc}", file=sys.stderr, flush=True)
-                code = exc.exit_code
-            except (Stopped, KeyboardInterrupt) as exc:
-                print(f"Stopped ({exc}) before the run began.", file=sys.stderr, flush=True)
-                code, why = 143, "stopped"
-            except Exception:  # noqa: BLE001 - a bug of ours: its traceback in the console log
-                traceback.print_exc()
-                print("bench: unexpected error; this is a bug in BenchFlow site", file=sys.stderr)
-            finally:
-                sys.stdout.flush()
+        code = _dispatch(request, setup_django, gateway, broker)
+        why = "ended"
+    except UserError as exc:
+        print(f"bench: {exc}", file=sys.stderr, flush=True)
+        code = exc.exit_code
+    except (Stopped, KeyboardInterrupt) as exc:
+        print(f"Stopped ({exc}) before the run began.", file=sys.stderr, flush=True)
+        code, why = 143, "stopped"
+    except Exception:  # noqa: BLE001 - a bug of ours: its traceback in the console log
+        traceback.print_exc()
+        print("bench: unexpected error; this is a bug in BenchFlow site", file=sys.stderr)
     finally:
+        sys.stdout.flush()
         signal.signal(signal.SIGTERM, previous)
         (job_dir / OPERATION_PID).unlink(missing_ok=True)
     if request.kind == "run":
@@ -91,7 +72,7 @@ def _dispatch(
 ) -> int:
     if request.kind == "run":  # its attempts on workers when they are up (--workers auto)
         spec = spec_from_payload(request.body)
-        return prepare_run(
+        return run_job(
             spec, setup_django=setup_django, gateway=gateway, broker=broker, on_server=True
         )
     if request.kind == "regrade":

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Any
 
 from runs.gateway import ModelGateway
 from runs.jobfolder import read_object, unique_job_dir
+from runs.jobs.plan import created_now, job_settings
 from runs.jobs.preflight import (
     check_run,
     docker_client,
@@ -146,7 +146,7 @@ def check_launch(
     where: paths.Roots,
     gateway: ModelGateway | None,
 ) -> Checked:
-    """A launch form's values: the tasks folder under a task root, jobs into BENCH_JOBS_DIR, then
+    """A launch form's values: the tasks folder under a task root, jobs into BENCHFLOW_JOBS_DIR, then
     parsed and checked as `bench run` checks its flags."""
     values = dict(texts)
     problems: list[Problem] = []
@@ -195,16 +195,6 @@ def check_resume(
     return check_spec(spec, gateway)
 
 
-def _settings(spec: RunSpec, tasks: list[Task], job_dir: Path) -> dict[str, Any]:
-    """What the index shows of the job until its run writes evaluation.json (the same keys)."""
-    return {
-        **spec.recorded(),
-        "plan": [t.name for t in tasks],
-        "job_name": job_dir.name,
-        "created_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
-    }
-
-
 def start(checked: Checked, launcher: Launcher, *, by: str = "") -> Path:
     """Make the job's folder (or take the resumed one), show it in the index, and hand the run to
     the launcher; returns the job folder. A launcher that fails leaves nothing behind."""
@@ -216,7 +206,8 @@ def start(checked: Checked, launcher: Launcher, *, by: str = "") -> Path:
     spec.job = job_dir.name
     from runs.operations import shown  # the ORM needs Django set up: only here
 
-    shown.launched(job_dir, _settings(spec, checked.tasks, job_dir), by)
+    settings = {**job_settings(spec, checked.tasks, job_dir.name), "created_at": created_now()}
+    shown.launched(job_dir, settings, by)
     try:
         launcher.start(Request("run", str(job_dir), spec_payload(spec), by))
     except Exception:

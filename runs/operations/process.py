@@ -1,6 +1,7 @@
-"""How a long operation leaves the request: a Request handed to a Launcher, which starts it in a
-process of its own (ProcessLauncher) or, with scale-out, as a Celery task. Either way the work is
-done by `runs.operations.execute.execute(request)` with its console output in the job folder."""
+"""How a long operation leaves the request: a Request handed to a Launcher, which starts it
+elsewhere and returns at once. The one Launcher is ProcessLauncher (a process of its own, its
+output in the job folder's console.log), whose `bench _operate` calls
+`runs.operations.execute.execute(request)`."""
 
 from __future__ import annotations
 

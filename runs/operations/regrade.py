@@ -4,7 +4,7 @@ its regrade.json, as `bench regrade` does."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +13,7 @@ from runs.operations import control
 from runs.operations.process import Launcher, Request
 from runs.problems import Problem, UserError
 from runs.regrade.regrade import plan_regrade, regrade_job
-from runs.regrade.report import console_line
+from runs.regrade.report import RegradeReport, console_line
 
 
 def check_regrade(job_dir: Path, trials: Collection[str] | None) -> list[Problem]:
@@ -47,30 +47,56 @@ def start_regrade(
     return launcher.start(Request("regrade", str(job_dir), body, by))
 
 
-def run_regrade(job_dir: Path, body: Mapping[str, Any], *, by: str = "") -> int:
-    """The regrade itself (in the operation's process): printed as `bench regrade` prints it,
-    each event written to the index; returns `bench regrade`'s exit code."""
-    from runs.index.regrades import RegradeIndex
+def regrade(
+    job_dir: Path,
+    *,
+    trials: Collection[str] | None = None,
+    reason: str | None = None,
+    tasks_dir: Path | None = None,
+    concurrency: int = 4,
+    by: str | None = None,
+    say: Callable[[str], None] | None = None,
+    on_server: bool = False,
+) -> RegradeReport:
+    """The regrade itself, for `bench regrade` and the dashboard's operation alike: each trial's
+    line to `say` as it ends (none with None), each event to the index, so the job's open pages
+    show it. `on_server`: started from `bench serve` (the tasks read only what the admin allowed)."""
+    from runs.index import Index  # the ORM needs Django set up: only here
 
-    index = RegradeIndex(job_dir)
-    bus = ev.Bus(_print, index)
+    index = Index(job_dir)
+
+    def printed(event: ev.Event) -> None:
+        line = console_line(event)
+        if line is not None and say is not None:
+            say(line)
+
+    bus = ev.Bus(printed, index)
     try:
-        report = regrade_job(
+        return regrade_job(
             job_dir,
-            reason=body.get("reason"),
-            trials=body.get("trials"),
+            tasks_dir=tasks_dir,
+            reason=reason,
+            trials=trials,
+            concurrency=concurrency,
             emit=bus.emit,
-            by=by or None,
-            concurrency=int(body.get("concurrency") or 4),
-            on_server=True,
+            by=by,
+            on_server=on_server,
         )
     finally:
         index.close()
+
+
+def run_regrade(job_dir: Path, body: Mapping[str, Any], *, by: str = "") -> int:
+    """A regrade the dashboard started, in the operation's process: printed as `bench regrade`
+    prints it; returns `bench regrade`'s exit code."""
+    report = regrade(
+        job_dir,
+        trials=body.get("trials"),
+        reason=body.get("reason"),
+        concurrency=int(body.get("concurrency") or 4),
+        by=by or None,
+        say=lambda line: print(line, flush=True),
+        on_server=True,
+    )
     print(report.closing, flush=True)
     return report.exit_code
-
-
-def _print(event: ev.Event) -> None:
-    line = console_line(event)
-    if line is not None:
-        print(line, flush=True)

@@ -60,7 +60,7 @@ def check_password(password: str, user: AbstractBaseUser) -> None:
     """Django's password validators (AUTH_PASSWORD_VALIDATORS: 12 characters or more, not a
     common password, not all digits, not like the user name), as a UserError naming each."""
     if not password:
-        raise UserError("the password is empty; fix: type one, or set BENCH_PASSWORD")
+        raise UserError("the password is empty; fix: type one, or set BENCHFLOW_PASSWORD")
     try:
         password_validation.validate_password(password, user)
     except ValidationError as exc:

@@ -1,4 +1,5 @@
-"""Where the browser may point: task folders under BENCH_TASK_ROOTS, jobs under BENCH_JOBS_DIR.
+"""Where the browser may point: task folders under BENCHFLOW_TASK_ROOTS, jobs under
+BENCHFLOW_JOBS_DIR.
 
 A path from a form or a URL is resolved (symlinks followed) and refused unless what it resolves
 to lies under a configured root: a link inside a root that leads out of it is refused too.
@@ -10,10 +11,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from runs.environment import setting
 from runs.problems import Problem
 
-TASK_ROOTS_VAR = "BENCH_TASK_ROOTS"
-JOBS_DIR_VAR = "BENCH_JOBS_DIR"
+TASK_ROOTS_VAR = "BENCHFLOW_TASK_ROOTS"
+JOBS_DIR_VAR = "BENCHFLOW_JOBS_DIR"
 
 
 @dataclass(frozen=True)
@@ -25,9 +27,8 @@ class Roots:
 
     @classmethod
     def from_env(cls, environ: os._Environ[str] | dict[str, str] | None = None) -> Roots:
-        env = os.environ if environ is None else environ
-        tasks = [p for p in env.get(TASK_ROOTS_VAR, "").split(os.pathsep) if p.strip()]
-        jobs = env.get(JOBS_DIR_VAR, "").strip() or "jobs"
+        tasks = [p for p in setting(TASK_ROOTS_VAR, "", environ).split(os.pathsep) if p.strip()]
+        jobs = setting(JOBS_DIR_VAR, "", environ).strip() or "jobs"
         return cls(tuple(Path(p).resolve() for p in tasks), Path(jobs).resolve())
 
 
@@ -63,7 +64,7 @@ def task_folder(text: str, roots: Roots) -> Path | Problem:
 
 
 def job_folder(path: Path | str, roots: Roots) -> Path | Problem:
-    """A job folder an operation acts on: it must resolve to a folder under BENCH_JOBS_DIR."""
+    """A job folder an operation acts on: it must resolve to a folder under BENCHFLOW_JOBS_DIR."""
     candidate = Path(path)
     if not candidate.is_absolute():
         candidate = roots.jobs_dir / candidate

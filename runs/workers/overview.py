@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from runs.models import Lease, LeaseState, Worker
+from runs.models import Job, Lease, LeaseState, Worker, job_key
 from runs.workers.config import worker_alive_s
 from runs.workers.leases import HELD, now
 
@@ -23,7 +23,9 @@ class WorkerRow:
     last_seen_at: datetime
     state: str  # up | stopped | gone (not seen lately, never said it stopped: killed, say)
     seen_s: float  # seconds since it was last seen
-    running: list[tuple[str, str]] = field(default_factory=list)  # (job name, trial name)
+    # (job key, job name, trial name): the key names the job in the dashboard's URLs ("" for a
+    # job the index has no row of)
+    running: list[tuple[str, str, str]] = field(default_factory=list)
     prepared: int = 0  # attempts claimed whose sandbox is being made or waits for a slot
 
 
@@ -38,11 +40,14 @@ def workers(limit: int = 200) -> list[WorkerRow]:
             w.name, w.host, w.slots, list(w.queues or []), w.started_at, w.last_seen_at, state, seen
         )
     held = Lease.objects.filter(worker_id__in=list(by_id), state__in=HELD, expires_at__gte=at)
-    for worker_id, job_path, trial, state in held.order_by("id").values_list(
-        "worker_id", "job_path", "trial_name", "state"
-    ):
+    rows = list(held.order_by("id").values_list("worker_id", "job_path", "trial_name", "state"))
+    # the jobs' rows are in the index's database (the leases may have one of their own)
+    ids = dict(Job.objects.filter(path__in={r[1] for r in rows}).values_list("path", "id"))
+    for worker_id, job_path, trial, state in rows:
         if state == LeaseState.RUNNING:
-            by_id[worker_id].running.append((Path(job_path).name, trial))
+            name = Path(job_path).name
+            key = job_key(name, ids[job_path]) if job_path in ids else ""
+            by_id[worker_id].running.append((key, name, trial))
         else:
             by_id[worker_id].prepared += 1
     return list(by_id.values())

@@ -1,4 +1,4 @@
-// The job page's utilization chart: uPlot (vendored) over /jobs/<job>/chart.json, redrawn from the
+// The job page's utilization chart: uPlot (vendored) over /jobs/<key>/chart.json, redrawn from the
 // series a finished trial's live response brings (#chart-data, static/viewer/live.js). Only glue
 // here: uPlot draws.
 (function () {

@@ -23,8 +23,13 @@
   var out = false; // a live request is out
   var wanted = null; // what the hints since it was sent ask for: null, "changed" or "finished"
 
-  var FINISHED = ["attempt_finished", "attempt_cancelled", "job_finished", "job_started", "indexed", "resync", "regrade_started", "regraded"];
-  var STATE = ["job_finished", "job_started", "indexed", "resync"];
+  // The kinds come from the server (runs/events.py, in the page as JSON). "resync" is this
+  // script's own: the page missed hints while its socket was down, and anything may have changed.
+  var RESYNC = "resync";
+  var kinds = JSON.parse(document.getElementById("bench-kinds").textContent);
+  var FINISHED = kinds.finished.concat([RESYNC]);
+  var STATE = kinds.state.concat([RESYNC]);
+  var ALL_TRIALS = kinds.all_trials.concat([RESYNC]);
 
   function ask() {
     var query = [];
@@ -58,18 +63,18 @@
       if (finished) htmx.trigger(body, "bench:finished");
     }
     if (STATE.indexOf(kind) !== -1) htmx.trigger(body, "bench:state");
-    if (trial && (who === trial || kind === "resync" || kind === "indexed")) htmx.trigger(body, "bench:trial");
+    if (trial && (who === trial || ALL_TRIALS.indexOf(kind) !== -1)) htmx.trigger(body, "bench:trial");
   }
 
   function catchUp() {
-    if (!eventsUrl) { changed("resync", ""); return; }
+    if (!eventsUrl) { changed(RESYNC, ""); return; }
     fetch(eventsUrl + "?after=" + seq, { headers: { Accept: "application/json" } })
       .then(function (r) { return r.json(); })
       .then(function (d) {
         if (d.last_seq > seq) {
           seq = d.last_seq;
           lastSeq = seq;
-          changed("resync", "");
+          changed(RESYNC, "");
         }
       })
       .catch(function () {});

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from benchflow_site.cli import build_parser, main
@@ -190,3 +192,47 @@ def test_tasks_check_names_a_from_image_this_machine_cannot_have(tmp_path, capsy
     )
     assert "No stand-in is made for ubuntu:20.04" in out
     assert "Locally available stand-ins: " in out and "debian:bookworm" in out
+
+
+HOLDER = """
+import signal, sys, time
+from pathlib import Path
+from runs.jobfolder import JobLock
+lock = JobLock(Path(sys.argv[1]))
+lock.acquire()
+def stop(signum, frame):
+    Path(sys.argv[1], "stopped-by").write_text(signal.Signals(signum).name)
+    sys.exit(143)
+signal.signal(signal.SIGTERM, stop)
+print("holding", flush=True)
+time.sleep(60)
+"""
+
+
+def test_bench_cancel_stops_the_run_holding_the_jobs_lock_as_sigterm(tmp_path, capsys):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    # given a run holding a job's lock
+    job = tmp_path / "2026-01-01__00-00-00"
+    job.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(job)], stdout=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "holding"
+        # when `bench cancel` names the job
+        code = main(["cancel", str(job)])
+        # then the run got SIGTERM (its own clean stop), and the command says so
+        assert code == 0 and proc.wait(10) == 143
+        assert (job / "stopped-by").read_text() == "SIGTERM"
+        assert f"Stopping {job.name} (SIGTERM to pid {proc.pid})" in capsys.readouterr().out
+        # and a job nothing runs is a user's mistake, said in one line
+        assert main(["cancel", str(job)]) == 2
+        assert "is not running; nothing to cancel" in capsys.readouterr().err
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)

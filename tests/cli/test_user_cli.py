@@ -1,4 +1,4 @@
-"""`bench user add NAME --role ROLE`: the password from BENCH_PASSWORD (or the terminal), the role
+"""`bench user add NAME --role ROLE`: the password from BENCHFLOW_PASSWORD (or the terminal), the role
 as a Django group, and the login working in `bench serve`'s database."""
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ def _role_and_login(env, name, password):
     return out.stdout.split()
 
 
-def test_user_add_takes_the_password_from_bench_password(tmp_path, bench_env):
-    env = {**bench_env, "BENCH_PASSWORD": "correct horse 42"}
+def test_user_add_takes_the_password_from_benchflow_password(tmp_path, bench_env):
+    env = {**bench_env, "BENCHFLOW_PASSWORD": "correct horse 42"}
     done = run_bench(["user", "add", "olga", "--role", "operator"], env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "Added olga (operator)."
@@ -40,9 +40,9 @@ def test_user_add_takes_the_password_from_bench_password(tmp_path, bench_env):
 
 
 def test_adding_a_name_again_sets_its_role_and_password(tmp_path, bench_env):
-    env = {**bench_env, "BENCH_PASSWORD": "first pass 1"}
+    env = {**bench_env, "BENCHFLOW_PASSWORD": "first pass 1"}
     run_bench(["user", "add", "vic", "--role", "viewer"], env=env, cwd=tmp_path)
-    env["BENCH_PASSWORD"] = "second pass 2"
+    env["BENCHFLOW_PASSWORD"] = "second pass 2"
     done = run_bench(["user", "add", "vic", "--role", "admin"], env=env, cwd=tmp_path)
     assert done.stdout.strip() == "Updated vic (admin)."
     assert _role_and_login(env, "vic", "second pass 2") == ["admin", "True", "True"]
@@ -51,13 +51,13 @@ def test_adding_a_name_again_sets_its_role_and_password(tmp_path, bench_env):
 
 
 def test_a_viewer_may_not_operate(tmp_path, bench_env):
-    env = {**bench_env, "BENCH_PASSWORD": "viewer pass 3"}
+    env = {**bench_env, "BENCHFLOW_PASSWORD": "viewer pass 3"}
     run_bench(["user", "add", "val", "--role", "viewer"], env=env, cwd=tmp_path)
     assert _role_and_login(env, "val", "viewer pass 3") == ["viewer", "False", "False"]
 
 
-def test_without_a_terminal_or_bench_password_it_says_how(tmp_path, bench_env):
-    bench_env.pop("BENCH_PASSWORD", None)
+def test_without_a_terminal_or_benchflow_password_it_says_how(tmp_path, bench_env):
+    bench_env.pop("BENCHFLOW_PASSWORD", None)
     done = subprocess.run(
         [sys.executable, "-m", "benchflow_site.cli", "user", "add", "x", "--role", "viewer"],
         env=bench_env,
@@ -67,7 +67,7 @@ def test_without_a_terminal_or_bench_password_it_says_how(tmp_path, bench_env):
         stdin=subprocess.DEVNULL,
     )
     assert done.returncode == 2
-    assert "set BENCH_PASSWORD" in done.stderr and "Traceback" not in done.stderr
+    assert "set BENCHFLOW_PASSWORD" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_an_unknown_role_is_refused_by_the_parser(tmp_path, bench_env):
@@ -79,7 +79,7 @@ def test_the_password_is_read_from_the_terminal_twice(tmp_path, bench_env):
     import os
     import pty
 
-    bench_env.pop("BENCH_PASSWORD", None)
+    bench_env.pop("BENCHFLOW_PASSWORD", None)
     pid, fd = pty.fork()
     if pid == 0:  # the child: bench user add on a terminal of its own
         os.chdir(tmp_path)
@@ -108,3 +108,14 @@ def test_the_password_is_read_from_the_terminal_twice(tmp_path, bench_env):
         "False",
         "False",
     ]
+
+
+def test_the_old_bench_password_is_still_read_with_a_warning_naming_the_new_one(
+    tmp_path, bench_env
+):
+    bench_env.pop("BENCHFLOW_PASSWORD", None)
+    env = {**bench_env, "BENCH_PASSWORD": "an old name for it 4"}
+    done = run_bench(["user", "add", "oli", "--role", "viewer"], env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "BENCH_PASSWORD is deprecated" in done.stderr and "set BENCHFLOW_PASSWORD" in done.stderr
+    assert _role_and_login(env, "oli", "an old name for it 4") == ["viewer", "False", "False"]

@@ -128,21 +128,25 @@ from datetime import datetime
 from pathlib import Path
 from benchflow_site.django_setup import setup_django
 setup_django()
+from runs import events as ev
 from runs.index import Index
+from runs.results.trial_result import TrialResult
 index = Index()
 names = ["alpha", "beta", "gamma"]
-index.open_job(Path("jobs/2026-12-02__12-00-00"), {"agent": "oracle", "plan": names, "trials": 1})
-index.submit(lambda: None).result()
+job = Path("jobs/2026-12-02__12-00-00")
+index(ev.JobStarted(job.name, str(job), {"agent": "oracle", "plan": names, "trials": 1}, 3, 0, 3, 1, 0))
+index.flush()
 print("ready", flush=True)
 for i, name in enumerate(names):
     sys.stdin.readline()
     rollout = f"{name}__{i:08x}"
-    index.attempt_created(name, name, 0, rollout, 1)
+    index(ev.AttemptStarted(name, name, 0, 1, rollout))
     now = datetime.now().isoformat()
     result = {"started_at": now, "finished_at": now,"task_name": name, "trial_name": name, "trial_index": 0, "rollout_name": rollout,
-              "attempt": 1, "rewards": {"reward": float(i % 2 == 0)}, "timing": {"total": 1.0}}
-    index.attempt_finished(result)
-    index.submit(lambda: None).result()
+              "attempt": 1, "agent": "oracle", "agent_name": "oracle", "model": None,
+              "rewards": {"reward": float(i % 2 == 0)}, "timing": {"total": 1.0}}
+    index(ev.AttemptFinished(name, rollout, TrialResult.from_json(result)))
+    index.flush()
 index.close()
 """
 

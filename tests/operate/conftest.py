@@ -32,9 +32,9 @@ def roots(tmp_path, settings, monkeypatch):
     shutil.copytree(EXAMPLES, tasks / "examples")
     jobs = tmp_path / "jobs"
     jobs.mkdir()
-    settings.BENCH_TASK_ROOTS = str(tasks)
-    settings.BENCH_JOBS_DIR = str(jobs)
-    settings.BENCH_LAUNCHER = "tests.operate.conftest.RecordingLauncher"
+    settings.BENCHFLOW_TASK_ROOTS = str(tasks)
+    settings.BENCHFLOW_JOBS_DIR = str(jobs)
+    settings.BENCHFLOW_LAUNCHER = "tests.operate.conftest.RecordingLauncher"
     settings.BENCHFLOW_VIEW_ROOT = ""
     monkeypatch.setattr("runs.operations.launch.docker_client", lambda: object())
     STARTED.clear()
@@ -54,7 +54,7 @@ def users(db):
 
 @pytest.fixture
 def done_job(roots, db) -> Path:
-    """A finished oracle job on the examples' hello-world, under BENCH_JOBS_DIR."""
+    """A finished oracle job on the examples' hello-world, under BENCHFLOW_JOBS_DIR."""
     tasks, jobs = roots
     job = write_job(
         jobs, agent="oracle", model=None, tasks_dir=str(tasks / "examples"), plan=["hello-world"]

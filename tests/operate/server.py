@@ -25,9 +25,9 @@ class Served:
         self.jobs.mkdir()
         self.env = {
             **env,
-            "BENCH_TASK_ROOTS": str(self.tasks),
-            "BENCH_JOBS_DIR": str(self.jobs),
-            "BENCH_PASSWORD": PASSWORD,
+            "BENCHFLOW_TASK_ROOTS": str(self.tasks),
+            "BENCHFLOW_JOBS_DIR": str(self.jobs),
+            "BENCHFLOW_PASSWORD": PASSWORD,
         }
         for role in ("viewer", "operator", "admin"):
             done = run_bench(["user", "add", role, "--role", role], env=self.env, cwd=tmp_path)

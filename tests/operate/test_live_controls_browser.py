@@ -22,14 +22,16 @@ import sys
 from pathlib import Path
 from benchflow_site.django_setup import setup_django
 setup_django()
+from runs import events as ev
 from runs.index import Index
 index = Index()
-index.open_job(Path(sys.argv[1]), {"agent": "oracle", "plan": ["alpha"], "trials": 1})
-index.submit(lambda: None).result()
+job = Path(sys.argv[1])
+index(ev.JobStarted(job.name, str(job), {"agent": "oracle", "plan": ["alpha"], "trials": 1}, 1, 0, 1, 1, 0))
+index.flush()
 print("ready", flush=True)
 sys.stdin.readline()
-index.finish_job({}, "interrupted")
-index.submit(lambda: None).result()
+index(ev.JobFinished(job.name, str(job), str(job.parent), {}, "interrupted", 1.0, 1, 0, False, 0, 1, False))
+index.flush()
 print("ended", flush=True)
 index.close()
 """

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_bench
+from tests.jobfolders import name_in
 from tests.operate.server import Served, containers_of
 
 pytestmark = [pytest.mark.browser, pytest.mark.docker, pytest.mark.database]
@@ -37,7 +38,7 @@ def _launch(
     page.wait_for_url(served.base + "/jobs/*/")
     page.wait_for_selector("#live.on")
     page.evaluate("window.__notReloaded = true")
-    return page.url.rstrip("/").rsplit("/", 1)[-1]
+    return name_in(page.url)
 
 
 def _finished(page, job: Path, timeout_s: float = 300) -> None:

@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from tests.conftest import EXAMPLES, REPO, run_bench
+from tests.jobfolders import name_in
 from tests.operate.server import PASSWORD, Served, containers_of
 
 pytestmark = [pytest.mark.docker, pytest.mark.database]
@@ -80,12 +81,13 @@ def test_a_browser_job_cancelled_is_finished_by_bench_eval_resume(served, tmp_pa
     }
     response = _post(http, "/launch/", form)
     assert response.status_code == 303, response.text[:3000]
-    job = served.jobs / response.headers["location"].rstrip("/").rsplit("/", 1)[-1]
+    page = response.headers["location"]
+    job = served.jobs / name_in(page)
     # cancel once the first trial has finished
     deadline = time.monotonic() + 120
     while not _results(job) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert _post(http, f"/jobs/{job.name}/cancel/", {}).status_code == 302
+    assert _post(http, f"{page}cancel/", {}).status_code == 302
     _wait_summary(job, 0)
     first = {t: len(a) for t, a in _results(job).items()}
     assert 1 <= len(first) < 3
@@ -131,7 +133,8 @@ def test_a_cli_job_is_resumed_and_a_trial_rerun_from_the_browser(served, tmp_pat
     run_bench(["index", str(job)], env=served.env, cwd=tmp_path)
     # when the browser resumes it: only the errored trial runs again
     t0 = time.time()
-    assert _post(http, f"/jobs/{job.name}/resume/", {}).status_code == 302
+    page = http.get(f"/jobs/{job.name}/", follow_redirects=True).url.path
+    assert _post(http, f"{page}resume/", {}).status_code == 302
     summary = _wait_summary(job, t0)
     after = _results(job)
     assert len(after["hello-world"]) == 1 and len(after["count-words"]) == 2
@@ -139,7 +142,7 @@ def test_a_cli_job_is_resumed_and_a_trial_rerun_from_the_browser(served, tmp_pat
     assert (job / "console.log").is_file()  # the browser's part of the job printed there
     # when the browser reruns hello-world, which already passed
     t1 = time.time()
-    assert _post(http, f"/jobs/{job.name}/resume/", {"trials": "hello-world"}).status_code == 302
+    assert _post(http, f"{page}resume/", {"trials": "hello-world"}).status_code == 302
     _wait_summary(job, t1)
     # then it has a second attempt, the request is in evaluation.json, and nothing else ran
     after = _results(job)

@@ -15,6 +15,7 @@ import pytest
 from django.test import Client
 
 from runs.models import Job
+from tests.jobfolders import key
 from tests.operate.conftest import STARTED
 
 LOGIN = "django.contrib.auth.middleware.LoginRequiredMiddleware"
@@ -53,7 +54,7 @@ POSTS = ["cancel", "resume", "regrade"]
 
 def test_an_anonymous_visitor_is_sent_to_the_login_page_for_every_operation(serve, roots, done_job):
     client = _client()
-    for url in ["/launch/", *(f"/jobs/{done_job.name}/{verb}/" for verb in POSTS)]:
+    for url in ["/launch/", *(f"/jobs/{key(done_job)}/{verb}/" for verb in POSTS)]:
         response = client.post(url, _launch_form(roots))
         assert response.status_code == 302 and response["Location"].startswith("/login/"), url
     assert client.get("/admin/").status_code == 302
@@ -64,14 +65,14 @@ def test_bench_view_without_a_login_operates_nothing(roots, done_job):
     client = _client()
     assert client.get("/launch/").status_code == 403
     for verb in POSTS:
-        assert client.post(f"/jobs/{done_job.name}/{verb}/").status_code == 403
+        assert client.post(f"/jobs/{key(done_job)}/{verb}/").status_code == 403
     assert "Launch" not in client.get("/").content.decode()
 
 
 def test_a_viewer_sees_no_control_and_gets_403_on_every_post(serve, roots, done_job, users):
     client = _client(users["viewer"])
-    page = client.get(f"/jobs/{done_job.name}/").content.decode()
-    trial = client.get(f"/jobs/{done_job.name}/hello-world/").content.decode()
+    page = client.get(f"/jobs/{key(done_job)}/").content.decode()
+    trial = client.get(f"/jobs/{key(done_job)}/hello-world/").content.decode()
     for control in (
         'id="resume"',
         'id="cancel"',
@@ -85,7 +86,7 @@ def test_a_viewer_sees_no_control_and_gets_403_on_every_post(serve, roots, done_
     assert client.post("/launch/", _launch_form(roots)).status_code == 403
     for verb in POSTS:
         assert (
-            client.post(f"/jobs/{done_job.name}/{verb}/", {"trials": "hello-world"}).status_code
+            client.post(f"/jobs/{key(done_job)}/{verb}/", {"trials": "hello-world"}).status_code
             == 403
         )
     assert client.get("/admin/").status_code == 302  # not staff: the admin's own login
@@ -95,9 +96,9 @@ def test_a_viewer_sees_no_control_and_gets_403_on_every_post(serve, roots, done_
 @pytest.mark.parametrize("role", ["operator", "admin"])
 def test_an_operator_and_an_admin_see_the_controls_and_launch(serve, roots, done_job, users, role):
     client = _client(users[role])
-    page = client.get(f"/jobs/{done_job.name}/").content.decode()
+    page = client.get(f"/jobs/{key(done_job)}/").content.decode()
     assert 'id="resume"' in page and 'id="regrade-job"' in page and 'id="nav-launch"' in page
-    assert 'id="regrade"' in client.get(f"/jobs/{done_job.name}/hello-world/").content.decode()
+    assert 'id="regrade"' in client.get(f"/jobs/{key(done_job)}/hello-world/").content.decode()
     assert client.get("/launch/").status_code == 200
     response = client.post("/launch/", _launch_form(roots))
     assert response.status_code == 303, response.content.decode()[:2000]
@@ -106,7 +107,7 @@ def test_an_operator_and_an_admin_see_the_controls_and_launch(serve, roots, done
     assert request.body["agent"] == "oracle" and request.body["include"] == ["hello-world"]
     # the job is shown at once, waiting, and its page follows it
     job = Job.objects.get(path=request.job_dir)
-    assert response["Location"] == f"/jobs/{job.name}/"
+    assert response["Location"] == f"/jobs/{job.key}/"
     assert job.state == "running" and job.n_trials == 1
     assert client.get(response["Location"]).status_code == 200
 
@@ -142,7 +143,7 @@ def test_an_admin_reruns_selected_trials_from_the_admin(serve, roots, done_job, 
 
 def test_every_post_needs_the_csrf_token(serve, roots, done_job, users):
     client = _client(users["operator"], enforce_csrf_checks=True)
-    for url in ["/launch/", *(f"/jobs/{done_job.name}/{verb}/" for verb in POSTS)]:
+    for url in ["/launch/", *(f"/jobs/{key(done_job)}/{verb}/" for verb in POSTS)]:
         assert client.post(url, _launch_form(roots)).status_code == 403, url
     assert STARTED == []
     # with the token the form carries, the launch goes through
@@ -196,7 +197,7 @@ def test_a_job_outside_the_jobs_dir_is_not_operated(serve, roots, users, tmp_pat
     index_path(other)
     client = _client(users["operator"])
     for verb in POSTS:
-        assert client.post(f"/jobs/{other.name}/{verb}/").status_code == 404
+        assert client.post(f"/jobs/{key(other)}/{verb}/").status_code == 404
     # nor one linked into the jobs folder from outside
     _tasks, jobs = roots
     (jobs / "linked").symlink_to(other)
@@ -301,13 +302,13 @@ def test_cancel_sends_sigterm_to_the_run_holding_the_jobs_lock(serve, roots, don
         assert proc.stdout is not None and proc.stdout.readline().strip() == "holding"
         Job.objects.filter(name=done_job.name).update(state="running")
         client = _client(users["operator"])
-        assert 'id="cancel"' in client.get(f"/jobs/{done_job.name}/").content.decode()
-        response = client.post(f"/jobs/{done_job.name}/cancel/")
+        assert 'id="cancel"' in client.get(f"/jobs/{key(done_job)}/").content.decode()
+        response = client.post(f"/jobs/{key(done_job)}/cancel/")
         assert response.status_code == 302
         assert proc.wait(10) == 143
         assert (done_job / "stopped-by").read_text() == "SIGTERM"
         # nothing runs it now: a second cancel says so
-        page = client.post(f"/jobs/{done_job.name}/cancel/", follow=True).content.decode()
+        page = client.post(f"/jobs/{key(done_job)}/cancel/", follow=True).content.decode()
         assert "is not running; nothing to cancel" in page
     finally:
         if proc.poll() is None:
@@ -338,7 +339,7 @@ def test_a_run_on_another_machine_is_asked_to_stop_through_the_job_folder(
         # when an operator cancels it here
         page = (
             _client(users["operator"])
-            .post(f"/jobs/{done_job.name}/cancel/", follow=True)
+            .post(f"/jobs/{key(done_job)}/cancel/", follow=True)
             .content.decode()
         )
         # then no process here is signalled (pid 4242 is that machine's), and the run is asked
@@ -352,8 +353,8 @@ def test_a_run_on_another_machine_is_asked_to_stop_through_the_job_folder(
 
 def test_resume_and_rerun_start_the_recorded_job(serve, roots, done_job, users):
     client = _client(users["operator"])
-    client.post(f"/jobs/{done_job.name}/resume/")
-    client.post(f"/jobs/{done_job.name}/resume/", {"trials": "hello-world"})
+    client.post(f"/jobs/{key(done_job)}/resume/")
+    client.post(f"/jobs/{key(done_job)}/resume/", {"trials": "hello-world"})
     plain, rerun = STARTED
     assert plain.body["job"] == rerun.body["job"] == done_job.name
     assert plain.body["redo"] == [] and rerun.body["redo"] == ["hello-world"]
@@ -377,18 +378,18 @@ def test_the_ticked_trials_are_rerun_together_and_nothing_ticked_starts_nothing(
     index_path(job)
     client = _client(users["operator"])
     # then its page has a box for each trial, tied to the form of the selected trials' controls
-    page = client.get(f"/jobs/{job.name}/").content.decode()
+    page = client.get(f"/jobs/{key(job)}/").content.decode()
     assert 'id="pick-trials"' in page
     for trial in plan:
         assert f'value="{trial}" form="pick-trials"' in page
     # when nothing is ticked, Rerun and Regrade say so and start nothing
     for verb in ("resume", "regrade"):
-        said = client.post(f"/jobs/{job.name}/{verb}/", {"picked": "1"}, follow=True)
+        said = client.post(f"/jobs/{key(job)}/{verb}/", {"picked": "1"}, follow=True)
         assert "Nothing to re" in said.content.decode(), verb
     assert STARTED == []
     # when both are ticked (and one also typed in the box), both are rerun, each once
     client.post(
-        f"/jobs/{job.name}/resume/",
+        f"/jobs/{key(job)}/resume/",
         {"picked": "1", "trials": ["count-words", "hello-world", "hello-world, count-words"]},
     )
     [rerun] = STARTED
@@ -398,7 +399,7 @@ def test_the_ticked_trials_are_rerun_together_and_nothing_ticked_starts_nothing(
 def test_a_rerun_of_a_trial_the_job_does_not_have_is_refused(serve, roots, done_job, users):
     page = (
         _client(users["operator"])
-        .post(f"/jobs/{done_job.name}/resume/", {"trials": "nope"}, follow=True)
+        .post(f"/jobs/{key(done_job)}/resume/", {"trials": "nope"}, follow=True)
         .content.decode()
     )
     assert "--redo nope: not a trial of this job" in page
@@ -409,7 +410,7 @@ def test_regrade_without_saved_outputs_says_why(serve, roots, done_job, users):
     page = (
         _client(users["operator"])
         .post(
-            f"/jobs/{done_job.name}/regrade/", {"trials": "hello-world", "reason": "x"}, follow=True
+            f"/jobs/{key(done_job)}/regrade/", {"trials": "hello-world", "reason": "x"}, follow=True
         )
         .content.decode()
     )
@@ -425,7 +426,7 @@ def test_a_running_jobs_resume_is_refused(serve, roots, done_job, users):
         assert proc.stdout is not None and proc.stdout.readline().strip() == "holding"
         page = (
             _client(users["operator"])
-            .post(f"/jobs/{done_job.name}/resume/", follow=True)
+            .post(f"/jobs/{key(done_job)}/resume/", follow=True)
             .content.decode()
         )
         assert "that job is running now" in page
@@ -456,10 +457,10 @@ def test_a_secret_agent_env_value_reaches_the_run_but_no_record(serve, roots, us
 @pytest.mark.django_db(transaction=True)  # the subscriber writes from a thread of its own
 def test_a_regrades_events_reach_the_index_and_show_before_and_after(serve, roots, done_job, users):
     from runs import events as ev
-    from runs.index.regrades import RegradeIndex
+    from runs.index import Index
 
     # given the events a regrade emits, written by its index subscriber (its own thread)
-    index = RegradeIndex(done_job)
+    index = Index(done_job)
     index(ev.RegradeStarted(done_job.name, "r1", 1, 4, "the check was too lenient", "operator"))
     index(
         ev.Regraded(
@@ -478,6 +479,6 @@ def test_a_regrades_events_reach_the_index_and_show_before_and_after(serve, root
 
     kinds = list(Event.objects.filter(job__name=done_job.name).values_list("kind", "trial_name"))
     assert kinds[-2:] == [("regrade_started", ""), ("regraded", "hello-world")]
-    text = _client(users["viewer"]).get(f"/jobs/{done_job.name}/regrades/").content.decode()
+    text = _client(users["viewer"]).get(f"/jobs/{key(done_job)}/regrades/").content.decode()
     assert "pass-&gt;fail" in text and "1.00" in text and "0.00" in text
     assert "by operator: the check was too lenient" in text

@@ -170,7 +170,7 @@ async def test_a_body_in_many_tiny_chunks_arrives_whole_and_is_not_kept_afterwar
     # then the app got it whole, as bytes, and the idle connection holds no body buffer
     assert seen[0]["body"] == b"".join(pieces) and type(seen[0]["body"]) is bytes
     (conn,) = server.connections
-    assert not conn.closed and not conn._body
+    assert not conn.closed and conn.reader.buffered == 0
     writer.close()
 
 

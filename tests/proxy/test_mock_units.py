@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from proxy.mock import find_shell_tool, has_tool_result, heredoc, load_script, shell_args
+from proxy.mock import find_shell_tool, has_tool_result, heredoc, shell_args
+from proxy.mock_script import load_script
 from tests.proxy.mock_tools import BASH_SCHEMA, CHAT_BASH, CODEX_TOOLS, COMMAND, OBJ, SOLUTION
 
 

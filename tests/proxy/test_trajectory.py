@@ -248,7 +248,7 @@ def _old_style(call, out, cost, duration, refused):  # the dict the app logged b
 )
 def test_an_exchange_makes_the_line_the_record_dict_makes(case: str) -> None:
     # given a call and its outcome, as the app has them when it logs
-    from proxy.app import Call
+    from proxy.call import Call
     from proxy.exchange import Exchange
     from proxy.forward import Outcome
     from proxy.prices import Price

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import json
 import typing
+from pathlib import Path
 
 import pytest
 
@@ -77,3 +79,34 @@ def test_a_subscriber_that_fails_does_not_stop_the_others_or_the_job(caplog):
 
     assert seen == [ev.SignalReceived("SIGINT")]
     assert "a page went away" in caplog.text
+
+
+REPO = Path(__file__).resolve().parents[2]
+# string constants that equal an event kind but are not one: regrade-summary.json's count of
+# trials regraded (BenchFlow's field name)
+NOT_KINDS = {("runs/regrade/report.py", "regraded")}
+
+
+def test_no_event_kind_is_spelled_outside_runs_events():
+    # given every string constant in the project's Python (migrations record the past as it was)
+    found = []
+    for package in ("runs", "proxy", "viewer", "benchflow_site", "benchmarks"):
+        for path in sorted((REPO / package).rglob("*.py")):
+            where = str(path.relative_to(REPO))
+            if "migrations" in path.parts or where == "runs/events.py":
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Constant) and node.value in ev.KINDS:
+                    if (where, node.value) not in NOT_KINDS:
+                        found.append(f"{where}:{node.lineno} {node.value!r}")
+    # then none is a kind written out: code names kinds by their class (ev.AttemptFinished.kind)
+    assert found == []
+
+
+def test_the_pages_script_gets_the_kinds_from_the_server():
+    script = (REPO / "static" / "viewer" / "live.js").read_text()
+
+    spelled = [kind for kind in ev.KINDS if f'"{kind}"' in script or f"'{kind}'" in script]
+
+    assert spelled == []
+    assert 'getElementById("bench-kinds")' in script

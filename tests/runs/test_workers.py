@@ -213,7 +213,7 @@ async def test_a_lease_handed_back_that_no_worker_takes_is_sent_again_once(monke
     import asyncio
     from dataclasses import replace
 
-    from runs.workers import dispatch
+    from runs.workers import dispatch, lease_watch
 
     sent: list[int] = []
 
@@ -226,15 +226,15 @@ async def test_a_lease_handed_back_that_no_worker_takes_is_sent_again_once(monke
     runner = dispatch.RemoteRunner(tmp_path, lambda _: None, Broker(), None, "q")  # type: ignore[arg-type]
     back = leases.LeaseRow(7, "queued", 2, "", "", None, None, None, None, None, "", "a", 1, "u7")
     fresh = replace(back, id=8, claim=0, uid="u8")
-    runner.rows = {7: replace(back, state="preparing", claim=1), 8: fresh}
+    runner.book.rows.update({7: replace(back, state="preparing", claim=1), 8: fresh})
     monkeypatch.setattr(leases, "rows", lambda ids: {7: back, 8: fresh})
-    monkeypatch.setattr(dispatch, "RESEND_S", 0.2)
+    monkeypatch.setattr(lease_watch, "RESEND_S", 0.2)
     # when the coordinator polls at once, and again after RESEND_S, three times
-    await runner._poll_once()
+    await runner.watch.poll_once()
     assert sent == []  # the worker that handed it back sends it
     await asyncio.sleep(0.25)
     for _ in range(3):
-        await runner._poll_once()
+        await runner.watch.poll_once()
     # then the handed-back lease was sent once more, once; the fresh one not at all
     assert sent == [7]
     runner._db.shutdown(wait=True)
@@ -259,7 +259,7 @@ async def test_a_cap_counts_an_attempt_that_finished_before_its_stop_though_no_h
         4, "running", 1, "t4__1", "w", None, None, None, None, None, "", "t4", 1, "u4"
     )
     finished = replace(running, state="finished", result=result)
-    runner.rows = {4: running}
+    runner.book.rows[4] = running
     monkeypatch.setattr(leases, "request_cancel", lambda lease, kind, by=None: "finished")
     monkeypatch.setattr(leases, "rows", lambda ids: {4: finished})
     prepared = dispatch.RemotePrepared(None, tmp_path, "", 0.0, lease=4, claim=1)  # type: ignore[arg-type]

@@ -78,7 +78,7 @@ class Site:
         users: dict[str, str] | None = None,
         tls: tuple[Path, Path] | None = None,
     ):
-        self.root, self.env = root, {**env, "BENCH_PASSWORD": PASSWORD}
+        self.root, self.env = root, {**env, "BENCHFLOW_PASSWORD": PASSWORD}
         root.mkdir(parents=True, exist_ok=True)
         for name, role in (users or {}).items():
             self.bench("user", "add", name, "--role", role)
@@ -110,7 +110,7 @@ class Site:
         raise RuntimeError("bench serve did not answer within 60 s")
 
     def bench(self, *args: str, password: str | None = None) -> subprocess.CompletedProcess:
-        env = {**self.env, "BENCH_PASSWORD": password or PASSWORD}
+        env = {**self.env, "BENCHFLOW_PASSWORD": password or PASSWORD}
         return run_bench(list(args), env=env, cwd=self.root, timeout=120)
 
     def client(self, **headers: str) -> httpx.Client:

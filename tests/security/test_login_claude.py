@@ -16,6 +16,7 @@ from runs.agents.logins import LOGIN_SETTING
 from runs.agents.registry import resolve_agent
 from runs.jobs import preflight
 from runs.jobs.console import Reporter
+from runs.operations import run as operations_run
 from runs.problems import UserError
 from runs.spec import RunSpec
 from tests.conftest import EXAMPLES
@@ -70,14 +71,14 @@ def test_bench_run_says_before_it_starts_that_the_agent_will_hold_the_login(
     def stop_before_the_install(self, emit):
         raise AgentError("stopped by the test before any install")
 
-    monkeypatch.setattr(preflight, "docker_client", lambda: object())
+    monkeypatch.setattr(operations_run, "docker_client", lambda: object())
     monkeypatch.setattr(
-        preflight, "host_resources", lambda client: preflight.HostResources(8, 1 << 14)
+        operations_run, "host_resources", lambda client: preflight.HostResources(8, 1 << 14)
     )
     monkeypatch.setattr(ClaudeAgent, "install", stop_before_the_install)
     monkeypatch.setattr("runs.workers.choose.choose", lambda workers, broker: None)
     with pytest.raises(UserError, match="stopped by the test"):
-        preflight.prepare_run(
+        operations_run.run_job(
             _spec(tmp_path),
             setup_django=lambda: None,
             reporter=Reporter(stream=out, err=out),

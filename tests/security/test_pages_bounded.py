@@ -87,7 +87,7 @@ def test_a_trial_page_stays_under_2_mb_whatever_the_attempt_holds(viewed):
     viewer, job = viewed
     trial = f"{viewer.base}/jobs/{job.name}/flood/"
     base = f"{trial}{ROLLOUT}"
-    client = httpx.Client(timeout=120)
+    client = httpx.Client(timeout=120, follow_redirects=True)
     first = client.get(trial)
     assert first.status_code == 200 and len(first.content) < PAGE_MAX, len(first.content)
     pages = {"trial page": first}
@@ -119,7 +119,9 @@ def _rchar(pid: int) -> int:
 
 def test_a_raw_file_is_read_from_disk_only_as_fast_as_the_client_takes_it(viewed):
     viewer, job = viewed
-    path = f"/jobs/{job.name}/flood/{ROLLOUT}/files/artifacts/big.bin"
+    # the job's pages are at its key; its name's URL says where
+    moved = httpx.get(f"{viewer.base}/jobs/{job.name}/flood/{ROLLOUT}/files/artifacts/big.bin")
+    path = moved.headers["location"]
     sock = socket.create_connection(("127.0.0.1", viewer.port), timeout=60)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
     start = _rchar(viewer.proc.pid)

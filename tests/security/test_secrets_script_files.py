@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from benchflow_site.gateway import ProxyGateway
-from proxy.mock import load_script
+from proxy.mock_script import load_script
 from runs.operations import roots as paths
 from runs.operations.launch import check_launch
 

@@ -44,7 +44,7 @@ async def test_a_job_page_gets_a_hint_when_another_process_writes_an_event(setti
     # given a page open on one job, and another job beside it
     job = await database_sync_to_async(_job)()
     other = await database_sync_to_async(_job)("2026-11-29__13-00-00")
-    page = WebsocketCommunicator(application, f"/ws/jobs/{job.name}/", headers=ORIGIN)
+    page = WebsocketCommunicator(application, f"/ws/jobs/{job.key}/", headers=ORIGIN)
     assert (await page.connect())[0]
     # when rows are written (as bench run's writer does, in its own transaction)
     await asyncio.sleep(0.05)  # the watch has read where the table ends
@@ -86,7 +86,7 @@ async def test_an_unknown_job_is_refused():
 
 async def test_the_socket_is_read_only():
     job = await database_sync_to_async(_job)()
-    page = WebsocketCommunicator(application, f"/ws/jobs/{job.name}/", headers=ORIGIN)
+    page = WebsocketCommunicator(application, f"/ws/jobs/{job.key}/", headers=ORIGIN)
     assert (await page.connect())[0]
     await page.send_json_to(
         {"type": "job.hint", "job": job.pk, "seq": 99, "kind": "x", "trial": ""}
@@ -113,7 +113,7 @@ async def test_hints_go_through_redis_when_it_is_configured(settings):
         "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [url]}}
     }
     job = await database_sync_to_async(_job)()
-    page = WebsocketCommunicator(application, f"/ws/jobs/{job.name}/", headers=ORIGIN)
+    page = WebsocketCommunicator(application, f"/ws/jobs/{job.key}/", headers=ORIGIN)
     assert (await page.connect())[0]
     # when a row is written; the server's own watch does not run with Redis
     seq = await database_sync_to_async(_event)(job.pk, "attempt_finished", "hello")

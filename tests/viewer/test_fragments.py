@@ -10,6 +10,7 @@ from channels.db import database_sync_to_async
 
 from benchflow_site.asgi import application
 from runs.models import Job
+from tests.jobfolders import key
 from viewer import fragments, sessions
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -78,8 +79,9 @@ async def _seq() -> str:
 
 
 async def test_pages_asking_for_the_same_state_share_one_render(stored, job, renders):
+    k = await database_sync_to_async(key)(job)
     seq = await _seq()
-    path = f"/jobs/{job.name}/live/"
+    path = f"/jobs/{k}/live/"
     results = await asyncio.gather(*[_get(path, seq) for _ in range(10)])
     assert {status for status, _ in results} == {200} and len({body for _, body in results}) == 1
     assert b"passed" in results[0][1]
@@ -89,11 +91,12 @@ async def test_pages_asking_for_the_same_state_share_one_render(stored, job, ren
 
 
 async def test_a_new_state_is_rendered_anew(stored, job, renders):
+    k = await database_sync_to_async(key)(job)
     from django.db import transaction
 
     from runs.index.writer import record_event
 
-    path = f"/jobs/{job.name}/live/"
+    path = f"/jobs/{k}/live/"
     await _get(path, await _seq())
 
     def write() -> None:
@@ -106,17 +109,19 @@ async def test_a_new_state_is_rendered_anew(stored, job, renders):
 
 
 async def test_a_stored_fragment_is_not_served_to_a_host_django_refuses(stored, job):
+    k = await database_sync_to_async(key)(job)
     seq = await _seq()
-    path = f"/jobs/{job.name}/live/"
+    path = f"/jobs/{k}/live/"
     assert (await _get(path, seq))[0] == 200
     status, _ = await _get(path, seq, host=b"evil.example")
     assert status == 400
 
 
 async def test_a_page_that_is_not_a_shared_fragment_is_never_stored(stored, job):
+    k = await database_sync_to_async(key)(job)
     # the job page itself (operators' forms carry their own CSRF token) always goes to Django
     seq = await _seq()
-    await _get(f"/jobs/{job.name}/", seq)
+    await _get(f"/jobs/{k}/", seq)
     assert len(fragments._store) == 0
 
 
@@ -150,11 +155,12 @@ def serve(settings, stored):
 async def test_a_logged_in_session_is_answered_from_the_store_under_bench_serve(
     serve, job, renders, monkeypatch
 ):
+    k = await database_sync_to_async(key)(job)
     app, cookies = serve
     checked: list[list[str]] = []
     real = sessions.logged_in_keys
     monkeypatch.setattr(sessions, "logged_in_keys", lambda keys: checked.append(keys) or real(keys))
-    seq, path = await _seq(), f"/jobs/{job.name}/live/"
+    seq, path = await _seq(), f"/jobs/{k}/live/"
     first = await _get(path, seq, cookie=cookies["operator"], app=app)
     assert first[0] == 200 and len(renders) == 1
     # twenty pages of another user after the same hint: no render, their sessions checked together
@@ -167,10 +173,11 @@ async def test_a_logged_in_session_is_answered_from_the_store_under_bench_serve(
 
 
 async def test_a_session_django_would_not_accept_goes_to_django(serve, job, renders):
+    k = await database_sync_to_async(key)(job)
     from django.contrib.auth import get_user_model
 
     app, cookies = serve
-    seq, path = await _seq(), f"/jobs/{job.name}/live/"
+    seq, path = await _seq(), f"/jobs/{k}/live/"
     assert (await _get(path, seq, cookie=cookies["operator"], app=app))[0] == 200
     # no session, an unknown one: the login page
     for cookie in ("", "sessionid=not-a-session"):
@@ -193,15 +200,16 @@ async def test_a_session_django_would_not_accept_goes_to_django(serve, job, rend
 
 
 async def test_shared_fragments_are_the_same_for_every_user(serve, job):
+    k = await database_sync_to_async(key)(job)
     """What is stored once goes to everyone who may see the job: it holds nothing of who asked
     (no CSRF token, no user name, no operating control)."""
     app, cookies = serve
     seq = await _seq()
     paths = [
-        f"/jobs/{job.name}/live/",
-        f"/jobs/{job.name}/live/?parts=finished",
-        f"/jobs/{job.name}/trials/",
-        f"/jobs/{job.name}/grid/",
+        f"/jobs/{k}/live/",
+        f"/jobs/{k}/live/?parts=finished",
+        f"/jobs/{k}/trials/",
+        f"/jobs/{k}/grid/",
         "/jobs/table/",
     ]
     for path in paths:

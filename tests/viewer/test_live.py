@@ -9,7 +9,7 @@ import re
 import pytest
 
 from runs.index.folder import index_path
-from tests.jobfolders import result_doc, write_attempt, write_job
+from tests.jobfolders import key, result_doc, write_attempt, write_job
 
 pytestmark = pytest.mark.django_db
 
@@ -22,7 +22,7 @@ def _part(page: str, element_id: str) -> str:
 
 
 def test_a_hint_brings_the_progress_and_the_trials_page_in_one_response(client, job):
-    page = client.get(f"/jobs/{job.name}/live/").content.decode()
+    page = client.get(f"/jobs/{key(job)}/live/").content.decode()
     assert 'hx-swap-oob="true"' in _part(page, "progress")
     assert 'hx-swap-oob="true"' in _part(page, "trials")
     assert "hello" in page and "broken" in page
@@ -31,7 +31,7 @@ def test_a_hint_brings_the_progress_and_the_trials_page_in_one_response(client, 
 
 
 def test_a_finished_trial_brings_the_grid_and_the_charts_series_too(client, job):
-    page = client.get(f"/jobs/{job.name}/live/", {"parts": "finished"}).content.decode()
+    page = client.get(f"/jobs/{key(job)}/live/", {"parts": "finished"}).content.decode()
     assert 'hx-swap-oob="innerHTML"' in _part(page, "grid") and 'class="sq' in page
     series = re.search(r'id="chart-data" hx-swap-oob="true" hidden data-series="([^"]*)"', page)
     assert series, page
@@ -49,7 +49,7 @@ def test_the_trials_part_is_the_page_the_visitor_is_on(client, view_root):
         write_attempt(job, f"{name}__{i:08x}", result_doc(name, f"{name}__{i:08x}", i % 2))
     index_path(job)
     page = client.get(
-        f"/jobs/{job.name}/live/", {"sort": "-trial", "show": "passed", "parts": "finished"}
+        f"/jobs/{key(job)}/live/", {"sort": "-trial", "show": "passed", "parts": "finished"}
     ).content.decode()
     trials = page[page.index('id="trials"') : page.index("</section>", page.index('id="trials"'))]
     assert "t005" in trials and "t003" in trials and "t002" not in trials
@@ -61,7 +61,7 @@ def test_the_trials_part_is_the_page_the_visitor_is_on(client, view_root):
 
 def test_the_job_page_fetches_nothing_per_part_on_a_hint(client, job):
     """Only the live response updates the parts: none of them asks on its own when a hint comes."""
-    page = client.get(f"/jobs/{job.name}/").content.decode()
-    assert f'data-live="/jobs/{job.name}/live/"' in page
+    page = client.get(f"/jobs/{key(job)}/").content.decode()
+    assert f'data-live="/jobs/{key(job)}/live/"' in page
     assert "bench:changed" not in page and "bench:finished" not in page
     assert 'id="chart-data"' in page

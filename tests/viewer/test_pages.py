@@ -8,7 +8,7 @@ import pytest
 
 from runs.index.folder import index_path
 from runs.models import Job
-from tests.jobfolders import result_doc, write_attempt, write_job, write_summary
+from tests.jobfolders import key, result_doc, write_attempt, write_job, write_summary
 
 pytestmark = pytest.mark.django_db
 
@@ -33,7 +33,7 @@ def test_an_oracle_job_is_not_passed_0_on_the_list(client, view_root):
 
 
 def test_job_page_shows_progress_run_card_and_trials(client, job):
-    page = client.get(f"/jobs/{job.name}/").content.decode()
+    page = client.get(f"/jobs/{key(job)}/").content.decode()
     assert "hello" in page and "broken" in page and "corrupt_result" in page
     assert f'data-seq="{Job.objects.get().last_seq}"' in page
     assert "Run card" in page and "Outcomes" in page
@@ -49,7 +49,7 @@ def test_trials_table_sorts_filters_and_pages_on_the_server(client, view_root):
             result_doc(name, f"{name}__{i:08x}", (i % 3) / 2, agent_result={"total_tokens": i}),
         )
     index_path(job)
-    url = f"/jobs/{job.name}/trials/"
+    url = f"/jobs/{key(job)}/trials/"
     first = client.get(url, {"sort": "-tokens"}).content.decode()
     assert first.index("t059") < first.index("t058") and "page 1 of 2" in first
     passed = client.get(url, {"show": "passed"}).content.decode()
@@ -70,7 +70,7 @@ def test_running_trials_show_running_and_unstarted_ones_waiting(client, view_roo
     with open(job / ".evaluation.lock", "w") as lock:
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
         index_path(job)
-    table = client.get(f"/jobs/{job.name}/trials/").content.decode()
+    table = client.get(f"/jobs/{key(job)}/trials/").content.decode()
     assert (
         '<td class="running">running</td>' in table and '<td class="waiting">waiting</td>' in table
     )
@@ -78,7 +78,7 @@ def test_running_trials_show_running_and_unstarted_ones_waiting(client, view_roo
 
 
 def test_outcomes_grid_marks_errored_trials_with_their_cause(client, job):
-    grid = client.get(f"/jobs/{job.name}/grid/").content.decode()
+    grid = client.get(f"/jobs/{key(job)}/grid/").content.decode()
     assert grid.count('class="sq') == 2
     assert "corrupt or half-written" in grid and "infrastructure problem" in grid
     assert "r10" in grid  # hello's square, shaded by its reward
@@ -87,24 +87,24 @@ def test_outcomes_grid_marks_errored_trials_with_their_cause(client, job):
 def test_events_after_a_sequence_number_are_what_a_reconnecting_page_missed(client, job):
     seq = Job.objects.get().last_seq
     index_path(job)
-    data = client.get(f"/jobs/{job.name}/events.json", {"after": seq}).json()
+    data = client.get(f"/jobs/{key(job)}/events.json", {"after": seq}).json()
     assert [e["kind"] for e in data["events"]] == ["indexed"] and data["last_seq"] == seq + 1
 
 
 def test_chart_data_counts_running_and_finished_attempts(client, job):
-    data = client.get(f"/jobs/{job.name}/chart.json").json()
+    data = client.get(f"/jobs/{key(job)}/chart.json").json()
     assert data["finished"][-1] == 1 and data["running"][-1] == 0
 
 
 def test_trial_page_shows_usage_timing_and_files_escaped(client, job):
-    page = client.get(f"/jobs/{job.name}/hello/").content.decode()
+    page = client.get(f"/jobs/{key(job)}/hello/").content.decode()
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script>alert(1)" not in page
     assert "ok &lt;b&gt;bold&lt;/b&gt;" in page
     assert "1,200 (400)" in page and "provider_response" in page and "agent_execution" in page
 
 
 def test_a_corrupt_result_shows_as_such_on_its_trial_page(client, job):
-    response = client.get(f"/jobs/{job.name}/broken/")
+    response = client.get(f"/jobs/{key(job)}/broken/")
     assert response.status_code == 200
     page = response.content.decode()
     assert "result.json is corrupt or half-written" in page and "rewa" in page
@@ -128,7 +128,7 @@ def test_a_corrupt_result_shows_as_such_on_its_trial_page(client, job):
 def test_a_path_from_a_url_never_leaves_the_job(client, job, path):
     # the folder above the job has a config.json: the old viewer showed it for /jobs/<job>/../
     (job.parent / "config.json").write_text("{}")
-    response = client.get(path.format(job=job.name))
+    response = client.get(path.format(job=key(job)))
     assert response.status_code == 404
 
 
@@ -137,18 +137,18 @@ def test_a_symlink_in_an_attempt_is_neither_listed_nor_served(client, job, tmp_p
     secret.write_text("top secret")
     (job / "hello__00000001" / "agent" / "link.txt").symlink_to(secret)
     (job / "hello__00000001" / "artifacts").symlink_to(tmp_path, target_is_directory=True)
-    page = client.get(f"/jobs/{job.name}/hello/").content.decode()
+    page = client.get(f"/jobs/{key(job)}/hello/").content.decode()
     assert "link.txt" not in page and "top secret" not in page
     for rel in ("agent/link.txt", "artifacts/secret.txt"):
-        assert client.get(f"/jobs/{job.name}/hello/hello__00000001/files/{rel}").status_code == 404
+        assert client.get(f"/jobs/{key(job)}/hello/hello__00000001/files/{rel}").status_code == 404
 
 
 def test_a_large_log_is_cut_on_the_page_and_streamed_whole_as_plain_text(client, job):
     log = job / "hello__00000001" / "agent" / "opencode.txt"
     log.write_text("x" * 300_000 + "<end>")
-    page = client.get(f"/jobs/{job.name}/hello/").content.decode()
+    page = client.get(f"/jobs/{key(job)}/hello/").content.decode()
     assert "the whole file" in page and "&lt;end&gt;" not in page
-    whole = client.get(f"/jobs/{job.name}/hello/hello__00000001/files/agent/opencode.txt")
+    whole = client.get(f"/jobs/{key(job)}/hello/hello__00000001/files/agent/opencode.txt")
     assert (
         whole["Content-Type"].startswith("text/plain")
         and "sandbox" in whole["Content-Security-Policy"]
@@ -204,7 +204,7 @@ def test_trajectory_evidence_artifacts_build_log_and_regrades_are_shown(client, 
             }
         )
     )
-    page = client.get(f"/jobs/{job.name}/hello/").content.decode()
+    page = client.get(f"/jobs/{key(job)}/hello/").content.decode()
     for text in (
         "Model calls",
         "evidence/manifest.json",
@@ -214,9 +214,9 @@ def test_trajectory_evidence_artifacts_build_log_and_regrades_are_shown(client, 
         "pass-&gt;fail",
     ):
         assert text in page, text
-    transcript = client.get(f"/jobs/{job.name}/hello/hello__00000001/transcript/").content.decode()
+    transcript = client.get(f"/jobs/{key(job)}/hello/hello__00000001/transcript/").content.decode()
     assert "solve &lt;it&gt;" in transcript and "bash" in transcript and "10 in" in transcript
-    build = client.get(f"/jobs/{job.name}/hello/hello__00000001/files/build.log")
+    build = client.get(f"/jobs/{key(job)}/hello/hello__00000001/files/build.log")
     assert b"".join(build.streaming_content) == b"Step 1/2 : FROM debian"
 
 
@@ -238,7 +238,7 @@ def test_a_session_log_is_read_as_entries_not_raw_jsonl(client, job):
     ]
     (sessions / "s.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
     log = client.get(
-        f"/jobs/{job.name}/hello/hello__00000001/log/", {"path": "agent/sessions/s.jsonl"}
+        f"/jobs/{key(job)}/hello/hello__00000001/log/", {"path": "agent/sessions/s.jsonl"}
     ).content.decode()
     assert "hi there" in log and "on it" in log and "Bash" in log and "&quot;type&quot;" not in log
     assert "2 entries" in log
@@ -271,14 +271,14 @@ def test_bench_serve_sends_an_anonymous_visitor_to_the_login_page(client, job, s
         *settings.MIDDLEWARE,
         "django.contrib.auth.middleware.LoginRequiredMiddleware",
     ]
-    response = client.get(f"/jobs/{job.name}/")
+    response = client.get(f"/jobs/{key(job)}/")
     assert response.status_code == 302 and response["Location"].startswith("/login/")
     assert client.get("/login/").status_code == 200
     from django.contrib.auth.models import User
 
     User.objects.create_user("alice", password="pw-alice-1")
     client.login(username="alice", password="pw-alice-1")
-    assert client.get(f"/jobs/{job.name}/").status_code == 200
+    assert client.get(f"/jobs/{key(job)}/").status_code == 200
 
 
 def test_chart_data_has_the_runners_utilization_reports(client, job):
@@ -288,7 +288,7 @@ def test_chart_data_has_the_runners_utilization_reports(client, job):
 
     with transaction.atomic():
         record_event(Job.objects.get().pk, "utilization_reported", "", {"setup": 0.5, "agent": 2.0})
-    data = client.get(f"/jobs/{job.name}/chart.json").json()
+    data = client.get(f"/jobs/{key(job)}/chart.json").json()
     assert 2.5 in data["busy"] and len(data["busy"]) == len(data["x"])
 
 
@@ -298,11 +298,13 @@ def test_chart_data_has_the_runners_utilization_reports(client, job):
 def test_a_trial_url_is_the_one_reverse_makes(trial, job):
     from django.urls import reverse
 
+    from viewer.queries import job_key_at
     from viewer.templatetags.bench import trial_url
 
-    assert trial_url(trial, job.name) == reverse("viewer:trial", args=[job.name, trial])
-    assert trial_url(trial, "job with space") == reverse(
-        "viewer:trial", args=["job with space", trial]
+    job_key = job_key_at(job)
+    assert trial_url(trial, job_key) == reverse("viewer:trial", args=[job_key, trial])
+    assert trial_url(trial, "job with space~7") == reverse(
+        "viewer:trial", args=["job with space~7", trial]
     )
 
 

@@ -10,7 +10,7 @@ import pytest
 from runs.index.folder import index_path
 from runs.models import Worker
 from runs.workers import leases
-from tests.jobfolders import result_doc, write_attempt, write_job, write_summary
+from tests.jobfolders import key, result_doc, write_attempt, write_job, write_summary
 
 pytestmark = pytest.mark.django_db
 
@@ -36,7 +36,16 @@ def held_lease(job_path: str, trial: str, worker: int, rollout: str, start: bool
 
 
 def test_the_workers_page_lists_each_worker_with_its_slots_attempts_and_last_seen(client):
-    # given a worker running an attempt, one stopped, and one killed (not seen for a minute)
+    # given a worker running an attempt of an indexed job, one stopped, and one killed (not seen
+    # for a minute)
+    from runs.models import Job
+
+    job = Job.objects.create(
+        name="2026-01-01__00-00-00",
+        path="/jobs/2026-01-01__00-00-00",
+        tasks_dir="t",
+        agent="oracle",
+    )
     busy = leases.register_worker("gpu-box:101", 4, ["benchflow"])
     held_lease("/jobs/2026-01-01__00-00-00", "hello", busy, "hello__00000001")
     held_lease("/jobs/2026-01-01__00-00-00", "next", busy, "", start=False)
@@ -51,7 +60,7 @@ def test_the_workers_page_lists_each_worker_with_its_slots_attempts_and_last_see
     row = page[page.index("gpu-box:101") :].split("</tr>", 1)[0]
     assert '<td class="up">up</td>' in row and '<td class="num">4</td>' in row
     assert '<td class="num">1</td><td class="num">2</td>' in row  # one running, two prepared
-    assert 'href="/jobs/2026-01-01__00-00-00/hello/"' in row and ">hello</a>" in row
+    assert f'href="/jobs/2026-01-01__00-00-00~{job.pk}/hello/"' in row and ">hello</a>" in row
     assert ">next</a>" not in row  # only what runs is listed
     assert "s ago" in row
     assert '<td class="stopped">stopped</td>' in page[page.index("cpu-box:7") :].split("</tr>")[0]
@@ -76,7 +85,7 @@ def test_a_trials_page_names_the_worker_each_attempt_ran_on(client, view_root):
     worker = leases.register_worker("box-b:22", 2, ["benchflow"])
     held_lease(str(job.resolve()), "hello", worker, "hello__00000002")
     # when / then
-    page = client.get(f"/jobs/{job.name}/hello/").content.decode()
+    page = client.get(f"/jobs/{key(job)}/hello/").content.decode()
     assert "<th>Worker</th>" in page and '<td class="muted">box-b:22</td>' in page
-    other = client.get(f"/jobs/{job.name}/local/").content.decode()
+    other = client.get(f"/jobs/{key(job)}/local/").content.decode()
     assert '<td class="muted">in process</td>' in other

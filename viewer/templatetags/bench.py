@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 from urllib.parse import quote, urlencode
 
 from django import template
 from django.urls import get_script_prefix, reverse
+from django.utils.html import json_script
+from django.utils.safestring import SafeString
+
+from runs import events as ev
 
 register = template.Library()
 
@@ -35,7 +40,8 @@ def num(value: Any) -> str:
 
 @register.filter
 def money(value: Any) -> str:
-    if not isinstance(value, int | float):
+    """Dollars: the index's are Decimal, a proxy's count or a comparison's delta float."""
+    if not isinstance(value, int | float | Decimal) or isinstance(value, bool):
         return "–"
     return f"${value:,.4f}" if value < 1 else f"${value:,.2f}"
 
@@ -70,7 +76,8 @@ def _trials_base(job: str, prefix: str) -> str:
 @register.filter
 def trial_url(trial: str, job: str) -> str:
     """The trial page's URL, as {% url 'viewer:trial' job trial %} makes it, without a reverse()
-    for each of the hundreds of rows and squares a live fragment holds (a third of its render)."""
+    for each of the hundreds of rows and squares a live fragment holds (reverse() is the costly
+    part of such a render)."""
     if not trial or "/" in trial:  # refused by the URL's str converter: as reverse() refuses it
         return reverse("viewer:trial", args=[job, trial])
     return f"{_trials_base(job, get_script_prefix())}{quote(trial, safe=_SAFE)}/"
@@ -86,3 +93,16 @@ def query(context: Any, **changes: Any) -> str:
         else:
             params[key] = value
     return "?" + urlencode(params) if params else "?"
+
+
+@register.simple_tag
+def live_kinds() -> SafeString:
+    """The event kinds static/viewer/live.js acts on, as the page's JSON (the one list is
+    runs/events.py's): which hints refresh the grid, chart and regrades too, which may change the
+    job's controls, and which refresh any open trial page."""
+    kinds = {
+        "finished": list(ev.FINISHED_KINDS),
+        "state": list(ev.STATE_KINDS),
+        "all_trials": list(ev.ALL_TRIALS_KINDS),
+    }
+    return json_script(kinds, "bench-kinds")
