@@ -2,7 +2,7 @@
 
 The model proxy counts every call of a trial but cannot tell whose it was. Claude Code logs each
 call's message with its usage ($CLAUDE_CONFIG_DIR/projects), a subagent's marked isSidechain; the
-events it prints mark them too (runs/agent_run.OutputWatcher, used when there is no log), but carry
+events it prints mark them too (runs/trials/output_watch.py's OutputWatcher, used when there is no log), but carry
 a call's usage from before its end. Codex prints only its main thread's usage; each thread, a
 sub-agent's too, has its own session log ($CODEX_HOME/sessions/YYYY/MM/DD/rollout-*.jsonl): its
 session_meta line says whether the thread is a sub-agent's (source {"subagent": ...}), and a

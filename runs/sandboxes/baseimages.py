@@ -3,8 +3,9 @@
 Debian bookworm is debootstrapped from the host's mirror, imported, and tagged under the FROM
 names tasks use most that it can honestly carry: debian:bookworm[-slim], debian:12[-slim], and
 python:3.11[-slim][-bookworm] (bookworm's Python is 3.11). A stand-in carries the version its tag
-names: none is made for python:3.12 or 3.13 or Alpine, and a build that needs one says why.
-Ubuntu 24.04 and 22.04 come from the Ubuntu archive, verified (runs/sandboxes/ubuntu.py).
+names: python:3.12[-slim] is made over Ubuntu 24.04, whose own Python it is (never tagged
+-bookworm), none for 3.13 or Alpine, and a build that needs one says why. Ubuntu 24.04 and 22.04
+come from the Ubuntu archive, verified (runs/sandboxes/ubuntu.py).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Hints between a coordinator and its workers, as Redis lists: a worker's typed events and lease
-changes to the job's coordinator, the coordinator's go and stop to the worker holding a lease.
+changes to the job's coordinator, the coordinator's stop and discard to the worker holding a lease.
 
 Hints only wake the other side up quickly; the lease rows are the truth. So a hint lost (Redis
 restarted, say) costs at most a poll's delay, and an error here never stops an attempt.
