@@ -53,6 +53,31 @@ def _finished(page, job: Path, timeout_s: float = 300) -> None:
         ) from None
 
 
+def _shows(page, selector: str, job: Path, timeout_s: float = 60) -> None:
+    """The page shows `selector`; else fail with what the page, the index and the run say (this
+    wait failed once under load, its cause not recorded)."""
+    try:
+        page.wait_for_selector(selector, timeout=timeout_s * 1000)
+    except Exception as exc:  # noqa: BLE001 - say why, not only that it timed out
+        log = job / "console.log"
+        said = log.read_text()[-3000:] if log.is_file() else "(no console.log)"
+        controls = (
+            page.locator("#job-controls").inner_html()
+            if page.locator("#job-controls").count()
+            else "(none)"
+        )
+        state = page.evaluate(
+            "document.getElementById('live') && document.getElementById('live').textContent"
+        )
+        events = page.evaluate(
+            "fetch(location.pathname + 'events.json?after=0').then(r => r.text())"
+        )
+        raise AssertionError(
+            f"{selector} not shown on {page.url}: {exc}\nlive badge: {state}\n"
+            f"controls: {controls[:1500]}\nevents.json: {events[-3000:]}\nconsole.log:\n{said}"
+        ) from None
+
+
 def _attempts(job: Path) -> dict[str, list[dict]]:
     found: dict[str, list[dict]] = {}
     for result in job.glob("*__*/result.json"):
@@ -135,7 +160,7 @@ def test_a_slow_job_is_cancelled_leaves_no_container_and_resumes_without_rerunni
     page.locator("#trials td.failed, #trials td.passed").first.wait_for(timeout=120_000)
     page.wait_for_selector("#cancel")
     page.click("#cancel")
-    page.wait_for_selector("#resume", timeout=60_000)  # the job ended: the controls changed live
+    _shows(page, "#resume", job)  # the job ended: the controls changed live
     # then no container of the job is left, and a partial summary was written
     deadline = time.monotonic() + 10
     while containers_of(docker_client, name) and time.monotonic() < deadline:
