@@ -87,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
     """Exit codes: 0 regraded, 1 a sandbox run failed, 2 nothing could be regraded (a UserError
     for no job folder reaches `bench`'s own exit-2 path)."""
     setup_django()  # each regraded trial is also an event in the index, for the open pages
+    from benchflow_site.gateway import ProxyGateway
     from runs.operations.regrade import regrade
 
     report = regrade(
@@ -95,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
         reason=args.reason,
         concurrency=args.concurrency,
         say=None if args.json else print,
+        gateway=ProxyGateway(),  # started only for a verifier that asks for a model
     )
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))

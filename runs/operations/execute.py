@@ -78,5 +78,5 @@ def _dispatch(
     if request.kind == "regrade":
         from runs.operations.regrade import run_regrade
 
-        return run_regrade(Path(request.job_dir), request.body, by=request.by)
+        return run_regrade(Path(request.job_dir), request.body, by=request.by, gateway=gateway)
     raise UserError(f"unknown operation {request.kind!r}")

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from runs import events as ev
+from runs.gateway import ModelGateway
 from runs.operations import control
 from runs.operations.process import Launcher, Request
 from runs.problems import Problem, UserError
@@ -57,6 +58,7 @@ def regrade(
     by: str | None = None,
     say: Callable[[str], None] | None = None,
     on_server: bool = False,
+    gateway: ModelGateway | None = None,
 ) -> RegradeReport:
     """The regrade itself, for `bench regrade` and the dashboard's operation alike: each trial's
     line to `say` as it ends (none with None), each event to the index, so the job's open pages
@@ -81,12 +83,15 @@ def regrade(
             emit=bus.emit,
             by=by,
             on_server=on_server,
+            gateway=gateway,
         )
     finally:
         index.close()
 
 
-def run_regrade(job_dir: Path, body: Mapping[str, Any], *, by: str = "") -> int:
+def run_regrade(
+    job_dir: Path, body: Mapping[str, Any], *, by: str = "", gateway: ModelGateway | None = None
+) -> int:
     """A regrade the dashboard started, in the operation's process: printed as `bench regrade`
     prints it; returns `bench regrade`'s exit code."""
     report = regrade(
@@ -97,6 +102,7 @@ def run_regrade(job_dir: Path, body: Mapping[str, Any], *, by: str = "") -> int:
         by=by or None,
         say=lambda line: print(line, flush=True),
         on_server=True,
+        gateway=gateway,
     )
     print(report.closing, flush=True)
     return report.exit_code

@@ -15,6 +15,7 @@ import secrets
 import shutil
 import time
 from collections.abc import Callable, Collection, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -22,6 +23,7 @@ from typing import Any
 
 from runs.agents.base import Agent
 from runs.events import Event, Regraded, RegradeStarted
+from runs.gateway import ModelGateway
 from runs.host_env import HostEnv, host_env
 from runs.jobfolder import JobLock, JobLocked, new_job_name, read_object, write_json
 from runs.problems import UserError
@@ -44,6 +46,7 @@ from runs.tasks.load import (
 )
 from runs.tasks.verifier_env import VerifierEnvironment, verifier_environment
 from runs.trials.environment_setup import set_up
+from runs.trials.judge import JudgeAccess, RegradeJudgeUse, judged, needs_judge
 from runs.trials.verifier import TESTS_DIR, VerifierOutcome, run_verifier
 from runs.trials.workspace import EVIDENCE, MANIFEST, WORKSPACE, check_manifest
 
@@ -55,7 +58,7 @@ SUMMARY = "regrade-summary.json"
 BLOCK_FIELDS = (
     "id created_at by reason task_dir sandbox original_task_digest task_digest task_changed "
     "verifier_digest original_rewards original_reward new_rewards new_reward status verifier_error "
-    "change error verifier_exit_code workdir output_dir duration_s"
+    "change error verifier_exit_code workdir output_dir duration_s verifier_usage"
 ).split()
 
 
@@ -262,6 +265,7 @@ class _Run:
     by: str
     live: set[Sandbox] = field(default_factory=set)
     started: set[str] = field(default_factory=set)
+    judges: ModelGateway | None = None  # started: the tasks' verifiers that ask for a model
 
 
 def _original(plan: _Plan, original_digest: str | None) -> dict[str, Any]:
@@ -344,6 +348,20 @@ async def _regrade_one(run: _Run, plan: _Plan, gate: asyncio.Semaphore) -> None:
         outcome: VerifierOutcome | None = None
         error: str | None = None
         t0 = time.monotonic()
+        use = RegradeJudgeUse()
+        secrets_given = secret_values(task.sandbox.env, task.verifier.env, task.compose_env)
+
+        def judge_in(made: Sandbox) -> AbstractAsyncContextManager[JudgeAccess | None]:
+            """A regrade's verifier that asks for a model gets a token of its own, as a run's."""
+            return judged(
+                run.judges,
+                sandbox=made,
+                attempt_dir=out_dir,
+                verifier=task.verifier,
+                secrets=secrets_given,
+                result=use,
+            )
+
         try:
             if plan.separate is not None:
                 image, outcome = await grade_from_artifacts(
@@ -355,6 +373,7 @@ async def _regrade_one(run: _Run, plan: _Plan, gate: asyncio.Semaphore) -> None:
                     name=f"{plan.dir.name}-regrade-{rid}",
                     staging=staging,
                     live=run.live,
+                    judged=judge_in,
                 )
                 block["sandbox"] = {"provider": "docker", "image": image, "mode": "separate"}
                 if outcome.error_category == "verifier_infra":
@@ -391,7 +410,10 @@ async def _regrade_one(run: _Run, plan: _Plan, gate: asyncio.Semaphore) -> None:
                 workdir = await loop.run_in_executor(None, run.factory.images.image_workdir, image)
             block["workdir"] = workdir
             await loop.run_in_executor(None, _swap_in, sandbox, workdir, files)
-            outcome = await run_verifier(sandbox, task, out_dir, staged_tests=tests)
+            async with judge_in(sandbox) as judge:
+                outcome = await run_verifier(
+                    sandbox, task, out_dir, staged_tests=tests, judge=judge
+                )
             if outcome.error_category == "verifier_infra":  # ours, not the task's: no verdict
                 error = outcome.error
             else:
@@ -416,12 +438,23 @@ async def _regrade_one(run: _Run, plan: _Plan, gate: asyncio.Semaphore) -> None:
                 secret_values(task.sandbox.env, task.verifier.env, own, task.compose_env),
             )
             block["duration_s"] = round(time.monotonic() - t0, 1)
+            if use.verifier_usage is not None:  # a judge's calls, counted apart from the run's
+                block["verifier_usage"] = use.verifier_usage.to_json()
             _record(run, plan, block, outcome, error)
 
 
-async def _regrade_all(run: _Run, plans: list[_Plan], concurrency: int) -> None:
+async def _regrade_all(
+    run: _Run, plans: list[_Plan], concurrency: int, gateway: ModelGateway | None
+) -> None:
     gate = asyncio.Semaphore(concurrency)
-    await asyncio.gather(*(_regrade_one(run, p, gate) for p in plans))
+    if gateway is not None and any(needs_judge(p.task) for p in plans):
+        await gateway.start()
+        run.judges = gateway
+    try:
+        await asyncio.gather(*(_regrade_one(run, p, gate) for p in plans))
+    finally:
+        if run.judges is not None:
+            await run.judges.stop()
 
 
 def regrade_job(
@@ -435,10 +468,12 @@ def regrade_job(
     by: str | None = None,
     trials: Collection[str] | None = None,
     on_server: bool = False,
+    gateway: ModelGateway | None = None,
 ) -> RegradeReport:
     """Regrade every regradable trial of a job (or only those named in `trials`); `emit` gets each
     refusal and regraded trial as it happens (runs.events.Regraded). `by` is who asked (this
-    machine's user by default). `on_server`: as plan_regrade's.
+    machine's user by default). `on_server`: as plan_regrade's. `gateway`: the model proxy, for
+    the verifiers that ask for a model (runs/trials/judge.py); without it their key is empty.
 
     Raises UserError when `job_dir` is no job folder. Never changes result.json.
     """
@@ -473,7 +508,7 @@ def regrade_job(
         raise
     emit(RegradeStarted(job_dir.name, report.regrade_id, len(plans), concurrency, reason, run.by))
     try:
-        asyncio.run(_regrade_all(run, plans, max(1, concurrency)))
+        asyncio.run(_regrade_all(run, plans, max(1, concurrency), gateway))
     except KeyboardInterrupt:
         report.interrupted = True
     finally:

@@ -5,12 +5,15 @@ artifacts/ the attempt kept (no --save-outputs needed), in a fresh container of 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 from runs.results.attempts import Attempt, best_attempt
 from runs.sandboxes.docker import Sandbox, SandboxFactory
 from runs.tasks.load import Task
 from runs.tasks.verifier_env import VerifierEnvironment
+from runs.trials.judge import JudgeAccess
 from runs.trials.separate_verifier import missing_artifacts, run_separate_verifier, verifier_image
 from runs.trials.verifier import VerifierOutcome
 
@@ -43,6 +46,7 @@ async def grade_from_artifacts(
     name: str,
     staging: Path,
     live: set[Sandbox],
+    judged: Callable[[Sandbox], AbstractAsyncContextManager[JudgeAccess | None]] | None = None,
 ) -> tuple[str, VerifierOutcome]:
     """(the verifier's image, its outcome) on the attempt's artifacts/; the tests' output goes to
     out_dir/verifier. Raises VerifierImageError when the image cannot be had."""
@@ -60,5 +64,6 @@ async def grade_from_artifacts(
         verifier_dir=out_dir / "verifier",
         staging=staging,
         live=live,
+        judged=judged,
     )
     return image, outcome

@@ -20,10 +20,10 @@ import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from runs.gateway import CALLS_SETTLE_S, ModelGateway, calls_settled
-from runs.results.trial_result import AgentUsage, TrialResult
+from runs.results.trial_result import AgentUsage
 from runs.sandboxes.docker import Sandbox
 from runs.sandboxes.netns import listen_in_netns
 from runs.secrets import MODEL_KEY_VARS
@@ -56,7 +56,7 @@ class JudgeAccess:
 
 def judge_env(env: Mapping[str, str], access: JudgeAccess | None) -> dict[str, str]:
     """The verifier's env: each provider key reference replaced by the verification's token
-    (emptied without one: no verification of a regrade has a model yet), and the SDKs' base URLs
+    (emptied without one: a regrade run with no model proxy), and the SDKs' base URLs
     pointed at the proxy when a model is asked for."""
     token = access.key if access is not None else ""
     out = {name: _KEY_REF.sub(lambda _m: token, value) for name, value in env.items()}
@@ -106,6 +106,19 @@ async def close_judge(gateway: ModelGateway, access: JudgeAccess) -> Any:
     return gateway.unregister(access.key)
 
 
+class JudgeUse(Protocol):
+    """Where a verification's judge use is added up: a trial's result, or a regrade's record."""
+
+    verifier_usage: AgentUsage | None
+
+
+@dataclass
+class RegradeJudgeUse:
+    """A regrade's judge use (its regrade.json block keeps it apart from the run's)."""
+
+    verifier_usage: AgentUsage | None = None
+
+
 @contextlib.asynccontextmanager
 async def judged(
     gateway: ModelGateway | None,
@@ -114,7 +127,7 @@ async def judged(
     attempt_dir: Path,
     verifier: VerifierConfig,
     secrets: list[str],
-    result: TrialResult,
+    result: JudgeUse,
 ) -> AsyncIterator[JudgeAccess | None]:
     """Around one verification: its judge's access when its env asks for a model (else None),
     and what the judge used added to `result.verifier_usage` after it."""

@@ -61,7 +61,9 @@ def test_the_verifier_gets_a_token_of_its_own_and_the_agents_bash_never_sees_the
     make_agent(tmp_path, "plant.sh", PLANT)
     env = {**bench_env, "OPENAI_API_KEY": key}
     done = run_bench(
-        ["run", "tasks", "-a", "script:./plant.sh", "--jobs-dir", "jobs"], env=env, cwd=tmp_path
+        ["run", "tasks", "-a", "script:./plant.sh", "--jobs-dir", "jobs", "--save-outputs"],
+        env=env,
+        cwd=tmp_path,
     )
     (job,) = job_dirs(tmp_path / "jobs")
     found = leaks(
@@ -85,3 +87,13 @@ def test_the_verifier_gets_a_token_of_its_own_and_the_agents_bash_never_sees_the
     assert result["agent_result"]["usage_source"] == "none"
     logged = (attempt / "trajectory" / "verifier_llm_trajectory.jsonl").read_text().splitlines()
     assert len(logged) == 1 and json.loads(logged[0])
+    # and a regrade's verifier gets a token of its own too, its calls counted in its own block
+    regraded = run_bench(["regrade", str(job), "--json"], env=env, cwd=tmp_path)
+    assert regraded.returncode == 0, regraded.stdout + regraded.stderr
+    [block] = json.loads((attempt / "regrade.json").read_text())["regrades"]
+    assert block["status"] == "complete" and block["new_reward"] == 1.0
+    assert block["verifier_usage"]["n_calls"] == 1
+    assert result["verifier_usage"]["n_calls"] == 1  # the run's own stays as it was
+    assert (
+        leaks(key, folders=[tmp_path / "jobs"], texts=[("bench regrade", regraded.stdout)]) == []
+    )
