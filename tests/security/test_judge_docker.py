@@ -94,6 +94,4 @@ def test_the_verifier_gets_a_token_of_its_own_and_the_agents_bash_never_sees_the
     assert block["status"] == "complete" and block["new_reward"] == 1.0
     assert block["verifier_usage"]["n_calls"] == 1
     assert result["verifier_usage"]["n_calls"] == 1  # the run's own stays as it was
-    assert (
-        leaks(key, folders=[tmp_path / "jobs"], texts=[("bench regrade", regraded.stdout)]) == []
-    )
+    assert leaks(key, folders=[tmp_path / "jobs"], texts=[("bench regrade", regraded.stdout)]) == []
