@@ -4,7 +4,7 @@ record, else what the folder says instead.
 The order: result.json (a reviewer's result is no attempt), the not-started mark of a sandbox
 prepared ahead, then config.json for what the attempt was and timing.json for how it ended (a job
 cap's cancel). `bench results`, resume planning, regrade, `bench index` and the trial page all read
-attempts here; no other module opens result.json (tests/runs/test_attempt_folder.py holds that).
+attempts here; no other module opens result.json (tests/runs/results/test_attempt_folder.py holds that).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from runs.sandboxes.streams import ExecResult
 from runs.tasks.setup_keys import Artifact, CollectHook
 from runs.trials.artifacts import hand_over
 from runs.trials.separate_verifier import handed_over, missing_artifacts
-from tests.runs.test_tasks import split_task
+from tests.runs.tasks.test_tasks import split_task
 
 
 def test_each_artifact_goes_back_to_its_own_path_and_the_rest_to_logs_artifacts(

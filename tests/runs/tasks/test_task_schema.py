@@ -11,7 +11,7 @@ from docker.errors import ImageNotFound
 
 from runs.sandboxes.images import prebuilt_or_build
 from runs.tasks.load import load_task
-from tests.runs.test_tasks import problems_of, split_task
+from tests.runs.tasks.test_tasks import problems_of, split_task
 
 # A Terminal-Bench 2.1 task.toml as published (every key of it), with its empty MCP list.
 TB21 = """version = "1.0"

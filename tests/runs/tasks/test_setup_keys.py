@@ -10,7 +10,7 @@ import pytest
 from runs.tasks.harbor_keys import Healthcheck
 from runs.tasks.load import load_task
 from runs.tasks.setup_keys import Artifact, SetupCommand
-from tests.runs.test_tasks import problems_of, split_task
+from tests.runs.tasks.test_tasks import problems_of, split_task
 
 
 def test_setup_commands_read_as_strings_or_tables(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from runs.sandboxes.resources import HostResources
 from runs.tasks.harbor_keys import McpServer
 from runs.tasks.load import load_task
 from tests.conftest import said
-from tests.runs.test_tasks import split_task
+from tests.runs.tasks.test_tasks import split_task
 
 STDIO = McpServer(
     "notes", "stdio", command="python3", args=("/opt/mcp/server.py", "--quiet"), env={"LEVEL": "2"}

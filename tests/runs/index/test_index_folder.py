@@ -14,7 +14,7 @@ from runs.models import Attempt, Budget, Event, Job, Trial
 from runs.results.load import load_job
 from tests.jobfolders import result_doc, write_attempt, write_job, write_summary
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
 
 pytestmark = pytest.mark.django_db
 

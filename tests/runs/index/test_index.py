@@ -15,7 +15,7 @@ from runs.jobs.console import Reporter
 from runs.models import Attempt, AttemptState, Job, JobState, Trial
 from runs.spec import RunSpec
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "tasks"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "tasks"
 
 
 def result(

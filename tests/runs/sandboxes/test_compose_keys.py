@@ -9,7 +9,7 @@ import pytest
 
 from runs.sandboxes.compose import MainSettings, finalize, sidecar_specs
 from runs.tasks.load import load_task
-from tests.runs.test_tasks import problems_of, split_task
+from tests.runs.tasks.test_tasks import problems_of, split_task
 
 HONOURED = """services:
   main:

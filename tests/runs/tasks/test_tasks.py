@@ -19,7 +19,7 @@ from runs.tasks.load import (
     task_digest,
 )
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "tasks"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "tasks"
 
 SPLIT = {
     "task.toml": "",

@@ -17,7 +17,7 @@ from runs.results.load import load_job
 from tests.conftest import run_bench
 from tests.jobfolders import result_doc, write_attempt, write_job
 
-HARBOR = Path(__file__).resolve().parents[1] / "harborjobs"
+HARBOR = Path(__file__).resolve().parents[2] / "harborjobs"
 ORACLE = HARBOR / "2026-12-04__20-26-30"  # oracle: 3/3, partial-credit's four keys, multi-step
 NOP = HARBOR / "2026-12-04__20-27-02"  # nop with openai/gpt-4o: 3 rewards of 0
 NO_REWARD = HARBOR / "2026-12-04__20-27-32"  # RewardFileNotFoundError

@@ -16,7 +16,7 @@ from runs.results.attempt_folder import RESULT, read_attempt
 from runs.results.load import load_job
 from tests.jobfolders import result_doc, write_attempt, write_job
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 # the reader, and the job's own documents (a Harbor job has a result.json of its own)
 READERS = {"runs/results/attempt_folder.py", "runs/results/job_documents.py"}
 
