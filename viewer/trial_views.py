@@ -18,7 +18,7 @@ from django.shortcuts import render
 from django.utils.http import content_disposition_header
 
 from runs.models import Attempt, Job, Trial
-from runs.results import attempt_folder, attempt_page, files
+from runs.results import attempt_folder, attempt_page, event_stream, files
 from runs.results import transcript as calls
 from runs.workers.overview import attempt_workers
 from viewer import queries
@@ -70,8 +70,35 @@ def trial_page(request: HttpRequest, job: str, trial: str) -> HttpResponse:
             regrades=None if folder.is_symlink() else attempt_page.regrades(folder),
             build_log=files.safe_file(Path(row.path), f"builds/{trial_row.task_name}.log"),
             cause=queries.cause_text(chosen.error_category or chosen.verifier_error_category),
+            stream=_first_page(folder, shown),
+            stream_kinds=event_stream.KINDS,
+            stream_focus=" ".join(event_stream.FOCUS),
         )
     return render(request, "viewer/trial.html", context)
+
+
+def _first_page(folder: Path, shown: attempt_page.AttemptFiles) -> event_stream.StreamPage | None:
+    """The stream's first page, painted with the trial page; the rest comes as it is scrolled to."""
+    paths = [e.path for e in shown.logs] + ([TRAJECTORY] if shown.has_transcript else [])
+    source = event_stream.find_source(folder, paths) if not folder.is_symlink() else None
+    return event_stream.stream_page(folder, source, event_stream.Cursor()) if source else None
+
+
+def stream(request: HttpRequest, job: str, trial: str, rollout: str) -> HttpResponse:
+    """The next page of the trial's event stream from a cursor, or (with q) its search hits."""
+    row, trial_row, attempt, folder = _resolve(job, trial, rollout)
+    kind, rel = request.GET.get("kind", ""), request.GET.get("src", "")
+    known = event_stream.is_source_path(rel) and files.safe_file(folder, rel) is not None
+    if kind not in event_stream.READERS or not known:
+        raise Http404("not a stream of this attempt")
+    source, cursor = event_stream.Source(kind, rel), event_stream.Cursor.parse(request.GET)
+    query = request.GET.get("q", "")[:200]
+    if query:
+        page = event_stream.search(folder, source, query, cursor)
+    else:
+        page = event_stream.stream_page(folder, source, cursor)
+    context = {"job": row, "trial": trial_row, "attempt": attempt, "stream": page, "q": query}
+    return render(request, "viewer/_stream_hits.html" if query else "viewer/_stream.html", context)
 
 
 def transcript(request: HttpRequest, job: str, trial: str, rollout: str) -> HttpResponse:

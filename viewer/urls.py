@@ -74,6 +74,11 @@ urlpatterns = [
         name="transcript",
     ),
     path(
+        "jobs/<job:job>/<str:trial>/<str:rollout>/stream/",
+        trial_views.stream,
+        name="stream",
+    ),
+    path(
         "jobs/<job:job>/<str:trial>/<str:rollout>/log/",
         trial_views.jsonl_log,
         name="jsonl-log",

@@ -17,6 +17,7 @@ line: collapsed, not truncated, in every ordinary case).
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -469,6 +470,11 @@ def find_source(folder: Path, paths: list[str]) -> Source | None:
     return None
 
 
+def is_source_path(rel: str) -> bool:
+    """A path a stream may be read from (the file must still be one of the attempt's own)."""
+    return rel == TRAJECTORY or (rel.startswith(SESSIONS) and rel.endswith(".jsonl"))
+
+
 # ---- a page ---------------------------------------------------------------------------------------
 
 
@@ -570,7 +576,7 @@ def _walk(
                     task = event
         cursor.line, cursor.offset = line, after
         if len(events) >= per_page:
-            done = False
+            done = cursor.offset >= os.fstat(fh.fileno()).st_size
             break
     # look ahead (bounded) for the results of this page's calls; the next page skips them
     if not done and tools:
