@@ -252,6 +252,24 @@ def _thoughts(response: Any, sse: Any) -> list[str]:
     return [t for t in out if t.strip()]
 
 
+def _new_part(request: Any, cursor: Cursor) -> Any:
+    """The request with only what it added to the conversation: the items past the `cursor.prev`
+    the call before sent (all of them when the conversation did not grow: a new one); only those
+    are read, so a call late in a long trial costs what it added, not what it repeats."""
+    if not isinstance(request, dict):
+        return request
+    key = "messages" if isinstance(request.get("messages"), list) else "input"
+    items = request.get(key)
+    if not isinstance(items, list):
+        cursor.prev = 0
+        return request
+    start = cursor.prev if 0 < cursor.prev <= len(items) else 0
+    cursor.prev = len(items)
+    if start == 0:
+        return request
+    return {key: items[start:]}
+
+
 def trajectory_items(line: Any, cursor: Cursor) -> list[Item]:
     """One proxy call: the messages its request added (prompts, tool results), then its reply
     (thoughts, text, tool calls), and a marker with its model, tokens and time."""
@@ -260,9 +278,7 @@ def trajectory_items(line: Any, cursor: Cursor) -> list[Item]:
     started = _time(line.get("started_at"))
     took = line.get("duration_s") if isinstance(line.get("duration_s"), int | float) else None
     ended = started + took if started is not None and took is not None else started
-    messages = request_messages(line.get("request"))
-    fresh = messages[cursor.prev :] if cursor.prev <= len(messages) else messages
-    cursor.prev = len(messages)
+    fresh = request_messages(_new_part(line.get("request"), cursor))
     items: list[Item] = []
     for m in fresh:
         if m.role == "system":
