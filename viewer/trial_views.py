@@ -18,7 +18,7 @@ from django.shortcuts import render
 from django.utils.http import content_disposition_header
 
 from runs.models import Attempt, Job, Trial
-from runs.results import attempt_folder, attempt_page, event_stream, files
+from runs.results import attempt_folder, attempt_page, event_stream, files, verifier_tab
 from runs.results import transcript as calls
 from runs.workers.overview import attempt_workers
 from viewer import queries
@@ -60,14 +60,17 @@ def trial_page(request: HttpRequest, job: str, trial: str) -> HttpResponse:
     if chosen is not None:
         folder = queries.attempt_folder(row, chosen)
         shown = attempt_page.attempt_files(folder, _int(request.GET.get("files")))
+        own = not folder.is_symlink()
+        result = attempt_folder.read_attempt(str(folder)).result if own else None
+        regrades = attempt_page.regrades(folder) if own else None
         context.update(
             attempt=chosen,
             files=shown,
-            result=attempt_folder.read_attempt(str(folder)).result
-            if not folder.is_symlink()
-            else None,
+            result=result,
             rewards=attempt_page.rewards_shown(chosen.rewards),
-            regrades=None if folder.is_symlink() else attempt_page.regrades(folder),
+            regrades=regrades,
+            verifier_before=verifier_tab.original_run(folder, result, chosen.reward),
+            verifier_after=verifier_tab.latest_regrade(folder, regrades) if own else None,
             build_log=files.safe_file(Path(row.path), f"builds/{trial_row.task_name}.log"),
             cause=queries.cause_text(chosen.error_category or chosen.verifier_error_category),
             stream=_first_page(folder, shown),
