@@ -17,9 +17,10 @@ from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpRespons
 from django.shortcuts import render
 from django.utils.http import content_disposition_header
 
-from runs.models import Attempt, Job, Trial
+from runs.models import Attempt, Job, Trial, Verdict
 from runs.results import attempt_folder, attempt_page, event_stream, files, verifier_tab
 from runs.results import transcript as calls
+from runs.review import human
 from runs.workers.overview import attempt_workers
 from viewer import queries
 
@@ -56,7 +57,15 @@ def trial_page(request: HttpRequest, job: str, trial: str) -> HttpResponse:
         chosen = next((a for a in attempts if a.pk == trial_row.best_id), None)
     if chosen is None and attempts:
         chosen = attempts[-1]
-    context: dict[str, Any] = {"job": row, "trial": trial_row, "attempts": attempts}
+    notes, verdicts = human.trial_reviews(trial_row)
+    context: dict[str, Any] = {
+        "job": row,
+        "trial": trial_row,
+        "attempts": attempts,
+        "notes": notes,
+        "verdicts": verdicts,
+        "verdict_choices": Verdict.choices,
+    }
     if chosen is not None:
         folder = queries.attempt_folder(row, chosen)
         shown = attempt_page.attempt_files(folder, _int(request.GET.get("files")))

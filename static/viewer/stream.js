@@ -102,6 +102,8 @@
     el.open = true;
     el.scrollIntoView({ block: "start" });
     if (setHash) history.replaceState(null, "", "#" + el.id);
+    var step = document.getElementById("note-step");
+    if (step) step.value = el.id; // a note written now is on this step
   }
   async function goTo(id) {
     for (var tries = 0; !document.getElementById(id) && tries < 1000; tries++) {
