@@ -6,7 +6,7 @@ URLs before keys) is redirected to the newest job of that name, the rest of the 
 from django.contrib.auth import views as auth_views
 from django.urls import path, re_path, register_converter, reverse_lazy
 
-from viewer import compare_views, operate_views, review_views, trial_views, views, workers_views
+from viewer import compare_views, confirm, operate_views, review_views, trial_views, views, workers_views
 from viewer.logins import LoginForm
 
 
@@ -67,6 +67,7 @@ urlpatterns = [
     path("jobs/<job:job>/grid/", views.job_grid, name="job-grid"),
     path("jobs/<job:job>/chart.json", views.job_chart, name="job-chart"),
     path("jobs/<job:job>/events.json", views.job_events, name="job-events"),
+    path("confirm/", confirm.decide, name="confirm"),
     path("jobs/<job:job>/reviews.json", review_views.job_reviews, name="job-reviews"),
     path("jobs/<job:job>/<str:trial>/", trial_views.trial_page, name="trial"),
     path("jobs/<job:job>/<str:trial>/note/", review_views.add_note, name="trial-note"),

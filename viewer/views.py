@@ -14,7 +14,7 @@ from django.urls import Resolver404, resolve, reverse
 
 from runs.models import Job, Verdict
 from runs.results import files, job_documents
-from viewer import queries, trial_views
+from viewer import confirm, queries, trial_views
 from viewer.fragments import once_per_seq
 
 
@@ -102,6 +102,7 @@ def job_page(request: HttpRequest, job: str) -> HttpResponse:
         **_progress_context(row),
         "job_log": log,
         "job_files": [name for name in files if name != log],
+        "confirm": confirm.pending(row.key),
     }
     return render(request, "viewer/job.html", context)
 
