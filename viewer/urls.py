@@ -6,7 +6,15 @@ URLs before keys) is redirected to the newest job of that name, the rest of the 
 from django.contrib.auth import views as auth_views
 from django.urls import path, re_path, register_converter, reverse_lazy
 
-from viewer import compare_views, confirm, operate_views, review_views, trial_views, views, workers_views
+from viewer import (
+    compare_views,
+    confirm,
+    operate_views,
+    review_views,
+    trial_views,
+    views,
+    workers_views,
+)
 from viewer.logins import LoginForm
 
 
