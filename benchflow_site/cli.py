@@ -14,6 +14,7 @@ from benchflow_site import (
     index_cli,
     operate_cli,
     regrade_cli,
+    review_cli,
     serve_cli,
     user_cli,
     worker_cli,
@@ -125,6 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("error_class", metavar="CLASS", nargs="?")
 
     regrade_cli.add_parser(sub)
+    review_cli.add_parser(sub)
     index_cli.add_parser(sub)
     export_cli.add_parser(sub)
 
@@ -333,6 +335,7 @@ def main(argv: list[str] | None = None) -> int:
         "tasks": cmd_tasks,
         "results": cmd_results,
         "regrade": regrade_cli.run,
+        "review": review_cli.run,
         "proxy": cmd_proxy,
         "view": serve_cli.run_view,
         "serve": serve_cli.run_serve,
