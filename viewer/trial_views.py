@@ -80,6 +80,7 @@ def trial_page(request: HttpRequest, job: str, trial: str) -> HttpResponse:
             regrades=regrades,
             verifier_before=verifier_tab.original_run(folder, result, chosen.reward),
             verifier_after=verifier_tab.latest_regrade(folder, regrades) if own else None,
+            review=attempt_page.rubric_review(folder) if own else None,
             build_log=files.safe_file(Path(row.path), f"builds/{trial_row.task_name}.log"),
             cause=queries.cause_text(chosen.error_category or chosen.verifier_error_category),
             stream=_first_page(folder, shown),

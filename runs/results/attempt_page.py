@@ -180,3 +180,22 @@ def rewards_shown(rewards: Any) -> list[tuple[str, Any]]:
     if not isinstance(rewards, dict):
         return []
     return [(str(k)[:200], v) for k, v in list(rewards.items())[:REWARDS_SHOWN]]
+
+
+REVIEW_BYTES = 2 << 20
+
+
+def rubric_review(folder: Path) -> dict[str, Any] | None:
+    """The attempt's latest rubric review (review.json, written by bench review), for its tab."""
+    head = files.head_of(folder, "review.json", REVIEW_BYTES)
+    if head is None or head.cut:
+        return None if head is None else {"unreadable": True}
+    try:
+        data = json.loads(head.text)
+    except (ValueError, RecursionError):
+        return {"unreadable": True}
+    if not isinstance(data, dict):
+        return {"unreadable": True}
+    if isinstance(data.get("criteria"), list):
+        data["criteria"] = [c for c in data["criteria"] if isinstance(c, dict)][:REWARDS_SHOWN * 4]
+    return data

@@ -232,6 +232,7 @@ def prepare(
 
 def _write_task(task: Path, target: Target, rubric: rb.Rubric) -> None:
     review = task / "environment" / "review"
+    review.mkdir(parents=True, exist_ok=True)
     _copy_outputs(target.folder, review / "outputs")
     instruction = ""
     if target.task_path:

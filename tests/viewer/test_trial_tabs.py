@@ -31,3 +31,42 @@ def test_the_metrics_tab_has_the_timing(client, job):
     page = client.get(f"/jobs/{key(job)}/hello/").content.decode()
     tab = page[page.index('id="tab-metrics"') : page.index('id="tab-files"')]
     assert "agent_execution" in tab
+
+
+def test_the_rubric_tab_shows_criteria_verdicts_the_score_and_the_reviewers_cost_apart(client, job):
+    review = {
+        "rubric_version": "0.2",
+        "reviewer": {"agent": "claude", "model": "mock/oracle"},
+        "reviewer_usage": {"cost_usd": 0.0393, "total_tokens": 38792},
+        "complete": True,
+        "problems": [],
+        "criteria": [
+            {
+                "name": "safe",
+                "guidance": "no <rm -rf>",
+                "blocker": True,
+                "weight": 1,
+                "verdict": "pass",
+                "explanation": "ok",
+            },
+            {
+                "name": "tidy",
+                "guidance": "tidy?",
+                "blocker": False,
+                "weight": 3,
+                "verdict": "fail",
+                "explanation": "messy",
+            },
+        ],
+        "raw_quality": 0.0,
+        "gated_quality": 0.0,
+        "gates": {"passed": True},
+        "band": "not_publishable",
+    }
+    (job / "hello__00000001" / "review.json").write_text(json.dumps(review))
+    page = client.get(f"/jobs/{key(job)}/hello/").content.decode()
+    tab = page[page.index('id="tab-rubric"') : page.index('id="tab-metrics"')]
+    assert "no &lt;rm -rf&gt;" in tab and 'class="verdict-fail">fail' in tab and "messy" in tab
+    assert "not_publishable" in tab and "$0.0393, 38,792 tokens" in tab
+    # the job's own cost line is not the reviewer's
+    assert "0.0393" not in client.get(f"/jobs/{key(job)}/").content.decode()

@@ -1,0 +1,66 @@
+"""bench review with a real agent CLI (Claude Code) through the proxy to mock/oracle: the reviewer
+answers every criterion in a sandbox, the trial's reward and the job's cost stay as they were,
+and the reviewer's tokens and cost are in its own run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import EXAMPLES, run_args, run_bench
+
+pytestmark = pytest.mark.docker
+
+RUBRIC = {
+    "criteria": [
+        {
+            "name": "wrote_it",
+            "description": "hidden",
+            "guidance": "file written?",
+            "blocker": 1,
+            "weight": 1,
+        },
+        {"name": "tidy", "description": "hidden", "guidance": "tidy?", "blocker": 0, "weight": 3},
+    ]
+}
+
+
+def test_a_reviewer_agent_scores_a_trial_through_the_proxy_and_changes_no_reward(
+    tmp_path, bench_env, docker_client
+):
+    # given a scored job that kept its outputs
+    run = run_bench(
+        run_args("oracle", "--save-outputs", "--quiet", tasks=EXAMPLES, include=["hello-world"]),
+        env=bench_env,
+        cwd=tmp_path,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    job = next(p for p in (tmp_path / "jobs").iterdir() if p.is_dir())
+    attempt = next(job.glob("hello-world__*"))
+    result_before = (attempt / "result.json").read_bytes()
+    summary_before = (job / "summary.json").read_bytes()
+    (tmp_path / "rubric.json").write_text(json.dumps(RUBRIC))
+    # when Claude Code reviews it against the rubric with mock/oracle
+    review = run_bench(
+        ["review", str(job), "-r", "rubric.json", "-a", "claude", "-m", "mock/oracle"],
+        env=bench_env,
+        cwd=tmp_path,
+    )
+    # then every criterion is answered and scored
+    assert review.returncode == 0, review.stdout + review.stderr
+    assert "hello-world: publishable (gated 1.00, raw 1.00; blockers pass)" in review.stdout
+    answer = json.loads((attempt / "review.json").read_text())
+    assert answer["complete"] and [c["verdict"] for c in answer["criteria"]] == ["pass", "pass"]
+    report = json.loads((job / "review_report.json").read_text())
+    assert report["reviews"][0]["band"] == "publishable"
+    # the reviewer ran through the proxy, and its cost is its own run's
+    usage = report["reviewer_usage"]
+    assert usage["total_tokens"] > 0 and usage["cost_usd"] > 0
+    run_dir = next((job / "review-runs").iterdir()) / "run"
+    reviewer_attempt = next(run_dir.glob("hello-world__*"))
+    assert (reviewer_attempt / "trajectory" / "llm_trajectory.jsonl").stat().st_size > 0
+    assert f"review: ${usage['cost_usd']:.4f}" in review.stdout
+    # and the reviewed trial's reward and the job's cost line are untouched
+    assert (attempt / "result.json").read_bytes() == result_before
+    assert (job / "summary.json").read_bytes() == summary_before
