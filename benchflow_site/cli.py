@@ -40,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run an agent on a folder of tasks.",
     )
     run_spec.add_run_arguments(run)
+    review_cli.add_reviewer_arguments(run)
 
     ev = sub.add_parser("eval", help="BenchFlow 0.8 spellings: eval run | eval resume")
     ev_sub = ev.add_subparsers(dest="eval_command", metavar="VERB")
@@ -170,12 +171,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     from benchflow_site.gateway import ProxyGateway
     from runs.operations.run import run_job
 
-    return run_job(
+    code = run_job(
         run_spec.from_args(args),
         setup_django=setup_django,
         gateway=ProxyGateway(),
         broker=broker(),
     )
+    if getattr(args, "reviewer_model", None):
+        review_cli.auto_review(args)
+    return code
 
 
 def cmd_resume(args: argparse.Namespace) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from runs.spec import positive_int
 
@@ -55,22 +56,56 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("-o", "--output", type=Path, help="where review_report.json goes")
 
 
+def add_reviewer_arguments(p: argparse.ArgumentParser) -> None:
+    """bench run's --reviewer-* flags: tasks shipping a rubric are reviewed once verified."""
+    p.add_argument(
+        "--reviewer-model",
+        help="review the trials of tasks that ship verifier/rubric.json (or tests/rubric.json) "
+        "with this model once the job is verified, as bench review (no reward changed)",
+    )
+    p.add_argument("--reviewer-agent", default="opencode", help="the reviewer agent (opencode)")
+    p.add_argument("--reviewer-concurrency", type=positive_int, default=4, help="reviews at once")
+
+
+def auto_review(args: argparse.Namespace) -> None:
+    """After bench run: review the job's trials whose tasks ship a rubric."""
+    from runs.jobfolder import latest_auto_job
+    from runs.problems import UserError
+    from runs.review import reviewer
+
+    job = Path(args.jobs_dir) / args.job if args.job else latest_auto_job(Path(args.jobs_dir))
+    if job is None or not job.is_dir():
+        return
+    try:
+        plan = reviewer.prepare(job, None)
+    except UserError as exc:  # no task ships a rubric: nothing to review
+        print(f"review: none ({exc})")
+        return
+    _review(plan, args.reviewer_agent, args.reviewer_model, args.reviewer_concurrency, None)
+
+
 def run(args: argparse.Namespace) -> int:
-    from benchflow_site import cli
     from benchflow_site.django_setup import setup_django
     from runs.review import reviewer
 
     setup_django()
     plan = reviewer.prepare(args.path, args.rubric, args.which or "all")
+    return _review(plan, args.agent, args.model, args.concurrency, args.output)
+
+
+def _review(plan: Any, agent: str, model: str | None, concurrency: int, output: Path | None) -> int:
+    from benchflow_site import cli
+    from runs.review import reviewer
+
     for line in plan.skipped:
         print(f"skipped {line}")
     run_dir = plan.tasks_dir.parent
-    argv = ["run", str(plan.tasks_dir), "-a", args.agent, "-j", str(args.concurrency)]
+    argv = ["run", str(plan.tasks_dir), "-a", agent, "-j", str(concurrency)]
     argv += ["--jobs-dir", str(run_dir), "--job", "run", "--quiet"]
-    if args.model:
-        argv += ["-m", args.model]
+    if model:
+        argv += ["-m", model]
     cli.cmd_run(cli.build_parser().parse_args(argv))
-    report = reviewer.collect(plan, run_dir / "run", args.agent, args.model, args.output)
+    report = reviewer.collect(plan, run_dir / "run", agent, model, output)
     incomplete = 0
     for r in report["reviews"]:
         if r["complete"]:
@@ -87,5 +122,5 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"review: {cost}, {tokens} tokens (its own run: {run_dir / 'run'}; not in the job's cost)"
     )
-    print(f"report: {args.output or plan.job_dir / reviewer.REPORT}")
+    print(f"report: {output or plan.job_dir / reviewer.REPORT}")
     return 1 if incomplete else 0

@@ -64,3 +64,35 @@ def test_a_reviewer_agent_scores_a_trial_through_the_proxy_and_changes_no_reward
     # and the reviewed trial's reward and the job's cost line are untouched
     assert (attempt / "result.json").read_bytes() == result_before
     assert (job / "summary.json").read_bytes() == summary_before
+
+
+def test_a_task_shipping_a_rubric_is_reviewed_after_bench_run_with_reviewer_model(
+    tmp_path, bench_env, docker_client
+):
+    # given hello-world shipping tests/rubric.json (the Harbor layout)
+    import shutil
+
+    tasks = tmp_path / "tasks"
+    shutil.copytree(EXAMPLES / "hello-world", tasks / "hello-world")
+    (tasks / "hello-world" / "tests" / "rubric.json").write_text(json.dumps(RUBRIC))
+    # when bench run is given a reviewer model
+    run = run_bench(
+        run_args(
+            "oracle",
+            "--quiet",
+            "--reviewer-model",
+            "mock/oracle",
+            "--reviewer-agent",
+            "claude",
+            tasks=tasks,
+        ),
+        env=bench_env,
+        cwd=tmp_path,
+    )
+    # then its trial is reviewed once verified, and its reward is the verifier's
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "hello-world: publishable" in run.stdout
+    job = next(p for p in (tmp_path / "jobs").iterdir() if p.is_dir())
+    attempt = next(job.glob("hello-world__*"))
+    assert json.loads((attempt / "review.json").read_text())["gated_quality"] == 1.0
+    assert json.loads((attempt / "result.json").read_text())["rewards"] == {"reward": 1.0}
