@@ -66,6 +66,7 @@ urlpatterns = [
     path("jobs/<job:job>/cancel/", operate_views.cancel, name="job-cancel"),
     path("jobs/<job:job>/resume/", operate_views.resume, name="job-resume"),
     path("jobs/<job:job>/regrade/", operate_views.regrade, name="job-regrade"),
+    path("jobs/<job:job>/review/", operate_views.review, name="job-review"),
     path("jobs/<job:job>/console/", operate_views.console, name="job-console"),
     path("jobs/<job:job>/files/<str:name>", views.job_file, name="job-file"),
     path("jobs/<job:job>/regrades/", operate_views.job_regrades, name="job-regrades"),

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -62,7 +63,9 @@ class Plan:
     skipped: list[str] = field(default_factory=list)
 
 
-def find_targets(path: Path, which: str = "all") -> tuple[Path, list[Target]]:
+def find_targets(
+    path: Path, which: str = "all", trials: Collection[str] | None = None
+) -> tuple[Path, list[Target]]:
     """The trials of a job folder (their best attempts), or the one attempt folder given;
     `which` passing (reward 1) / failing / all."""
     path = path.resolve()
@@ -81,6 +84,8 @@ def find_targets(path: Path, which: str = "all") -> tuple[Path, list[Target]]:
         if only is not None and only not in (chosen.folder, trial.trial_name):
             continue
         if which == "passing" and trial.reward != 1.0 or which == "failing" and trial.reward == 1.0:
+            continue
+        if trials is not None and trial.trial_name not in trials:
             continue
         config = read_object(Path(chosen.path) / "config.json") or {}
         out.append(
@@ -205,10 +210,14 @@ def _task_name(target: Target) -> str:
 
 
 def prepare(
-    path: Path, rubric_file: Path | None, which: str = "all", now: datetime | None = None
+    path: Path,
+    rubric_file: Path | None,
+    which: str = "all",
+    now: datetime | None = None,
+    trials: Collection[str] | None = None,
 ) -> Plan:
     """The review job's tasks, one a trial to review, under the job's review-runs/<id>/tasks."""
-    job_dir, targets = find_targets(path, which)
+    job_dir, targets = find_targets(path, which, trials)
     if not targets:
         raise UserError(f"{path}: no trial to review (scored ones only; check --passing/--failing)")
     given = rb.load_rubric(rubric_file) if rubric_file else None
