@@ -52,3 +52,55 @@ def test_a_note_on_a_step_then_approve_ends_bench_view_confirm(
         if viewer.proc.poll() is None:
             viewer.stop()
     assert "DECISION: approved" in viewer.log.read_text()
+
+
+def test_the_rubric_tab_shows_the_review(chromium, tmp_path, bench_env):  # noqa: F811
+    import json
+
+    job = write_job(tmp_path / "jobs", plan=["hello"])
+    attempt = write_attempt(job, "hello__00000001", result_doc("hello", "hello__00000001", 1.0))
+    trajectory(attempt, 2)
+    write_summary(job)
+    criteria = [
+        {
+            "name": "safe",
+            "guidance": "g",
+            "blocker": True,
+            "weight": 1,
+            "verdict": "pass",
+            "explanation": "fine",
+        },
+        {
+            "name": "tidy",
+            "guidance": "g",
+            "blocker": False,
+            "weight": 3,
+            "verdict": "fail",
+            "explanation": "messy",
+        },
+    ]
+    review = {
+        "rubric_version": "0.2",
+        "reviewer": {"agent": "claude", "model": "mock/oracle"},
+        "reviewer_usage": {"cost_usd": 0.03, "total_tokens": 12400},
+        "criteria": criteria,
+        "raw_quality": 0.0,
+        "gated_quality": 0.0,
+        "gates": {"passed": True},
+        "band": "not_publishable",
+    }
+    (attempt / "review.json").write_text(json.dumps(review))
+    viewer = Viewer(tmp_path, bench_env, ["jobs"])
+    try:
+        page = chromium.new_page()
+        page.goto(f"{viewer.base}/jobs/{job.name}/hello/")
+        page.wait_for_selector("#e1", state="attached")
+        assert not page.locator("#rubric").is_visible()
+        page.click('#tabs button[data-tab="rubric"]')
+        assert page.locator("#rubric").is_visible() and not page.locator("#stream").is_visible()
+        rows = page.locator("#rubric tr.criterion").all_inner_texts()
+        assert len(rows) == 2 and "messy" in rows[1] and "blocker" in rows[0]
+        assert "12,400 tokens" in page.locator("#review-usage").inner_text()
+        assert "not_publishable" in page.locator("#rubric-score").inner_text()
+    finally:
+        viewer.stop()
