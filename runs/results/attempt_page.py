@@ -197,5 +197,5 @@ def rubric_review(folder: Path) -> dict[str, Any] | None:
     if not isinstance(data, dict):
         return {"unreadable": True}
     if isinstance(data.get("criteria"), list):
-        data["criteria"] = [c for c in data["criteria"] if isinstance(c, dict)][:REWARDS_SHOWN * 4]
+        data["criteria"] = [c for c in data["criteria"] if isinstance(c, dict)][: REWARDS_SHOWN * 4]
     return data
