@@ -94,7 +94,10 @@ def _first_page(folder: Path, shown: attempt_page.AttemptFiles) -> event_stream.
     """The stream's first page, painted with the trial page; the rest comes as it is scrolled to."""
     paths = [e.path for e in shown.logs] + ([TRAJECTORY] if shown.has_transcript else [])
     source = event_stream.find_source(folder, paths) if not folder.is_symlink() else None
-    return event_stream.stream_page(folder, source, event_stream.Cursor()) if source else None
+    if source is None:
+        return None
+    first = event_stream.FIRST_PAGE_BYTES
+    return event_stream.stream_page(folder, source, event_stream.Cursor(), page_bytes=first)
 
 
 def stream(request: HttpRequest, job: str, trial: str, rollout: str) -> HttpResponse:

@@ -34,7 +34,8 @@ from runs.results.transcript import (
 )
 
 PER_PAGE = 60  # top-level events a page
-PAGE_BYTES = 1_000_000  # of HTML, one page's texts in all
+PAGE_BYTES = 1_000_000  # of HTML, one page's texts in all (a page fetched on its own)
+FIRST_PAGE_BYTES = 250_000  # the first page's, within the trial page's 2 MB
 ITEM_MAX = 200_000  # characters of one text shown before the raw line is the way to the rest
 LOOKAHEAD_LINES = 400  # lines read past a page for the results of its tool calls
 SUB_EVENTS = 300  # of one subagent, nested under its Task call
@@ -629,7 +630,11 @@ def _finish(event: Event, t0: float | None, budget: TextBudget) -> None:
 
 
 def stream_page(
-    folder: Path, source: Source | None, cursor: Cursor, per_page: int = PER_PAGE
+    folder: Path,
+    source: Source | None,
+    cursor: Cursor,
+    per_page: int = PER_PAGE,
+    page_bytes: int = PAGE_BYTES,
 ) -> StreamPage:
     """The events of the stream from `cursor` on: `per_page` of them, or fewer at its end."""
     if source is None:
@@ -638,7 +643,7 @@ def stream_page(
     if fh is None:
         return StreamPage(source, [], cursor, True)
     with fh:
-        return _walk(fh, source, cursor, per_page, TextBudget(PAGE_BYTES), folder)
+        return _walk(fh, source, cursor, per_page, TextBudget(page_bytes), folder)
 
 
 def search(folder: Path, source: Source | None, query: str, cursor: Cursor) -> StreamPage:

@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from runs.results import files
-from runs.results.html_size import fit
+from runs.results.html_size import fit, html_bytes
 
-OUTPUT_BYTES = 60_000  # of stdout, and of stderr, each run
+OUTPUT_BYTES = 30_000  # of stdout, and of stderr, each run (escaped for HTML)
+TESTS_BYTES = 100_000  # of the tests' names and messages, each run
 CTRF_BYTES = 4 << 20
 TESTS_SHOWN = 500
 MESSAGE_MAX = 4_000
@@ -79,6 +80,14 @@ def ctrf_tests(doc: Any) -> tuple[list[TestRow], int, dict[str, int]]:
             )
         )
     rows.sort(key=lambda r: r.status != "failed")  # stable: the report's order within each
+    left, shown = TESTS_BYTES, 0
+    for row in rows[:TESTS_SHOWN]:
+        row.name, _ = fit(row.name, max(0, min(left, 3_000)))
+        row.message, _ = fit(row.message, max(0, left - html_bytes(row.name)))
+        left -= html_bytes(row.name) + html_bytes(row.message)  # markup: TESTS_SHOWN rows at most
+        shown += 1
+        if left <= 0:
+            break
     summary = results.get("summary")
     counts = {
         k: v
@@ -89,7 +98,7 @@ def ctrf_tests(doc: Any) -> tuple[list[TestRow], int, dict[str, int]]:
         counts = {"tests": len(rows)}
         for row in rows:
             counts[row.status] = counts.get(row.status, 0) + 1
-    return rows[:TESTS_SHOWN], max(0, len(rows) - TESTS_SHOWN), counts
+    return rows[:shown], len(rows) - shown, counts
 
 
 def _read_run(folder: Path, run: VerifierRun) -> VerifierRun:

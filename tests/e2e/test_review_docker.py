@@ -96,3 +96,35 @@ def test_a_task_shipping_a_rubric_is_reviewed_after_bench_run_with_reviewer_mode
     attempt = next(job.glob("hello-world__*"))
     assert json.loads((attempt / "review.json").read_text())["gated_quality"] == 1.0
     assert json.loads((attempt / "result.json").read_text())["rewards"] == {"reward": 1.0}
+
+
+def test_a_review_from_the_dashboard_runs_out_of_the_request(tmp_path, bench_env, docker_client):
+    # given a scored job, and the request the job page's Review button hands the launcher
+    import subprocess
+    import sys
+
+    from runs.operations.process import Request
+
+    run = run_bench(
+        run_args("oracle", "--quiet", tasks=EXAMPLES, include=["hello-world"]),
+        env=bench_env,
+        cwd=tmp_path,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    job = next(p for p in (tmp_path / "jobs").iterdir() if p.is_dir())
+    body = {"trials": ["hello-world"], "agent": "claude", "model": "mock/oracle", "rubric": RUBRIC}
+    # when `bench _operate review` runs it
+    done = subprocess.run(
+        [sys.executable, "-m", "benchflow_site.cli", "_operate", "review"],
+        input=Request("review", str(job), body, "olga").to_json(),
+        env=bench_env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    # then the trial's Rubric tab has its review
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Reviewed 1 of 1 trials" in done.stdout
+    attempt = next(job.glob("hello-world__*"))
+    assert json.loads((attempt / "review.json").read_text())["band"] == "publishable"
