@@ -14,6 +14,7 @@ from benchflow_site import (
     index_cli,
     operate_cli,
     regrade_cli,
+    review_cli,
     serve_cli,
     user_cli,
     worker_cli,
@@ -39,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run an agent on a folder of tasks.",
     )
     run_spec.add_run_arguments(run)
+    review_cli.add_reviewer_arguments(run)
 
     ev = sub.add_parser("eval", help="BenchFlow 0.8 spellings: eval run | eval resume")
     ev_sub = ev.add_subparsers(dest="eval_command", metavar="VERB")
@@ -125,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("error_class", metavar="CLASS", nargs="?")
 
     regrade_cli.add_parser(sub)
+    review_cli.add_parser(sub)
     index_cli.add_parser(sub)
     export_cli.add_parser(sub)
 
@@ -168,12 +171,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     from benchflow_site.gateway import ProxyGateway
     from runs.operations.run import run_job
 
-    return run_job(
+    code = run_job(
         run_spec.from_args(args),
         setup_django=setup_django,
         gateway=ProxyGateway(),
         broker=broker(),
     )
+    if getattr(args, "reviewer_model", None):
+        review_cli.auto_review(args)
+    return code
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
@@ -333,6 +339,7 @@ def main(argv: list[str] | None = None) -> int:
         "tasks": cmd_tasks,
         "results": cmd_results,
         "regrade": regrade_cli.run,
+        "review": review_cli.run,
         "proxy": cmd_proxy,
         "view": serve_cli.run_view,
         "serve": serve_cli.run_serve,

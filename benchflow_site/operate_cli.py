@@ -14,7 +14,7 @@ ARGV = [sys.executable, "-m", "benchflow_site.cli", "_operate"]
 
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser("_operate")  # no help: argparse then leaves it out of the list
-    p.add_argument("kind", choices=["run", "regrade"])
+    p.add_argument("kind", choices=["run", "regrade", "review"])
 
 
 def run(args: Any) -> int:

@@ -70,6 +70,12 @@ def add_parsers(subparsers: Any) -> None:
     view.add_argument(
         "--no-browser", action="store_true", help="do not open a browser (servers, scripts)"
     )
+    view.add_argument(
+        "--confirm",
+        action="store_true",
+        help="open one job with an Approve/Reject bar; print DECISION: approved (exit 0) or "
+        "DECISION: rejected (exit 3) and stop",
+    )
     serve = subparsers.add_parser(
         "serve",
         help="the dashboard for a team, behind a login",
@@ -201,15 +207,34 @@ def run_view(args: argparse.Namespace) -> int:
 
     url = f"http://127.0.0.1:{port}/"
     jobs = [j for p in paths for j in job_folders(p)]
-    if len(jobs) == 1 and jobs[0].resolve() in [p.resolve() for p in paths]:
+    one = len(jobs) == 1 and jobs[0].resolve() in [p.resolve() for p in paths]
+    if getattr(args, "confirm", False) and not one:
+        raise UserError("--confirm needs one job folder; fix: bench view JOB_FOLDER --confirm")
+    asked = None
+    if one:
         from viewer.queries import job_key_at
 
-        url += f"jobs/{quote(job_key_at(jobs[0]))}/"
+        key = job_key_at(jobs[0])
+        url += f"jobs/{quote(key)}/"
+        if args.confirm:
+            from viewer import confirm
+
+            asked = confirm.ask(key, _stop_soon)
     print(f"Viewing {', '.join(map(str, paths))} at {url} (Ctrl-C stops)", flush=True)
     if not args.no_browser:
         threading.Timer(0.5, webbrowser.open, (url,)).start()
     serve("127.0.0.1", port)
-    return 0
+    if asked is None:
+        return 0
+    print(f"DECISION: {asked.decision or 'none (stopped before a decision)'}", flush=True)
+    return 0 if asked.decision == "approved" else 3
+
+
+def _stop_soon() -> None:
+    """Stop the server once the decision's page has gone out (called from a view's thread)."""
+    from twisted.internet import reactor
+
+    reactor.callFromThread(reactor.callLater, 0.5, reactor.stop)  # type: ignore[attr-defined]
 
 
 def _tls(args: argparse.Namespace) -> tuple[Path, Path] | None:

@@ -353,3 +353,48 @@ class LoginThrottle(models.Model):
     failures = models.IntegerField(default=0)
     last_failed_at = models.DateTimeField(db_index=True)
     locked_until = models.DateTimeField(null=True, blank=True)
+
+
+# --- human review: notes and tags on a trial or a step, and a verdict per trial -------------------
+
+
+class Verdict(models.TextChoices):
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    NEEDS_LOOK = "needs_look", "needs a look"
+
+
+class ReviewNote(models.Model):
+    """A person's note on a trial, or on one step of an attempt's event stream (`step`: its e<n>),
+    with tags (` flaky slow `: each between spaces, so a filter is one LIKE on any database).
+    Appended, never edited; the job folder's reviews.json holds them too (runs/review/human.py)."""
+
+    trial = models.ForeignKey(Trial, on_delete=models.CASCADE, related_name="notes")
+    rollout_name = models.CharField(max_length=300, blank=True, default="")
+    step = models.IntegerField(null=True, blank=True)
+    text = models.TextField(blank=True, default="")
+    tags = models.CharField(max_length=1000, blank=True, default="", db_index=True)
+    author = models.ForeignKey(
+        "auth.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    author_name = models.CharField(max_length=150, blank=True, default="")  # kept if the user goes
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+
+class TrialVerdict(models.Model):
+    """An operator's verdict on a trial; each is kept, the latest counts."""
+
+    trial = models.ForeignKey(Trial, on_delete=models.CASCADE, related_name="verdicts")
+    verdict = models.CharField(max_length=20, choices=Verdict.choices)
+    note = models.TextField(blank=True, default="")
+    author = models.ForeignKey(
+        "auth.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    author_name = models.CharField(max_length=150, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]

@@ -12,7 +12,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from runs.models import Attempt, Budget, Job, Trial
+from runs.models import Attempt, Budget, Job, ReviewNote, Trial, TrialVerdict
 from runs.operations import control
 from runs.operations import launch as launching
 from runs.operations import regrade as regrading
@@ -196,3 +196,23 @@ class BudgetAdmin(ReadOnly):
     list_filter = ("scope", "measure", "stopped")
     search_fields = ("job__name", "trial__name")
     list_select_related = ("job", "trial")
+
+
+@admin.register(ReviewNote)
+class ReviewNoteAdmin(ReadOnly):
+    """People's notes and tags (appended from the trial page, never edited)."""
+
+    list_display = ("trial", "rollout_name", "step", "tags", "text", "author_name", "created_at")
+    list_filter = ("created_at",)
+    search_fields = ("trial__name", "trial__job__name", "tags", "text", "author_name")
+    list_select_related = ("trial",)
+
+
+@admin.register(TrialVerdict)
+class TrialVerdictAdmin(ReadOnly):
+    """Operators' verdicts on trials; the latest of a trial counts."""
+
+    list_display = ("trial", "verdict", "author_name", "created_at", "note")
+    list_filter = ("verdict",)
+    search_fields = ("trial__name", "trial__job__name", "author_name")
+    list_select_related = ("trial",)

@@ -16,6 +16,7 @@ from django.views.decorators.http import require_POST
 from runs.operations import control
 from runs.operations import launch as launching
 from runs.operations import regrade as regrading
+from runs.operations import review as reviewing
 from runs.problems import Problem, UserError
 from runs.results import job_documents
 from viewer import launch_form, queries, trial_views
@@ -162,3 +163,30 @@ def job_regrades(request: HttpRequest, job: str) -> HttpResponse:
     """The job's regrades from the index's events: each regraded trial's before and after."""
     row = queries.get_job(job)
     return render(request, "viewer/_job_regrades.html", {"job": row, **queries.job_regrades(row)})
+
+
+@require_POST
+@operator_required
+def review(request: HttpRequest, job: str) -> HttpResponse:
+    """A rubric review of the whole job, or of the trials ticked, by a reviewer agent."""
+    folder = _folder(job)
+    trials = _picked(request) or None
+    try:
+        reviewing.start_review(
+            folder,
+            trials,
+            agent=request.POST.get("review_agent", "")[:100],
+            model=request.POST.get("review_model", "")[:200],
+            rubric_text=request.POST.get("rubric", "")[:200_000],
+            launcher=launcher(),
+            by=user_name(request),
+        )
+    except UserError as exc:
+        messages.error(request, str(exc))
+    else:
+        what = ", ".join(trials) if trials else "every trial"
+        messages.success(
+            request,
+            f"Reviewing {what} of {folder.name}: each trial's Rubric tab shows it when done.",
+        )
+    return _job_page(job)

@@ -17,6 +17,7 @@ from django.http import Http404
 from runs import errors
 from runs import events as ev
 from runs.models import KEY_SEPARATOR, Attempt, Budget, Event, Job, Trial, job_key
+from runs.review import human
 
 TRIALS_PER_PAGE = 50
 
@@ -91,8 +92,10 @@ def job_key_at(path: Path) -> str:
     return path.name if pk is None else job_key(path.name, pk)
 
 
-def trials(job: Job, sort: str = "trial", show: str = "", q: str = "") -> QuerySet[Trial]:
-    rows = Trial.objects.filter(job=job)
+def trials(
+    job: Job, sort: str = "trial", show: str = "", q: str = "", tag: str = "", verdict: str = ""
+) -> QuerySet[Trial]:
+    rows = human.filter_trials(Trial.objects.filter(job=job), tag, verdict)
     if show in OUTCOME_FILTERS:
         rows = rows.filter(OUTCOME_FILTERS[show])
     if q:
@@ -105,8 +108,10 @@ def trials(job: Job, sort: str = "trial", show: str = "", q: str = "") -> QueryS
     return rows.order_by(order, "position", "id")
 
 
-def trials_page(job: Job, sort: str, show: str, q: str, page: int) -> Page:
-    rows = trials(job, sort, show, q).only(
+def trials_page(
+    job: Job, sort: str, show: str, q: str, page: int, tag: str = "", verdict: str = ""
+) -> Page:
+    rows = trials(job, sort, show, q, tag, verdict).only(
         "name",
         "task_name",
         "state",
@@ -122,6 +127,8 @@ def trials_page(job: Job, sort: str, show: str, q: str, page: int) -> Page:
         "phase",
         "position",
     )
+    if not verdict:
+        rows = rows.annotate(latest_verdict=human.latest_verdict())
     return Paginator(rows, TRIALS_PER_PAGE).get_page(page)
 
 

@@ -17,9 +17,10 @@ from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpRespons
 from django.shortcuts import render
 from django.utils.http import content_disposition_header
 
-from runs.models import Attempt, Job, Trial
-from runs.results import attempt_folder, attempt_page, files
+from runs.models import Attempt, Job, Trial, Verdict
+from runs.results import attempt_folder, attempt_page, event_stream, files, verifier_tab
 from runs.results import transcript as calls
+from runs.review import human
 from runs.workers.overview import attempt_workers
 from viewer import queries
 
@@ -56,22 +57,64 @@ def trial_page(request: HttpRequest, job: str, trial: str) -> HttpResponse:
         chosen = next((a for a in attempts if a.pk == trial_row.best_id), None)
     if chosen is None and attempts:
         chosen = attempts[-1]
-    context: dict[str, Any] = {"job": row, "trial": trial_row, "attempts": attempts}
+    notes, verdicts = human.trial_reviews(trial_row)
+    context: dict[str, Any] = {
+        "job": row,
+        "trial": trial_row,
+        "attempts": attempts,
+        "notes": notes,
+        "verdicts": verdicts,
+        "verdict_choices": Verdict.choices,
+    }
     if chosen is not None:
         folder = queries.attempt_folder(row, chosen)
         shown = attempt_page.attempt_files(folder, _int(request.GET.get("files")))
+        own = not folder.is_symlink()
+        result = attempt_folder.read_attempt(str(folder)).result if own else None
+        regrades = attempt_page.regrades(folder) if own else None
         context.update(
             attempt=chosen,
             files=shown,
-            result=attempt_folder.read_attempt(str(folder)).result
-            if not folder.is_symlink()
-            else None,
+            result=result,
             rewards=attempt_page.rewards_shown(chosen.rewards),
-            regrades=None if folder.is_symlink() else attempt_page.regrades(folder),
+            regrades=regrades,
+            verifier_before=verifier_tab.original_run(folder, result, chosen.reward),
+            verifier_after=verifier_tab.latest_regrade(folder, regrades) if own else None,
+            review=attempt_page.rubric_review(folder) if own else None,
             build_log=files.safe_file(Path(row.path), f"builds/{trial_row.task_name}.log"),
             cause=queries.cause_text(chosen.error_category or chosen.verifier_error_category),
+            stream=_first_page(folder, shown),
+            stream_kinds=event_stream.KINDS,
+            stream_focus=" ".join(event_stream.FOCUS),
         )
     return render(request, "viewer/trial.html", context)
+
+
+def _first_page(folder: Path, shown: attempt_page.AttemptFiles) -> event_stream.StreamPage | None:
+    """The stream's first page, painted with the trial page; the rest comes as it is scrolled to."""
+    paths = [e.path for e in shown.logs] + ([TRAJECTORY] if shown.has_transcript else [])
+    source = event_stream.find_source(folder, paths) if not folder.is_symlink() else None
+    if source is None:
+        return None
+    first = event_stream.FIRST_PAGE_BYTES
+    return event_stream.stream_page(folder, source, event_stream.Cursor(), page_bytes=first)
+
+
+def stream(request: HttpRequest, job: str, trial: str, rollout: str) -> HttpResponse:
+    """The next page of the trial's event stream from a cursor, or (with q) its search hits."""
+    row, trial_row, attempt, folder = _resolve(job, trial, rollout)
+    kind, rel = request.GET.get("kind", ""), request.GET.get("src", "")
+    known = event_stream.is_source_path(rel) and files.safe_file(folder, rel) is not None
+    if kind not in event_stream.READERS or not known:
+        raise Http404("not a stream of this attempt")
+    source, cursor = event_stream.Source(kind, rel), event_stream.Cursor.parse(request.GET)
+    query = request.GET.get("q", "")[:200]
+    if query:
+        page = event_stream.search(folder, source, query, cursor)
+    else:
+        page = event_stream.stream_page(folder, source, cursor)
+    context = {"job": row, "trial": trial_row, "attempt": attempt, "stream": page, "q": query}
+    return render(request, "viewer/_stream_hits.html" if query else "viewer/_stream.html", context)
 
 
 def transcript(request: HttpRequest, job: str, trial: str, rollout: str) -> HttpResponse:

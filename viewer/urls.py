@@ -6,7 +6,15 @@ URLs before keys) is redirected to the newest job of that name, the rest of the 
 from django.contrib.auth import views as auth_views
 from django.urls import path, re_path, register_converter, reverse_lazy
 
-from viewer import compare_views, operate_views, trial_views, views, workers_views
+from viewer import (
+    compare_views,
+    confirm,
+    operate_views,
+    review_views,
+    trial_views,
+    views,
+    workers_views,
+)
 from viewer.logins import LoginForm
 
 
@@ -58,6 +66,7 @@ urlpatterns = [
     path("jobs/<job:job>/cancel/", operate_views.cancel, name="job-cancel"),
     path("jobs/<job:job>/resume/", operate_views.resume, name="job-resume"),
     path("jobs/<job:job>/regrade/", operate_views.regrade, name="job-regrade"),
+    path("jobs/<job:job>/review/", operate_views.review, name="job-review"),
     path("jobs/<job:job>/console/", operate_views.console, name="job-console"),
     path("jobs/<job:job>/files/<str:name>", views.job_file, name="job-file"),
     path("jobs/<job:job>/regrades/", operate_views.job_regrades, name="job-regrades"),
@@ -67,11 +76,20 @@ urlpatterns = [
     path("jobs/<job:job>/grid/", views.job_grid, name="job-grid"),
     path("jobs/<job:job>/chart.json", views.job_chart, name="job-chart"),
     path("jobs/<job:job>/events.json", views.job_events, name="job-events"),
+    path("confirm/", confirm.decide, name="confirm"),
+    path("jobs/<job:job>/reviews.json", review_views.job_reviews, name="job-reviews"),
     path("jobs/<job:job>/<str:trial>/", trial_views.trial_page, name="trial"),
+    path("jobs/<job:job>/<str:trial>/note/", review_views.add_note, name="trial-note"),
+    path("jobs/<job:job>/<str:trial>/verdict/", review_views.set_verdict, name="trial-verdict"),
     path(
         "jobs/<job:job>/<str:trial>/<str:rollout>/transcript/",
         trial_views.transcript,
         name="transcript",
+    ),
+    path(
+        "jobs/<job:job>/<str:trial>/<str:rollout>/stream/",
+        trial_views.stream,
+        name="stream",
     ),
     path(
         "jobs/<job:job>/<str:trial>/<str:rollout>/log/",

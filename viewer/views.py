@@ -12,9 +12,9 @@ from django.shortcuts import render
 from django.template.loader import render_to_string
 from django.urls import Resolver404, resolve, reverse
 
-from runs.models import Job
+from runs.models import Job, Verdict
 from runs.results import files, job_documents
-from viewer import queries, trial_views
+from viewer import confirm, queries, trial_views
 from viewer.fragments import once_per_seq
 
 
@@ -67,8 +67,12 @@ def _trials_context(request: HttpRequest, job: queries.Job) -> dict[str, object]
     sort = request.GET.get("sort", "trial")
     show = request.GET.get("show", "")
     q = request.GET.get("q", "")[:200]
-    page = queries.trials_page(job, sort, show, q, _int(request.GET.get("page"), 1))
+    tag, verdict = request.GET.get("tag", "")[:40], request.GET.get("verdict", "")[:20]
+    page = queries.trials_page(job, sort, show, q, _int(request.GET.get("page"), 1), tag, verdict)
     return {
+        "tag": tag,
+        "verdict": verdict,
+        "verdicts": [("none", "no verdict"), *Verdict.choices],
         "job": job,
         "page": page,
         "sort": sort,
@@ -98,6 +102,7 @@ def job_page(request: HttpRequest, job: str) -> HttpResponse:
         **_progress_context(row),
         "job_log": log,
         "job_files": [name for name in files if name != log],
+        "confirm": confirm.pending(row.key),
     }
     return render(request, "viewer/job.html", context)
 

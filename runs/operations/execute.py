@@ -79,4 +79,10 @@ def _dispatch(
         from runs.operations.regrade import run_regrade
 
         return run_regrade(Path(request.job_dir), request.body, by=request.by, gateway=gateway)
+    if request.kind == "review":
+        from runs.operations.review import run_review
+
+        return run_review(
+            Path(request.job_dir), request.body, setup_django=setup_django, gateway=gateway
+        )
     raise UserError(f"unknown operation {request.kind!r}")

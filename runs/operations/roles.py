@@ -11,7 +11,7 @@ from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import ObjectDoesNotExist, ValidationError
 
 from runs import logins
-from runs.models import Attempt, Budget, Event, Job, Trial
+from runs.models import Attempt, Budget, Event, Job, ReviewNote, Trial, TrialVerdict
 from runs.problems import UserError
 
 VIEWER, OPERATOR, ADMIN = "viewer", "operator", "admin"
@@ -21,7 +21,8 @@ OPERATE_PERM = f"runs.{OPERATE}"  # user.has_perm(OPERATE_PERM)
 
 
 def _view_permissions() -> list[Permission]:
-    types = ContentType.objects.get_for_models(Job, Trial, Attempt, Budget, Event).values()
+    models = (Job, Trial, Attempt, Budget, Event, ReviewNote, TrialVerdict)
+    types = ContentType.objects.get_for_models(*models).values()
     return list(Permission.objects.filter(content_type__in=types, codename__startswith="view_"))
 
 

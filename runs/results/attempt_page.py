@@ -180,3 +180,35 @@ def rewards_shown(rewards: Any) -> list[tuple[str, Any]]:
     if not isinstance(rewards, dict):
         return []
     return [(str(k)[:200], v) for k, v in list(rewards.items())[:REWARDS_SHOWN]]
+
+
+REVIEW_BYTES = 2 << 20
+REVIEW_SHOWN = 100_000  # of HTML: the criteria's texts on the Rubric tab
+CRITERIA_SHOWN = 200
+
+
+def rubric_review(folder: Path) -> dict[str, Any] | None:
+    """The attempt's latest rubric review (review.json, written by bench review), for its tab."""
+    head = files.head_of(folder, "review.json", REVIEW_BYTES)
+    if head is None or head.cut:
+        return None if head is None else {"unreadable": True}
+    try:
+        data = json.loads(head.text)
+    except (ValueError, RecursionError):
+        return {"unreadable": True}
+    if not isinstance(data, dict):
+        return {"unreadable": True}
+    left = REVIEW_SHOWN
+    raw = data.get("criteria")
+    criteria = (
+        [c for c in raw if isinstance(c, dict)][:CRITERIA_SHOWN] if isinstance(raw, list) else []
+    )
+    for c in criteria:
+        for key in ("name", "guidance", "explanation", "verdict"):
+            c[key], _ = fit(str(c.get(key) or ""), max(0, min(left, 20_000)))
+            left -= html_bytes(c[key]) + 100
+    data["criteria"] = criteria
+    problems = data.get("problems")
+    problems = problems[:20] if isinstance(problems, list) else []
+    data["problems"] = [fit(str(p), 2_000)[0] for p in problems]
+    return data

@@ -25,6 +25,7 @@ JOB_FILES = (
     "result.json",
     "job.log",
     "lock.json",
+    "reviews.json",
 )
 LOGS = ("console.log", "job.log")
 

@@ -6,12 +6,16 @@ import csv
 import io
 import json
 import math
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from runs.jobfolder import read_object
 from runs.results.attempts import best_attempt
 from runs.results.load import AttemptsMode, Job, Trial, with_mode
 from runs.results.stats import pass_at_k_table, reward_stats
+
+REVIEWS = "reviews.json"  # the job's notes and verdicts, written by runs/review/human.py
 
 TRIAL_COLUMNS = (
     "Task",
@@ -211,6 +215,9 @@ def job_document(job: Job, include_controls: bool = False) -> dict[str, Any]:
             for n in job.not_run
         ],
     }
+    reviews = read_object(os.path.join(job.path, REVIEWS))
+    if reviews is not None:  # people's notes, tags and verdicts (runs/review/human.py writes it)
+        doc["reviews"] = reviews.get("trials")
     if _has_repeats(job):
         top = max((len(ts) for ts in _tasks(job).values()), default=0)
         rates = pass_at_k_table(job, range(1, top + 1))

@@ -98,3 +98,59 @@ def test_bench_view_indexes_a_folder_it_has_not_seen_and_serves_it_on_loopback(s
         ["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True
     ).stdout
     assert [line.split()[3] for line in listening.splitlines()] == [f"127.0.0.1:{port}"]
+
+
+def test_confirm_prints_the_decision_and_exits_3_on_reject(tmp_path, bench_env):
+    # given a job opened with --confirm
+    import re
+
+    import httpx
+
+    from tests.e2e.browser import free_port
+
+    job = write_job(tmp_path / "jobs", plan=["hello"])
+    write_attempt(job, "hello__00000001", result_doc("hello", "hello__00000001", 1.0))
+    write_summary(job)
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "benchflow_site.cli", "view", str(job), "--confirm"]
+        + ["--port", str(port), "--no-browser"],
+        cwd=tmp_path,
+        env=bench_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        seen = []
+        while not (line := proc.stdout.readline()).startswith("Viewing"):  # after the index's
+            seen.append(line)
+            assert line, "".join(seen)
+        url = line.split(" at ", 1)[1].split(" ", 1)[0]
+        with httpx.Client() as client:
+            for _ in range(150):
+                try:
+                    page = client.get(url)
+                    break
+                except httpx.TransportError:
+                    time.sleep(0.2)
+            # then the job's page asks, and a rejection ends the command with exit 3
+            assert 'id="confirm-bar"' in page.text
+            token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+            done = client.post(
+                f"http://127.0.0.1:{port}/confirm/",
+                data={"decision": "rejected", "csrfmiddlewaretoken": token},
+                headers={"Referer": url},
+            )
+        assert "Decision: " in done.text
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 3 and "DECISION: rejected" in out
+
+
+def test_confirm_needs_one_job(tmp_path, bench_env):
+    (tmp_path / "jobs").mkdir()
+    out = run_bench(["view", "jobs", "--confirm", "--no-browser"], env=bench_env, cwd=tmp_path)
+    assert out.returncode == 2 and "--confirm needs one job folder" in out.stderr

@@ -102,6 +102,18 @@ def test_a_trial_page_stays_under_2_mb_whatever_the_attempt_holds(viewed):
         pages[f"{name} log {page}"] = client.get(f"{base}/log/", params={"path": rel, "page": page})
     for page in (1, 2, 3):
         pages[f"transcript {page}"] = client.get(f"{base}/transcript/", params={"page": page})
+    # the event stream's next pages, and a search across it
+    html = first.text
+    for n in range(3):
+        more = re.search(r'class="more" data-url="([^"]+)"', html)
+        if more is None:
+            break
+        answer = client.get(viewer.base + more.group(1).replace("&amp;", "&"))
+        pages[f"stream page {n + 2}"], html = answer, answer.text
+    search = re.search(r'id="stream-q" [^>]*data-url="([^"]+)"', first.text)
+    assert search, "the trial page has its stream"
+    url = viewer.base + search.group(1).replace("&amp;", "&")
+    pages["stream search"] = client.get(url + "&q=%22")  # params= would replace the query
     for what, answer in pages.items():
         assert answer.status_code == 200, what
         assert len(answer.content) < PAGE_MAX, (what, len(answer.content))

@@ -1,0 +1,675 @@
+"""A trial's event stream, as BenchFlow's trial page shows it: prompts, messages, thoughts and tool
+calls (each with its result, status and duration), in order, with `+m:ss` offsets and numbers that
+stay the same on every visit (`#e42`).
+
+It is read from the agent's own session log when the attempt kept one that says more than the proxy
+saw (Claude Code's, with its subagents' events nested under the Task call that spawned them; Codex's
+main thread), else from the proxy's trajectory/llm_trajectory.jsonl (every agent's model calls).
+
+A page is read from a cursor (line, byte offset, events numbered so far, calls still waiting for a
+result), never from the start of the file: a trial of 2,000 calls paints its first page after
+reading its first lines, and the next page goes on where the last stopped. Everything is bounded as
+on the rest of the trial page: a line read (LINE_MAX), the lines a page looks ahead for results,
+and the bytes of HTML a page carries (an item past its share keeps its head and a link to the raw
+line: collapsed, not truncated, in every ordinary case).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from runs.results import files
+from runs.results.transcript import (
+    LINE_MAX,
+    TextBudget,
+    _text,
+    reply_messages,
+    request_messages,
+)
+
+PER_PAGE = 60  # top-level events a page
+PAGE_BYTES = 1_000_000  # of HTML, one page's texts in all (a page fetched on its own)
+FIRST_PAGE_BYTES = 250_000  # the first page's, within the trial page's 2 MB
+ITEM_MAX = 200_000  # characters of one text shown before the raw line is the way to the rest
+LOOKAHEAD_LINES = 400  # lines read past a page for the results of its tool calls
+SUB_EVENTS = 300  # of one subagent, nested under its Task call
+PENDING_MAX = 40  # calls without a result carried to the next page
+SEARCH_LINES = 4_000  # lines one search request reads
+SEARCH_HITS = 50
+TRAJECTORY = "trajectory/llm_trajectory.jsonl"
+SESSIONS = "agent/sessions/"
+
+KINDS = ("prompt", "message", "thought", "tool", "result", "call", "system", "error")
+FOCUS = ("prompt", "message", "tool", "result", "error")  # what Focus mode shows
+
+TOOL_KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("plan", ("todo", "plan")),
+    ("task", ("task", "agent", "subagent", "spawn", "delegate")),
+    ("edit", ("edit", "write", "patch", "str_replace", "create", "notebookedit", "multiedit")),
+    ("read", ("read", "view", "cat", "open")),
+    ("search", ("grep", "glob", "find", "search", "list", "ls", "rg")),
+    ("web", ("web", "fetch", "http", "browse", "url")),
+    ("shell", ("bash", "shell", "exec", "command", "run", "terminal")),
+)
+
+
+def tool_kind(name: str) -> str:
+    """The hue of a tool call: shell, edit, read, search, web, task, plan or other."""
+    low = name.lower()
+    for kind, words in TOOL_KINDS:
+        if any(w in low for w in words):
+            return kind
+    return "other"
+
+
+@dataclass
+class Event:
+    n: int  # stable: the n-th top-level event of the stream
+    kind: str  # one of KINDS
+    title: str = ""
+    text: str = ""
+    output: str = ""  # a tool call's result
+    status: str = ""  # a tool call's: ok, error, pending
+    tool: str = ""  # its kind (hue)
+    at: float | None = None  # seconds since the epoch
+    offset: str = ""  # +m:ss from the stream's first time
+    duration_s: float | None = None
+    meta: str = ""  # a model call's model and tokens
+    line: int = 0  # the source's line (1-based), for the raw-file link
+    cut: bool = False
+    tool_id: str = ""
+    agent_id: str = ""  # a Task call's subagent (Claude Code)
+    sidechain: bool = False
+    children: list[Event] = field(default_factory=list)
+
+    @property
+    def anchor(self) -> str:
+        return f"e{self.n}"
+
+    @property
+    def search_text(self) -> str:
+        return f"{self.title}\n{self.text}\n{self.output}".casefold()
+
+
+@dataclass
+class Cursor:
+    line: int = 0
+    offset: int = 0
+    n: int = 0
+    prev: int = 0  # trajectory: messages the previous call sent
+    t0: float | None = None
+    pending: dict[str, int] = field(default_factory=dict)  # tool id -> its event's number
+    message: str = ""  # Claude Code: the message whose entries are being read
+
+    def query(self) -> str:
+        from urllib.parse import urlencode
+
+        open_ids = ",".join(f"{k}:{v}" for k, v in list(self.pending.items())[-PENDING_MAX:])
+        params = {"line": self.line, "at": self.offset, "e": self.n, "prev": self.prev}
+        return urlencode({**params, "t0": "" if self.t0 is None else self.t0, "open": open_ids})
+
+    @classmethod
+    def parse(cls, get: Any) -> Cursor:
+        def num(key: str) -> int:
+            try:
+                return max(0, int(get.get(key) or 0))
+            except ValueError:
+                return 0
+
+        try:
+            t0 = float(get.get("t0")) if get.get("t0") else None
+        except ValueError:
+            t0 = None
+        pending: dict[str, int] = {}
+        for pair in str(get.get("open") or "").split(",")[:PENDING_MAX]:
+            key, _, value = pair.rpartition(":")
+            if key and value.isdigit():
+                pending[key[:200]] = int(value)
+        return cls(num("line"), num("at"), num("e"), num("prev"), t0, pending)
+
+
+@dataclass
+class Source:
+    kind: str  # trajectory, claude, codex
+    rel: str  # the file, relative to the attempt folder
+
+
+@dataclass
+class StreamPage:
+    source: Source | None
+    events: list[Event]
+    cursor: Cursor  # where the next page starts
+    done: bool  # the file has no more lines
+    hits: list[Event] = field(default_factory=list)  # a search's
+
+
+def _time(value: Any) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return value / 1000 if value > 1e11 else float(value)
+    if isinstance(value, str) and value:
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return None
+    return None
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def offset_label(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    minutes, sec = divmod(seconds, 60)
+    return f"+{minutes}:{sec:02d}"
+
+
+# ---- reading lines from a cursor ---------------------------------------------------------------
+
+
+def _read_lines(fh: BinaryIO, offset: int, line: int) -> Iterator[tuple[int, int, Any]]:
+    """(line number, offset after it, parsed JSON or None) from `offset` on; a line longer than
+    LINE_MAX is skipped whole and yields None."""
+    fh.seek(offset)
+    while True:
+        raw = fh.readline(LINE_MAX + 1)
+        if not raw:
+            return
+        if len(raw) > LINE_MAX and not raw.endswith(b"\n"):
+            while (more := fh.readline(1 << 16)) and not more.endswith(b"\n"):
+                pass
+            raw = b""
+        line += 1
+        try:
+            value = json.loads(raw) if raw.strip() else None
+        except (ValueError, RecursionError):
+            value = None
+        yield line, fh.tell(), value
+
+
+# ---- what a line says, by source ----------------------------------------------------------------
+
+
+@dataclass
+class Item:
+    """One thing a line says, before numbering: an event, or a tool result (`result_for`)."""
+
+    kind: str
+    title: str = ""
+    text: str = ""
+    at: float | None = None
+    duration_s: float | None = None
+    tool_id: str = ""
+    result_for: str = ""
+    is_error: bool = False
+    meta: str = ""
+    agent_id: str = ""
+    sidechain: bool = False
+
+
+def _thoughts(response: Any, sse: Any) -> list[str]:
+    """The model's reasoning in a reply, in the formats that carry it."""
+    out: list[str] = []
+    if isinstance(sse, str) and sse:
+        parts: dict[int, list[str]] = {}
+        for frame in sse.replace("\r\n", "\n").split("\n\n"):
+            data = "".join(ln[5:].lstrip() for ln in frame.split("\n") if ln.startswith("data:"))
+            try:
+                ev = json.loads(data) if data and data != "[DONE]" else None
+            except ValueError:
+                continue
+            if not isinstance(ev, dict):
+                continue
+            delta = _dict(ev.get("delta"))
+            if delta.get("type") == "thinking_delta":
+                parts.setdefault(int(ev.get("index") or 0), []).append(str(delta.get("thinking")))
+            elif ev.get("type") == "response.completed":
+                return _thoughts(ev.get("response"), None)
+            for choice in ev.get("choices") or ():
+                d = (choice or {}).get("delta") or {}
+                if d.get("reasoning_content") or d.get("reasoning"):
+                    parts.setdefault(-1, []).append(
+                        str(d.get("reasoning_content") or d.get("reasoning"))
+                    )
+        return ["".join(p) for _, p in sorted(parts.items()) if "".join(p).strip()]
+    if not isinstance(response, dict):
+        return out
+    for block in response.get("content") or ():
+        if isinstance(block, dict) and block.get("type") == "thinking":
+            out.append(str(block.get("thinking") or ""))
+    for item in response.get("output") or ():
+        if isinstance(item, dict) and item.get("type") == "reasoning":
+            out.append(_text(item.get("summary") or item.get("content") or ""))
+    for choice in response.get("choices") or ():
+        message = (choice or {}).get("message") or {}
+        if message.get("reasoning_content") or message.get("reasoning"):
+            out.append(str(message.get("reasoning_content") or message.get("reasoning")))
+    return [t for t in out if t.strip()]
+
+
+def _new_part(request: Any, cursor: Cursor) -> Any:
+    """The request with only what it added to the conversation: the items past the `cursor.prev`
+    the call before sent (all of them when the conversation did not grow: a new one); only those
+    are read, so a call late in a long trial costs what it added, not what it repeats."""
+    if not isinstance(request, dict):
+        return request
+    key = "messages" if isinstance(request.get("messages"), list) else "input"
+    items = request.get(key)
+    if not isinstance(items, list):
+        cursor.prev = 0
+        return request
+    start = cursor.prev if 0 < cursor.prev <= len(items) else 0
+    cursor.prev = len(items)
+    if start == 0:
+        return request
+    return {key: items[start:]}
+
+
+def trajectory_items(line: Any, cursor: Cursor) -> list[Item]:
+    """One proxy call: the messages its request added (prompts, tool results), then its reply
+    (thoughts, text, tool calls), and a marker with its model, tokens and time."""
+    if not isinstance(line, dict):
+        return [Item("error", "unreadable line", "this line is not JSON or is too long")]
+    started = _time(line.get("started_at"))
+    took = line.get("duration_s") if isinstance(line.get("duration_s"), int | float) else None
+    ended = started + took if started is not None and took is not None else started
+    fresh = request_messages(_new_part(line.get("request"), cursor))
+    items: list[Item] = []
+    for m in fresh:
+        if m.role == "system":
+            items.append(Item("system", "system prompt", m.text, started))
+        elif m.role == "tool":
+            items.append(Item("result", text=m.text, at=started, result_for=m.tool_call_id))
+        elif m.role == "user" and m.text:
+            items.append(Item("prompt", "user", m.text, started))
+    usage = _dict(line.get("usage"))
+    tokens = " · ".join(
+        f"{usage[k]:,} {label}"
+        for k, label in (("input_tokens", "in"), ("output_tokens", "out"))
+        if isinstance(usage.get(k), int)
+    )
+    meta = " · ".join(x for x in (str(line.get("model") or ""), tokens) if x)
+    status = line.get("status")
+    call = Item("call", "model call", meta=meta, at=started, duration_s=took)
+    if line.get("error") or line.get("refused") or (isinstance(status, int) and status >= 400):
+        call.kind, call.is_error = "error", True
+        call.title = "refused call" if line.get("refused") else f"failed call (HTTP {status})"
+        call.text = str(line.get("error") or "")
+    items.append(call)
+    for thought in _thoughts(line.get("response"), line.get("response_sse")):
+        items.append(Item("thought", "thinking", thought, ended))
+    for m in reply_messages(line.get("response"), line.get("response_sse")):
+        if m.text:
+            items.append(Item("message" if m.role != "error" else "error", m.role, m.text, ended))
+        for c in m.tool_calls:
+            items.append(
+                Item(
+                    "tool", c.get("name", ""), c.get("arguments", ""), ended, None, c.get("id", "")
+                )
+            )
+    return items
+
+
+def _claude_blocks(content: Any) -> Iterator[dict[str, Any]]:
+    if isinstance(content, str):
+        yield {"type": "text", "text": content}
+    elif isinstance(content, list):
+        for block in content:
+            if isinstance(block, dict):
+                yield block
+
+
+def claude_items(line: Any, cursor: Cursor) -> list[Item]:
+    """One entry of Claude Code's session log (a message's content block, a tool result, ...)."""
+    if not isinstance(line, dict) or line.get("type") not in ("user", "assistant", "system"):
+        return []
+    at = _time(line.get("timestamp"))
+    side = line.get("isSidechain") is True
+    message = _dict(line.get("message"))
+    if line.get("type") == "system":
+        text = str(line.get("content") or "")
+        return (
+            [Item("system", str(line.get("subtype") or "system"), text, at, sidechain=side)]
+            if text
+            else []
+        )
+    items: list[Item] = []
+    used = _dict(line.get("toolUseResult"))
+    for block in _claude_blocks(message.get("content")):
+        kind = block.get("type")
+        if kind == "text" and str(block.get("text") or "").strip():
+            role = "prompt" if line.get("type") == "user" else "message"
+            if line.get("isMeta"):
+                role = "system"
+            items.append(
+                Item(
+                    role,
+                    str(message.get("role") or line["type"]),
+                    str(block["text"]),
+                    at,
+                    sidechain=side,
+                )
+            )
+        elif kind == "thinking":
+            items.append(
+                Item("thought", "thinking", str(block.get("thinking") or ""), at, sidechain=side)
+            )
+        elif kind == "tool_use":
+            args = json.dumps(block.get("input"), ensure_ascii=False, indent=1)
+            items.append(
+                Item(
+                    "tool",
+                    str(block.get("name") or ""),
+                    args,
+                    at,
+                    tool_id=str(block.get("id") or ""),
+                    sidechain=side,
+                )
+            )
+        elif kind == "tool_result":
+            items.append(
+                Item(
+                    "result",
+                    text=_text(block.get("content")),
+                    at=at,
+                    result_for=str(block.get("tool_use_id") or ""),
+                    is_error=block.get("is_error") is True,
+                    agent_id=str(used.get("agentId") or ""),
+                    sidechain=side,
+                )
+            )
+    usage = message.get("usage") if isinstance(message.get("usage"), dict) else None
+    if line.get("type") == "assistant" and usage and items and items[0].kind != "call":
+        tokens = (
+            f"{usage.get('input_tokens', 0) or 0:,} in · {usage.get('output_tokens', 0) or 0:,} out"
+        )
+        meta = " · ".join(x for x in (str(message.get("model") or ""), tokens) if x)
+        # the log writes an entry per content block of one message: one marker a message
+        if message.get("id") and message.get("id") == cursor.message:
+            return items
+        cursor.message = str(message.get("id") or "")
+        items.insert(0, Item("call", "model call", meta=meta, at=at, sidechain=side))
+    return items
+
+
+def codex_items(line: Any, cursor: Cursor) -> list[Item]:
+    """One line of a Codex rollout: a response item (message, reasoning, a tool call or its output)
+    or a token count (one a model call)."""
+    if not isinstance(line, dict) or not isinstance(line.get("payload"), dict):
+        return []
+    at = _time(line.get("timestamp"))
+    p = line["payload"]
+    kind = p.get("type")
+    if line.get("type") == "event_msg":
+        if kind == "token_count" and isinstance(p.get("info"), dict):
+            last = p["info"].get("last_token_usage") or {}
+            meta = f"{last.get('input_tokens', 0):,} in · {last.get('output_tokens', 0):,} out"
+            return [Item("call", "model call", meta=meta, at=at)]
+        return []
+    if line.get("type") != "response_item":
+        return []
+    if kind == "message":
+        role = str(p.get("role") or "")
+        text = _text(p.get("content"))
+        if not text.strip():
+            return []
+        return [
+            Item({"user": "prompt", "assistant": "message"}.get(role, "system"), role, text, at)
+        ]
+    if kind == "reasoning":
+        text = _text(p.get("summary") or p.get("content") or "")
+        return [Item("thought", "reasoning", text, at)] if text.strip() else []
+    if kind in ("function_call", "custom_tool_call", "local_shell_call"):
+        args = p.get("arguments") or p.get("input") or p.get("action") or ""
+        args = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+        name = str(p.get("name") or ("shell" if kind == "local_shell_call" else ""))
+        return [Item("tool", name, args, at, tool_id=str(p.get("call_id") or ""))]
+    if kind in ("function_call_output", "custom_tool_call_output"):
+        out = p.get("output")
+        text, failed = _text(out), False
+        try:
+            doc = json.loads(out) if isinstance(out, str) else None
+        except ValueError:
+            doc = None
+        if isinstance(doc, dict):
+            text = _text(doc.get("output", text))
+            code = (doc.get("metadata") or {}).get("exit_code")
+            failed = isinstance(code, int) and code != 0
+        return [
+            Item(
+                "result", text=text, at=at, result_for=str(p.get("call_id") or ""), is_error=failed
+            )
+        ]
+    return []
+
+
+READERS = {"trajectory": trajectory_items, "claude": claude_items, "codex": codex_items}
+
+
+# ---- choosing the source ------------------------------------------------------------------------
+
+
+def _first_lines(folder: Path, rel: str, count: int = 5) -> list[Any]:
+    fh = files.open_file(folder, rel)
+    if fh is None:
+        return []
+    with fh:
+        return [v for _, (_, _, v) in zip(range(count), _read_lines(fh, 0, 0), strict=False)]
+
+
+def find_source(folder: Path, paths: list[str]) -> Source | None:
+    """The stream's source among the attempt's files: Claude Code's main session log, Codex's main
+    thread, else the proxy's trajectory."""
+    for rel in sorted(p for p in paths if p.startswith(SESSIONS) and p.endswith(".jsonl")):
+        if "/subagents/" in rel:
+            continue
+        head = _first_lines(folder, rel)
+        if any(
+            isinstance(v, dict) and "sessionId" in v and v.get("isSidechain") is not True
+            for v in head
+        ):
+            return Source("claude", rel)
+        meta = next(
+            (v for v in head if isinstance(v, dict) and v.get("type") == "session_meta"), None
+        )
+        if meta is not None:
+            source = (meta.get("payload") or {}).get("source")
+            if not (isinstance(source, dict) and "subagent" in source):
+                return Source("codex", rel)
+    if TRAJECTORY in paths:
+        return Source("trajectory", TRAJECTORY)
+    return None
+
+
+def is_source_path(rel: str) -> bool:
+    """A path a stream may be read from (the file must still be one of the attempt's own)."""
+    return rel == TRAJECTORY or (rel.startswith(SESSIONS) and rel.endswith(".jsonl"))
+
+
+# ---- a page ---------------------------------------------------------------------------------------
+
+
+def _shown(event: Event, budget: TextBudget) -> None:
+    event.title = budget.short(event.title)
+    event.meta = budget.short(event.meta)
+    event.text, cut_a = budget.take(event.text, ITEM_MAX)
+    event.output, cut_b = budget.take(event.output, ITEM_MAX)
+    event.cut = cut_a or cut_b
+
+
+def _fold(call: Event, item: Item) -> None:
+    call.output = item.text
+    call.status = "error" if item.is_error else "ok"
+    if item.at is not None and call.at is not None:
+        call.duration_s = max(0.0, item.at - call.at)
+    call.agent_id = call.agent_id or item.agent_id
+
+
+def _event(n: int, item: Item, line: int) -> Event:
+    event = Event(
+        n,
+        item.kind,
+        item.title,
+        item.text,
+        at=item.at,
+        duration_s=item.duration_s,
+        meta=item.meta,
+        line=line,
+        tool_id=item.tool_id,
+        sidechain=item.sidechain,
+    )
+    if item.kind == "tool":
+        event.tool, event.status = tool_kind(item.title), "pending"
+    if item.kind == "result":
+        event.title = f"result of {item.result_for}" if item.result_for else "tool result"
+        event.status = "error" if item.is_error else "ok"
+    return event
+
+
+def _subagent(
+    folder: Path, source: Source, agent_id: str, parent: Event, budget: TextBudget, t0: float | None
+) -> None:
+    """A Claude Code subagent's own log (<session>/subagents/agent-<id>.jsonl), nested under the
+    Task call that spawned it."""
+    safe = "".join(ch for ch in agent_id if ch.isalnum() or ch in "-_")[:100]
+    rel = f"{source.rel[: -len('.jsonl')]}/subagents/agent-{safe}.jsonl"
+    fh = files.open_file(folder, rel)
+    if fh is None:
+        return
+    with fh:
+        sub = Source("claude", rel)
+        page = _walk(fh, sub, Cursor(t0=t0), SUB_EVENTS, budget, folder, nested=True)
+    for child in page.events:
+        child.sidechain = True
+    parent.children.extend(page.events)
+
+
+def _walk(
+    fh: BinaryIO,
+    source: Source,
+    cursor: Cursor,
+    per_page: int,
+    budget: TextBudget,
+    folder: Path | None,
+    nested: bool = False,
+) -> StreamPage:
+    read = READERS[source.kind]
+    events: list[Event] = []
+    tools: dict[str, Event] = {}  # this page's calls still waiting for their result
+    carried = dict(cursor.pending)  # the pages before's
+    task: Event | None = None  # the latest Task call: a sidechain's events go under it
+    done = True
+    for line, after, value in _read_lines(fh, cursor.offset, cursor.line):
+        for item in read(value, cursor):
+            if item.at is not None and cursor.t0 is None:
+                cursor.t0 = item.at
+            if item.kind == "result" and item.result_for:
+                if (call := tools.pop(item.result_for, None)) is not None:
+                    _fold(call, item)
+                elif (number := carried.pop(item.result_for, None)) is not None:
+                    cursor.n += 1
+                    late = _event(cursor.n, item, line)
+                    late.title = f"result of e{number}"
+                    events.append(late)
+                continue  # else its call's page looked ahead and has it
+            if item.sidechain and task is not None and not nested:
+                child = _event(len(task.children) + 1, item, line)
+                task.children.append(child)
+                if child.tool_id:
+                    tools[child.tool_id] = child
+                continue
+            cursor.n += 1
+            event = _event(cursor.n, item, line)
+            events.append(event)
+            if event.kind == "tool" and event.tool_id:
+                tools[event.tool_id] = event
+                if event.tool == "task":
+                    task = event
+        cursor.line, cursor.offset = line, after
+        if len(events) >= per_page:
+            done = cursor.offset >= os.fstat(fh.fileno()).st_size
+            break
+    # look ahead (bounded) for the results of this page's calls; the next page skips them
+    if not done and tools:
+        probe = Cursor(**{**cursor.__dict__, "pending": {}})
+        ahead = _read_lines(fh, cursor.offset, cursor.line)
+        for _, (_line, _after, value) in zip(range(LOOKAHEAD_LINES), ahead, strict=False):
+            for item in read(value, probe):
+                if item.kind == "result" and (call := tools.pop(item.result_for, None)):
+                    _fold(call, item)
+            if not tools:
+                break
+    top = {e.n for e in events}
+    still = {k: v.n for k, v in tools.items() if v.n in top and v in events}
+    cursor.pending = dict(list({**carried, **still}.items())[-PENDING_MAX:])
+    for event in events:
+        _finish(event, cursor.t0, budget)
+        if (
+            source.kind == "claude"
+            and folder is not None
+            and event.tool == "task"
+            and event.agent_id
+            and not nested
+        ):
+            _subagent(folder, source, event.agent_id, event, budget, cursor.t0)
+    return StreamPage(source, events, cursor, done)
+
+
+def _finish(event: Event, t0: float | None, budget: TextBudget) -> None:
+    if event.at is not None and t0 is not None:
+        event.offset = offset_label(event.at - t0)
+    _shown(event, budget)
+    for child in event.children:
+        _finish(child, t0, budget)
+
+
+def stream_page(
+    folder: Path,
+    source: Source | None,
+    cursor: Cursor,
+    per_page: int = PER_PAGE,
+    page_bytes: int = PAGE_BYTES,
+) -> StreamPage:
+    """The events of the stream from `cursor` on: `per_page` of them, or fewer at its end."""
+    if source is None:
+        return StreamPage(None, [], cursor, True)
+    fh = files.open_file(folder, source.rel)
+    if fh is None:
+        return StreamPage(source, [], cursor, True)
+    with fh:
+        return _walk(fh, source, cursor, per_page, TextBudget(page_bytes), folder)
+
+
+def search(folder: Path, source: Source | None, query: str, cursor: Cursor) -> StreamPage:
+    """The events matching `query` (any case) from `cursor` on, reading at most SEARCH_LINES lines;
+    its cursor says where the next search request goes on."""
+    needle = query.casefold().strip()
+    if source is None or not needle:
+        return StreamPage(source, [], cursor, True)
+    fh = files.open_file(folder, source.rel)
+    if fh is None:
+        return StreamPage(source, [], cursor, True)
+    hits: list[Event] = []
+    start = cursor.line
+    with fh:
+        while True:
+            page = _walk(fh, source, cursor, PER_PAGE, TextBudget(PAGE_BYTES * 4), folder)
+            for event in page.events:
+                if needle in event.search_text or any(
+                    needle in c.search_text for c in event.children
+                ):
+                    hits.append(event)
+            cursor = page.cursor
+            if page.done or len(hits) >= SEARCH_HITS or cursor.line - start >= SEARCH_LINES:
+                break
+    budget = TextBudget(PAGE_BYTES)
+    for hit in hits:
+        hit.text, _ = budget.take(hit.text, 300)
+        hit.output, hit.children = "", []
+    return StreamPage(source, [], cursor, page.done, hits[:SEARCH_HITS])

@@ -1,0 +1,130 @@
+"""bench review with a real agent CLI (Claude Code) through the proxy to mock/oracle: the reviewer
+answers every criterion in a sandbox, the trial's reward and the job's cost stay as they were,
+and the reviewer's tokens and cost are in its own run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import EXAMPLES, run_args, run_bench
+
+pytestmark = pytest.mark.docker
+
+RUBRIC = {
+    "criteria": [
+        {
+            "name": "wrote_it",
+            "description": "hidden",
+            "guidance": "file written?",
+            "blocker": 1,
+            "weight": 1,
+        },
+        {"name": "tidy", "description": "hidden", "guidance": "tidy?", "blocker": 0, "weight": 3},
+    ]
+}
+
+
+def test_a_reviewer_agent_scores_a_trial_through_the_proxy_and_changes_no_reward(
+    tmp_path, bench_env, docker_client
+):
+    # given a scored job that kept its outputs
+    run = run_bench(
+        run_args("oracle", "--save-outputs", "--quiet", tasks=EXAMPLES, include=["hello-world"]),
+        env=bench_env,
+        cwd=tmp_path,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    job = next(p for p in (tmp_path / "jobs").iterdir() if p.is_dir())
+    attempt = next(job.glob("hello-world__*"))
+    result_before = (attempt / "result.json").read_bytes()
+    summary_before = (job / "summary.json").read_bytes()
+    (tmp_path / "rubric.json").write_text(json.dumps(RUBRIC))
+    # when Claude Code reviews it against the rubric with mock/oracle
+    review = run_bench(
+        ["review", str(job), "-r", "rubric.json", "-a", "claude", "-m", "mock/oracle"],
+        env=bench_env,
+        cwd=tmp_path,
+    )
+    # then every criterion is answered and scored
+    assert review.returncode == 0, review.stdout + review.stderr
+    assert "hello-world: publishable (gated 1.00, raw 1.00; blockers pass)" in review.stdout
+    answer = json.loads((attempt / "review.json").read_text())
+    assert answer["complete"] and [c["verdict"] for c in answer["criteria"]] == ["pass", "pass"]
+    report = json.loads((job / "review_report.json").read_text())
+    assert report["reviews"][0]["band"] == "publishable"
+    # the reviewer ran through the proxy, and its cost is its own run's
+    usage = report["reviewer_usage"]
+    assert usage["total_tokens"] > 0 and usage["cost_usd"] > 0
+    run_dir = next((job / "review-runs").iterdir()) / "run"
+    reviewer_attempt = next(run_dir.glob("hello-world__*"))
+    assert (reviewer_attempt / "trajectory" / "llm_trajectory.jsonl").stat().st_size > 0
+    assert f"review: ${usage['cost_usd']:.4f}" in review.stdout
+    # and the reviewed trial's reward and the job's cost line are untouched
+    assert (attempt / "result.json").read_bytes() == result_before
+    assert (job / "summary.json").read_bytes() == summary_before
+
+
+def test_a_task_shipping_a_rubric_is_reviewed_after_bench_run_with_reviewer_model(
+    tmp_path, bench_env, docker_client
+):
+    # given hello-world shipping tests/rubric.json (the Harbor layout)
+    import shutil
+
+    tasks = tmp_path / "tasks"
+    shutil.copytree(EXAMPLES / "hello-world", tasks / "hello-world")
+    (tasks / "hello-world" / "tests" / "rubric.json").write_text(json.dumps(RUBRIC))
+    # when bench run is given a reviewer model
+    run = run_bench(
+        run_args(
+            "oracle",
+            "--quiet",
+            "--reviewer-model",
+            "mock/oracle",
+            "--reviewer-agent",
+            "claude",
+            tasks=tasks,
+        ),
+        env=bench_env,
+        cwd=tmp_path,
+    )
+    # then its trial is reviewed once verified, and its reward is the verifier's
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "hello-world: publishable" in run.stdout
+    job = next(p for p in (tmp_path / "jobs").iterdir() if p.is_dir())
+    attempt = next(job.glob("hello-world__*"))
+    assert json.loads((attempt / "review.json").read_text())["gated_quality"] == 1.0
+    assert json.loads((attempt / "result.json").read_text())["rewards"] == {"reward": 1.0}
+
+
+def test_a_review_from_the_dashboard_runs_out_of_the_request(tmp_path, bench_env, docker_client):
+    # given a scored job, and the request the job page's Review button hands the launcher
+    import subprocess
+    import sys
+
+    from runs.operations.process import Request
+
+    run = run_bench(
+        run_args("oracle", "--quiet", tasks=EXAMPLES, include=["hello-world"]),
+        env=bench_env,
+        cwd=tmp_path,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    job = next(p for p in (tmp_path / "jobs").iterdir() if p.is_dir())
+    body = {"trials": ["hello-world"], "agent": "claude", "model": "mock/oracle", "rubric": RUBRIC}
+    # when `bench _operate review` runs it
+    done = subprocess.run(
+        [sys.executable, "-m", "benchflow_site.cli", "_operate", "review"],
+        input=Request("review", str(job), body, "olga").to_json(),
+        env=bench_env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    # then the trial's Rubric tab has its review
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Reviewed 1 of 1 trials" in done.stdout
+    attempt = next(job.glob("hello-world__*"))
+    assert json.loads((attempt / "review.json").read_text())["band"] == "publishable"
