@@ -189,6 +189,20 @@ class Attempt(models.Model):
         return self.rollout_name
 
 
+class SearchDoc(models.Model):
+    """One searchable piece of a trial: a model call of an attempt (`step`: its 0-based line in
+    trajectory/llm_trajectory.jsonl, the trial page's `#e<step>` anchor) or, with step -1, the
+    attempt's own words (instruction, agent output, errors). Its words are in the full-text index
+    beside it (runs/index/search.py: SQLite FTS5, PostgreSQL a tsvector column); the text itself
+    stays in the attempt folder, read again for a hit's snippet."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="+")
+    trial = models.ForeignKey(Trial, on_delete=models.CASCADE, related_name="+")
+    attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE, related_name="+")
+    step = models.IntegerField(default=-1)
+    kind = models.CharField(max_length=12)  # call | attempt | note
+
+
 class BudgetScope(models.TextChoices):
     JOB = "job"  # a job cap (--max-cost-usd, --max-tokens, --max-sandbox-seconds, --max-rollouts)
     TRIAL = "trial"  # a per-trial budget (--token-budget, --turn-budget, or the task's)

@@ -17,6 +17,7 @@ from django.db import connection
 
 from runs import events as ev
 from runs.index import rows as index_rows
+from runs.index import search
 from runs.index.projection import Projection, Replay
 from runs.index.writer import (
     ATTEMPT_COLUMNS,
@@ -25,7 +26,7 @@ from runs.index.writer import (
     refresh_job,
     save_trial_budgets,
 )
-from runs.models import Attempt, Job, JobState, Trial
+from runs.models import Attempt, AttemptState, Job, JobState, Trial
 
 BATCH = 500  # attempt folders read and written at a time (about 2 MB of result.json)
 ATTEMPT_FIELDS = [
@@ -84,6 +85,35 @@ def attempts_read(p: Projection, e: ev.AttemptFoldersRead) -> None:
     for r in rows:
         if r["trial_budget"]:
             save_trial_budgets(job_id, p.trials[r["trial"]], r["trial_budget"])
+    if p.job_path is not None:
+        _search_pieces(job_id, Path(p.job_path), rows, p.trials, replay.live)
+
+
+def _search_pieces(
+    job_id: int, job_dir: Path, rows: list[dict[str, Any]], trials: dict[str, int], live: bool
+) -> None:
+    """The words of the batch's attempts that ended and are not in the search index yet (an
+    attempt still running in a live job is indexed when it ends)."""
+    ended = [r for r in rows if not live or r["fields"].get("state") != AttemptState.RUNNING]
+    if not ended:
+        return
+    ids = {
+        (trial, name): pk
+        for pk, trial, name in Attempt.objects.filter(
+            trial_id__in={trials[r["trial"]] for r in ended}
+        ).values_list("id", "trial_id", "rollout_name")
+    }
+    done = search.indexed(ids.values())
+    batch = []
+    for r in ended:
+        trial = trials[r["trial"]]
+        attempt = ids.get((trial, r["rollout"]))
+        if attempt is None or attempt in done:
+            continue
+        errors = (str(r["fields"].get("error") or ""), str(r["fields"].get("verifier_error") or ""))
+        pieces = search.read_pieces(job_dir / r["rollout"], errors)
+        batch.append(search.Pieces(job_id, trial, attempt, pieces))
+    search.add(batch)
 
 
 def indexed(p: Projection, e: ev.Indexed) -> None:
