@@ -85,10 +85,7 @@ def add(batch: Iterable[Pieces]) -> int:
             )
         return len(rows)
     docs = SearchDoc.objects.bulk_create(
-        [
-            SearchDoc(job_id=j, trial_id=t, attempt_id=a, step=s, kind=k)
-            for j, t, a, s, k, _ in rows
-        ]
+        [SearchDoc(job_id=j, trial_id=t, attempt_id=a, step=s, kind=k) for j, t, a, s, k, _ in rows]
     )
     if connection.vendor == "sqlite":
         with connection.cursor() as cursor:
@@ -119,7 +116,12 @@ def index_attempt(attempt_id: int) -> int:
     row = (
         Attempt.objects.filter(pk=attempt_id)
         .values_list(
-            "trial_id", "trial__job_id", "trial__job__path", "rollout_name", "error", "verifier_error"
+            "trial_id",
+            "trial__job_id",
+            "trial__job__path",
+            "rollout_name",
+            "error",
+            "verifier_error",
         )
         .first()
     )
@@ -207,7 +209,9 @@ def search(
     with _connection().cursor() as cursor:
         cursor.execute(f"SELECT COUNT(*) FROM ({grouped}) g", params)
         total = int(cursor.fetchone()[0])
-        cursor.execute(f"{grouped} ORDER BY m.trial_id DESC LIMIT %s OFFSET %s", [*params, limit, offset])
+        cursor.execute(
+            f"{grouped} ORDER BY m.trial_id DESC LIMIT %s OFFSET %s", [*params, limit, offset]
+        )
         page = cursor.fetchall()
     where_hits = hits_in(q, [trial for trial, _a, _j in page])
     return [where_hits[trial] for trial, _a, _j in page if trial in where_hits], total

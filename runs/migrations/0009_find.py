@@ -27,7 +27,9 @@ def full_text(apps, schema_editor):  # type: ignore[no-untyped-def]
 
 def no_full_text(apps, schema_editor):  # type: ignore[no-untyped-def]
     vendor = schema_editor.connection.vendor
-    for sql in SQLITE_BACK if vendor == "sqlite" else POSTGRES_BACK if vendor == "postgresql" else []:
+    for sql in (
+        SQLITE_BACK if vendor == "sqlite" else POSTGRES_BACK if vendor == "postgresql" else []
+    ):
         schema_editor.execute(sql)
 
 
@@ -40,7 +42,12 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name="SearchDoc",
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
                 ("step", models.IntegerField(default=-1)),
                 ("kind", models.CharField(max_length=12)),
                 (

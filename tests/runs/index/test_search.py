@@ -46,7 +46,16 @@ def a_conversation() -> list[str]:
     second = [
         *first,
         {"role": "assistant", "content": "Looking."},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ZeroDivisionError in tokenizer.py"}]},
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "t1",
+                    "content": "ZeroDivisionError in tokenizer.py",
+                }
+            ],
+        },
     ]
     return [
         call_line(first, "Looking.", tool="pytest -x tests/test_tokens.py"),
@@ -135,7 +144,9 @@ def test_a_query_within_one_job_finds_its_trials_only(tmp_path):
 def test_an_attempt_is_searchable_when_it_finishes_in_a_live_job(tmp_path):
     job = write_job(tmp_path, plan=["parser"])
     projector = Projector(job)
-    projector.apply(ev.JobStarted(job.name, str(job), {"plan": ["parser"], "agent": "x"}, 1, 0, 1, 1, 0))
+    projector.apply(
+        ev.JobStarted(job.name, str(job), {"plan": ["parser"], "agent": "x"}, 1, 0, 1, 1, 0)
+    )
     folder = write_attempt(job, "parser__00000001", None)
     write_trajectory(folder, a_conversation())
     assert found("semicolons") == []
@@ -145,5 +156,12 @@ def test_an_attempt_is_searchable_when_it_finishes_in_a_live_job(tmp_path):
 
 
 def test_words_split_alike_for_both_engines():
-    assert search_text.words("tests/test_x.py: Foo-Bar") == ["tests", "test", "x", "py", "foo", "bar"]
+    assert search_text.words("tests/test_x.py: Foo-Bar") == [
+        "tests",
+        "test",
+        "x",
+        "py",
+        "foo",
+        "bar",
+    ]
     assert search.terms("a a b") == ["a", "b"]
