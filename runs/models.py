@@ -177,6 +177,7 @@ class Attempt(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     duration_s = models.FloatField(null=True, blank=True)
+    searched = models.BooleanField(default=False)  # its words are in the search index
 
     class Meta:
         constraints = [
@@ -190,17 +191,14 @@ class Attempt(models.Model):
 
 
 class SearchDoc(models.Model):
-    """One searchable piece of a trial: a model call of an attempt (`step`: its 0-based line in
-    trajectory/llm_trajectory.jsonl, the trial page's `#e<step>` anchor) or, with step -1, the
-    attempt's own words (instruction, agent output, errors). Its words are in the full-text index
-    beside it (runs/index/search.py: SQLite FTS5, PostgreSQL a tsvector column); the text itself
-    stays in the attempt folder, read again for a hit's snippet."""
+    """The words of one piece of an attempt, on PostgreSQL: its `body` tsvector (a column the
+    migration adds there, under a GIN index). The id says which piece: the attempt's id times
+    PIECES plus the piece's number (0: the attempt's own words, instruction, output and errors;
+    n: its model calls from (n-1) * BLOCK on). On SQLite the same ids are the rows of the FTS5
+    table `runs_searchdoc_fts`, and this table stays empty (runs/index/search.py)."""
 
-    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="+")
-    trial = models.ForeignKey(Trial, on_delete=models.CASCADE, related_name="+")
+    id = models.BigIntegerField(primary_key=True)
     attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE, related_name="+")
-    step = models.IntegerField(default=-1)
-    kind = models.CharField(max_length=12)  # call | attempt | note
 
 
 class BudgetScope(models.TextChoices):

@@ -151,10 +151,10 @@ class Found:
 
 
 def found_in(q: str, hits: list[search.Hit]) -> list[Found]:
-    """The hits of a search, each with its trial's and job's names and its snippet."""
+    """The hits of a search, each with its trial's and job's names, its call and its snippet."""
     if not hits:
         return []
-    snippets = search.snippets(q, hits)
+    shown = search.locate(q, hits)
     keys = search.job_keys(h.job_id for h in hits)
     names = dict(Trial.objects.filter(pk__in=[h.trial_id for h in hits]).values_list("id", "name"))
     rollouts = dict(
@@ -164,7 +164,7 @@ def found_in(q: str, hits: list[search.Hit]) -> list[Found]:
     )
     out = []
     for h in hits:
-        snippet = snippets.get((h.attempt_id, h.step), search.Snippet("", ""))
+        where = shown.get((h.attempt_id, h.piece), search.Shown(-1, "", ""))
         name, key = keys.get(h.job_id, ("", ""))
         out.append(
             Found(
@@ -172,9 +172,9 @@ def found_in(q: str, hits: list[search.Hit]) -> list[Found]:
                 name,
                 names.get(h.trial_id, ""),
                 rollouts.get(h.attempt_id, ""),
-                h.step,
-                snippet.label,
-                snippet.text,
+                where.step,
+                where.label,
+                where.text,
             )
         )
     return out

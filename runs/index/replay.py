@@ -32,7 +32,7 @@ BATCH = 500  # attempt folders read and written at a time (about 2 MB of result.
 ATTEMPT_FIELDS = [
     f.name
     for f in Attempt._meta.concrete_fields
-    if f.name not in ("id", "trial", "rollout_name", "number")
+    if f.name not in ("id", "trial", "rollout_name", "number", "searched")
 ]
 DEFAULTS = {name: Attempt._meta.get_field(name).get_default() for name in ATTEMPT_FIELDS}
 ATTEMPT_FIELDS.append("number")
@@ -86,33 +86,31 @@ def attempts_read(p: Projection, e: ev.AttemptFoldersRead) -> None:
         if r["trial_budget"]:
             save_trial_budgets(job_id, p.trials[r["trial"]], r["trial_budget"])
     if p.job_path is not None:
-        _search_pieces(job_id, Path(p.job_path), rows, p.trials, replay.live)
+        _search_pieces(Path(p.job_path), rows, p.trials, replay.live)
 
 
 def _search_pieces(
-    job_id: int, job_dir: Path, rows: list[dict[str, Any]], trials: dict[str, int], live: bool
+    job_dir: Path, rows: list[dict[str, Any]], trials: dict[str, int], live: bool
 ) -> None:
     """The words of the batch's attempts that ended and are not in the search index yet (an
     attempt still running in a live job is indexed when it ends)."""
-    ended = [r for r in rows if not live or r["fields"].get("state") != AttemptState.RUNNING]
+    ended = {
+        (trials[r["trial"]], r["rollout"]): r
+        for r in rows
+        if not live or r["fields"].get("state") != AttemptState.RUNNING
+    }
     if not ended:
         return
-    ids = {
-        (trial, name): pk
-        for pk, trial, name in Attempt.objects.filter(
-            trial_id__in={trials[r["trial"]] for r in ended}
-        ).values_list("id", "trial_id", "rollout_name")
-    }
-    done = search.indexed(ids.values())
+    unsearched = Attempt.objects.filter(
+        trial_id__in={trial for trial, _ in ended}, searched=False
+    ).values_list("id", "trial_id", "rollout_name")
     batch = []
-    for r in ended:
-        trial = trials[r["trial"]]
-        attempt = ids.get((trial, r["rollout"]))
-        if attempt is None or attempt in done:
+    for pk, trial, rollout in unsearched:
+        r = ended.get((trial, rollout))
+        if r is None:
             continue
         errors = (str(r["fields"].get("error") or ""), str(r["fields"].get("verifier_error") or ""))
-        pieces = search.read_pieces(job_dir / r["rollout"], errors)
-        batch.append(search.Pieces(job_id, trial, attempt, pieces))
+        batch.append(search.Pieces(pk, search.read_pieces(job_dir / rollout, errors)))
     search.add(batch)
 
 
@@ -145,6 +143,7 @@ def indexed(p: Projection, e: ev.Indexed) -> None:
             finished_at=index_rows.parse_time(replay.finished_at),
             duration_s=replay.duration_s,
         )
+    search.settle()
     p.record(e.kind, "", e.to_payload())
     p.replay = None
 

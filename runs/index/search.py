@@ -1,18 +1,20 @@
-"""Full-text search over trials: the words of each model call and of each attempt's own text
+"""Full-text search over trials: the words of each attempt's model calls and of its own text
 (runs/results/search_text.py reads them from the attempt folder), in the database's own full-text
 index, and the queries the pages ask of it.
 
-One SearchDoc row per piece (a model call: its step; the attempt's own words: step -1). On SQLite
-its words are in the FTS5 table `runs_searchdoc_fts` (rowid = the row's id; contentless and
-without positions: the index holds which pieces have a word, not the text); on PostgreSQL in the
-row's `body` tsvector (stripped of positions), under a GIN index. Both are given the same words
-(search_text.words), so a query finds the same trials on either. A query's words must all be in
-one piece.
+An attempt's words are indexed as pieces: piece 0 its own words (its task's instruction, the tail
+of its agent's output, its errors), piece n its model calls from (n - 1) * BLOCK on. A piece's id
+is the attempt's id times PIECES plus n. On SQLite the ids are the rows of the FTS5 table
+`runs_searchdoc_fts` (contentless and without positions: the index holds which pieces have a
+word, never the text); on PostgreSQL they are SearchDoc rows, their words in the `body` tsvector
+(stripped of positions) under a GIN index. Both are given the same words (search_text.words), so
+a query finds the same trials on either. A query's words must all be in one piece; which call of
+the piece holds them is found when a hit is shown (`locate`), from the folder.
 
 Filled when an attempt finishes or is cancelled (the projector's handlers) and by `bench index`
-(runs/index/replay.py), once per attempt: an attempt whose pieces are in the index is not read
-again. On SQLite a deleted attempt's words stay in the FTS table until the table is rebuilt; a
-query joins them to their row, so they are never found.
+(runs/index/replay.py), once per attempt (Attempt.searched). A deleted attempt's pieces go with it
+on PostgreSQL; on SQLite they stay in the FTS table, and a query, which joins each piece to its
+attempt's row, never finds them (ids are never reused).
 """
 
 from __future__ import annotations
@@ -26,9 +28,12 @@ from django.db import connections, router
 
 from runs.models import Attempt, Job, SearchDoc, job_key
 from runs.results import search_text
-from runs.results.search_text import Piece
+from runs.results.search_text import BLOCK, Piece
 
 TERMS_MAX = 8  # words of a query used
+# Piece numbers an attempt has room for: its own words and CALLS_MAX / BLOCK blocks. Small, so the
+# ids of one word's pieces are close and the FTS5 index stores each in a byte.
+PIECES = 1 << 7
 FTS = "runs_searchdoc_fts"
 
 
@@ -41,8 +46,8 @@ def terms(q: str) -> list[str]:
     return list(dict.fromkeys(search_text.words(q)))[:TERMS_MAX]
 
 
-def _body(piece: Piece) -> str:
-    return " ".join(search_text.words(piece.text))
+def piece_number(step: int) -> int:
+    return 0 if step < 0 else 1 + step // BLOCK
 
 
 # --- writing ---------------------------------------------------------------------------------------
@@ -52,101 +57,87 @@ def _body(piece: Piece) -> str:
 class Pieces:
     """One attempt's pieces, ready to be indexed."""
 
-    job_id: int
-    trial_id: int
     attempt_id: int
     pieces: Sequence[Piece]
 
 
 def read_pieces(folder: str | Path, errors: tuple[str, ...] = ()) -> list[Piece]:
-    """An attempt folder's pieces: its own words, then each model call."""
+    """An attempt folder's pieces: its own words, then its model calls a block at a time."""
     own = search_text.own_words(folder, errors)
-    return ([own] if own.parts else []) + list(search_text.calls(folder))
+    return ([own] if own.parts else []) + list(search_text.blocks(folder))
 
 
 def add(batch: Iterable[Pieces]) -> int:
-    """Index the pieces of each attempt; returns how many pieces were indexed."""
+    """Index the pieces of each attempt and mark it searched; returns how many were indexed."""
+    batch = list(batch)
     rows = [
-        (b.job_id, b.trial_id, b.attempt_id, p.step, "call" if p.step >= 0 else "attempt", body)
+        (b.attempt_id * PIECES + piece_number(p.step), b.attempt_id, body)
         for b in batch
         for p in b.pieces
-        if (body := _body(p))
+        if (body := " ".join(search_text.words(p.text)))
     ]
-    if not rows:
-        return 0
     connection = _connection()
-    table = SearchDoc._meta.db_table
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
+    with connection.cursor() as cursor:
+        if rows and connection.vendor == "postgresql":
             cursor.executemany(
-                f"INSERT INTO {table} (job_id, trial_id, attempt_id, step, kind, body) "
-                "VALUES (%s, %s, %s, %s, %s, strip(to_tsvector('simple', %s)))",
+                f"INSERT INTO {SearchDoc._meta.db_table} (id, attempt_id, body) "
+                "VALUES (%s, %s, strip(to_tsvector('simple', %s))) ON CONFLICT (id) DO NOTHING",
                 rows,
             )
-        return len(rows)
-    docs = SearchDoc.objects.bulk_create(
-        [SearchDoc(job_id=j, trial_id=t, attempt_id=a, step=s, kind=k) for j, t, a, s, k, _ in rows]
-    )
-    if connection.vendor == "sqlite":
-        with connection.cursor() as cursor:
+        elif rows:
             cursor.executemany(
                 f"INSERT INTO {FTS} (rowid, body) VALUES (%s, %s)",
-                [(doc.pk, row[5]) for doc, row in zip(docs, rows, strict=True)],
+                [(pk, body) for pk, _attempt, body in rows],
             )
+    ids = [b.attempt_id for b in batch]
+    for i in range(0, len(ids), 500):
+        Attempt.objects.filter(pk__in=ids[i : i + 500]).update(searched=True)
     return len(rows)
 
 
-def indexed(attempt_ids: Iterable[int]) -> set[int]:
-    """Which of these attempts have their pieces in the index."""
-    ids = list(attempt_ids)
-    found: set[int] = set()
-    for i in range(0, len(ids), 500):
-        found.update(
-            SearchDoc.objects.filter(attempt_id__in=ids[i : i + 500])
-            .values_list("attempt_id", flat=True)
-            .distinct()
-        )
-    return found
+def settle() -> None:
+    """After a whole job folder is indexed: the FTS5 index's segments merged into one (about a
+    fifth smaller, and a query reads one list a word); PostgreSQL's GIN index needs nothing."""
+    connection = _connection()
+    if connection.vendor == "sqlite":
+        with connection.cursor() as cursor:
+            cursor.execute(f"INSERT INTO {FTS} ({FTS}) VALUES ('optimize')")
 
 
 def index_attempt(attempt_id: int) -> int:
     """An attempt that ended (finished or cancelled): its pieces, once."""
-    if indexed([attempt_id]):
-        return 0
     row = (
-        Attempt.objects.filter(pk=attempt_id)
-        .values_list(
-            "trial_id",
-            "trial__job_id",
-            "trial__job__path",
-            "rollout_name",
-            "error",
-            "verifier_error",
-        )
+        Attempt.objects.filter(pk=attempt_id, searched=False)
+        .values_list("trial__job__path", "rollout_name", "error", "verifier_error")
         .first()
     )
     if row is None:
         return 0
-    trial, job, path, rollout, error, verifier_error = row
+    path, rollout, error, verifier_error = row
     pieces = read_pieces(Path(path) / rollout, (error, verifier_error))
-    return add([Pieces(job, trial, attempt_id, pieces)])
+    return add([Pieces(attempt_id, pieces)])
 
 
 # --- reading ---------------------------------------------------------------------------------------
 
 
 def _match(words: list[str]) -> tuple[str, list[Any]]:
-    """The statement giving (id, trial_id, attempt_id, step, job_id) of each matching piece."""
-    table = SearchDoc._meta.db_table
-    columns = "d.id, d.trial_id, d.attempt_id, d.step, d.job_id"
+    """The statement giving (attempt_id, piece, trial_id, job_id) of each matching piece."""
     if _connection().vendor == "postgresql":
-        return (
-            f"SELECT {columns} FROM {table} d WHERE d.body @@ to_tsquery('simple', %s)",
-            [" & ".join(words)],
+        ids = (
+            f"SELECT id AS pk FROM {SearchDoc._meta.db_table} "
+            "WHERE body @@ to_tsquery('simple', %s)"
         )
+        params: list[Any] = [" & ".join(words)]
+    else:
+        ids = f"SELECT rowid AS pk FROM {FTS} WHERE {FTS} MATCH %s"
+        params = [" ".join(f'"{w}"' for w in words)]
+    attempt, trial = Attempt._meta.db_table, Attempt.trial.field.related_model._meta.db_table
     return (
-        f"SELECT {columns} FROM {FTS} f JOIN {table} d ON d.id = f.rowid WHERE {FTS} MATCH %s",
-        [" ".join(f'"{w}"' for w in words)],
+        f"SELECT a.id AS attempt_id, m.pk - a.id * {PIECES} AS piece, a.trial_id AS trial_id, "
+        f"t.job_id AS job_id FROM ({ids}) m "
+        f"JOIN {attempt} a ON a.id = m.pk / {PIECES} JOIN {trial} t ON t.id = a.trial_id",
+        params,
     )
 
 
@@ -162,12 +153,12 @@ def trial_ids_sql(q: str, job_id: int) -> tuple[str, list[Any]] | None:
 
 @dataclass(frozen=True)
 class Hit:
-    """A trial a query found, at one of its pieces (the latest attempt's earliest that matched)."""
+    """A trial a query found, at one of its pieces (the latest attempt's first that matched)."""
 
     job_id: int
     trial_id: int
     attempt_id: int
-    step: int
+    piece: int
 
 
 def hits_in(q: str, trial_ids: Sequence[int]) -> dict[int, Hit]:
@@ -177,16 +168,18 @@ def hits_in(q: str, trial_ids: Sequence[int]) -> dict[int, Hit]:
         return {}
     sql, params = _match(words)
     marks = ", ".join(["%s"] * len(trial_ids))
-    statement = f"SELECT * FROM ({sql}) m WHERE m.trial_id IN ({marks})"
+    statement = (
+        f"SELECT m.attempt_id, m.piece, m.trial_id, m.job_id FROM ({sql}) m "
+        f"WHERE m.trial_id IN ({marks})"
+    )
     with _connection().cursor() as cursor:
         cursor.execute(statement, [*params, *trial_ids])
         found = cursor.fetchall()
     best: dict[int, Hit] = {}
-    for _id, trial, attempt, step, job in found:
-        hit = Hit(job, trial, attempt, step)
+    for attempt, piece, trial, job in found:
         held = best.get(trial)
-        if held is None or (-attempt, step) < (-held.attempt_id, held.step):
-            best[trial] = hit
+        if held is None or (-attempt, piece) < (-held.attempt_id, held.piece):
+            best[trial] = Hit(job, trial, attempt, piece)
     return best
 
 
@@ -198,34 +191,38 @@ def search(
     words = terms(q)
     if not words:
         return [], 0
+    if job_ids is not None and not job_ids:
+        return [], 0
     sql, params = _match(words)
     where = ""
     if job_ids is not None:
-        if not job_ids:
-            return [], 0
         where = f" WHERE m.job_id IN ({', '.join(['%s'] * len(job_ids))})"
         params = [*params, *job_ids]
-    grouped = f"SELECT m.trial_id, MAX(m.attempt_id), m.job_id FROM ({sql}) m{where} GROUP BY m.trial_id, m.job_id"
+    trials = f"SELECT DISTINCT m.trial_id FROM ({sql}) m{where}"
     with _connection().cursor() as cursor:
-        cursor.execute(f"SELECT COUNT(*) FROM ({grouped}) g", params)
+        cursor.execute(f"SELECT COUNT(*) FROM ({trials}) g", params)
         total = int(cursor.fetchone()[0])
         cursor.execute(
-            f"{grouped} ORDER BY m.trial_id DESC LIMIT %s OFFSET %s", [*params, limit, offset]
+            f"{trials} ORDER BY m.trial_id DESC LIMIT %s OFFSET %s", [*params, limit, offset]
         )
-        page = cursor.fetchall()
-    where_hits = hits_in(q, [trial for trial, _a, _j in page])
-    return [where_hits[trial] for trial, _a, _j in page if trial in where_hits], total
+        page = [trial for (trial,) in cursor.fetchall()]
+    where_hits = hits_in(q, page)
+    return [where_hits[trial] for trial in page if trial in where_hits], total
 
 
 @dataclass(frozen=True)
-class Snippet:
-    label: str  # the part it is from: instruction, user, assistant, tool, reply, tool call, ...
+class Shown:
+    """A hit as a page shows it: its call (the step: the model call's 0-based line in the
+    trajectory; -1 for the attempt's own words) and the words around the first it found."""
+
+    step: int
+    label: str  # the part they are in: instruction, user, assistant, tool, reply, tool call, ...
     text: str
 
 
-def snippets(q: str, hits: Sequence[Hit]) -> dict[tuple[int, int], Snippet]:
-    """Each hit's words around the query's first word, read again from its attempt folder, by
-    (attempt id, step)."""
+def locate(q: str, hits: Sequence[Hit]) -> dict[tuple[int, int], Shown]:
+    """Each hit's call and snippet, read again from its attempt folder, by (attempt, piece): in
+    a piece of calls, the first call with every word of the query (else the most of them)."""
     words = terms(q)
     rows = {
         pk: (path, rollout, error, verifier_error)
@@ -233,18 +230,18 @@ def snippets(q: str, hits: Sequence[Hit]) -> dict[tuple[int, int], Snippet]:
             pk__in={h.attempt_id for h in hits}
         ).values_list("id", "trial__job__path", "rollout_name", "error", "verifier_error")
     }
-    out: dict[tuple[int, int], Snippet] = {}
+    out: dict[tuple[int, int], Shown] = {}
     for hit in hits:
         if hit.attempt_id not in rows:
             continue
         path, rollout, error, verifier_error = rows[hit.attempt_id]
         folder = Path(path) / rollout
-        if hit.step >= 0:
-            piece = search_text.call(folder, hit.step)
+        if hit.piece == 0:
+            piece: Piece | None = search_text.own_words(folder, (error, verifier_error))
         else:
-            piece = search_text.own_words(folder, (error, verifier_error))
+            piece = search_text.locate(folder, (hit.piece - 1) * BLOCK, BLOCK, words)
         if piece is not None:
-            out[(hit.attempt_id, hit.step)] = Snippet(*search_text.snippet(piece, words))
+            out[(hit.attempt_id, hit.piece)] = Shown(piece.step, *search_text.snippet(piece, words))
     return out
 
 

@@ -1,16 +1,18 @@
-"""Search: SearchDoc (a model call or an attempt's own words) and its full-text index, which is
-the database's own: an FTS5 table on SQLite (contentless: the words, not the text, which stays in
-the attempt folder), a tsvector column with a GIN index on PostgreSQL."""
+"""Search: the full-text index of the words of attempts, the database's own. On SQLite an FTS5
+table (contentless, without positions: which pieces have a word, not the text, which stays in the
+attempt folder); on PostgreSQL SearchDoc's `body` tsvector under a GIN index. Attempt.searched
+marks an attempt whose words are in."""
 
 import django.db.models.deletion
 from django.db import migrations, models
 
 SQLITE = [
-    "CREATE VIRTUAL TABLE runs_searchdoc_fts USING fts5(body, content='', detail=none)",
+    "CREATE VIRTUAL TABLE runs_searchdoc_fts USING fts5("
+    "body, content='', detail=none, columnsize=0)",
 ]
 SQLITE_BACK = ["DROP TABLE IF EXISTS runs_searchdoc_fts"]
 POSTGRES = [
-    "ALTER TABLE runs_searchdoc ADD COLUMN body tsvector",
+    "ALTER TABLE runs_searchdoc ADD COLUMN body tsvector NOT NULL",
     "CREATE INDEX runs_searchdoc_body ON runs_searchdoc USING gin (body)",
 ]
 POSTGRES_BACK = [
@@ -19,17 +21,21 @@ POSTGRES_BACK = [
 ]
 
 
+def _statements(vendor: str, forward: bool) -> list[str]:
+    if vendor == "sqlite":
+        return SQLITE if forward else SQLITE_BACK
+    if vendor == "postgresql":
+        return POSTGRES if forward else POSTGRES_BACK
+    return []
+
+
 def full_text(apps, schema_editor):  # type: ignore[no-untyped-def]
-    vendor = schema_editor.connection.vendor
-    for sql in SQLITE if vendor == "sqlite" else POSTGRES if vendor == "postgresql" else []:
+    for sql in _statements(schema_editor.connection.vendor, True):
         schema_editor.execute(sql)
 
 
 def no_full_text(apps, schema_editor):  # type: ignore[no-untyped-def]
-    vendor = schema_editor.connection.vendor
-    for sql in (
-        SQLITE_BACK if vendor == "sqlite" else POSTGRES_BACK if vendor == "postgresql" else []
-    ):
+    for sql in _statements(schema_editor.connection.vendor, False):
         schema_editor.execute(sql)
 
 
@@ -39,39 +45,21 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
+        migrations.AddField(
+            model_name="attempt",
+            name="searched",
+            field=models.BooleanField(default=False),
+        ),
         migrations.CreateModel(
             name="SearchDoc",
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                ("step", models.IntegerField(default=-1)),
-                ("kind", models.CharField(max_length=12)),
+                ("id", models.BigIntegerField(primary_key=True, serialize=False)),
                 (
                     "attempt",
                     models.ForeignKey(
                         on_delete=django.db.models.deletion.CASCADE,
                         related_name="+",
                         to="runs.attempt",
-                    ),
-                ),
-                (
-                    "job",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="+",
-                        to="runs.job",
-                    ),
-                ),
-                (
-                    "trial",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="+",
-                        to="runs.trial",
                     ),
                 ),
             ],

@@ -32,7 +32,7 @@ CALL_MAX = 16_000  # characters of one model call in all
 OUTPUT_TAIL = 8_000  # bytes of the end of the agent's output
 INSTRUCTION_MAX = 8_000
 LINE_MAX = 4 << 20  # a longer trajectory line is not read
-CALLS_MAX = 5_000  # model calls of one attempt indexed
+CALLS_MAX = 2_540  # model calls of one attempt indexed (127 blocks: runs/index/search.py)
 SNIPPET = 160  # characters around a hit's first word
 NOT_OUTPUT = frozenset({"setup.txt", "collect.txt"})  # agent/ logs that are ours, not the agent's
 
@@ -100,42 +100,84 @@ def _parse(raw: bytes | None) -> Any:
         return None
 
 
-def calls(folder: str | os.PathLike[str]) -> Iterator[Piece]:
-    """Each model call of the attempt, in order (none when it has no trajectory)."""
+BLOCK = 20  # model calls a piece of the index holds (a hit's call is found when it is shown)
+
+
+def blocks(folder: str | os.PathLike[str]) -> Iterator[Piece]:
+    """The attempt's model calls, BLOCK at a time (step: the block's first call), in order; none
+    when it has no trajectory. The index holds each block's words once, however many of its
+    calls have them."""
     try:
         fh = open(os.path.join(folder, TRAJECTORY), "rb")
     except OSError:
         return
     with fh:
         previous = 0
+        parts: list[tuple[str, str]] = []
+        first = 0
         for step, raw in enumerate(fh):
             if step >= CALLS_MAX:
-                return
+                break
+            if step % BLOCK == 0:
+                if parts:
+                    yield Piece(first, tuple(parts))
+                parts, first = [], step
             line = _parse(raw) if len(raw) <= LINE_MAX else None
-            parts, previous = _call_parts(line, previous)
-            if parts:
-                yield Piece(step, tuple(parts))
+            more, previous = _call_parts(line, previous)
+            parts += more
+        if parts:
+            yield Piece(first, tuple(parts))
 
 
-def call(folder: str | os.PathLike[str], step: int) -> Piece | None:
-    """One model call, read again (for a hit's snippet): the call before it says how much of the
-    conversation was already sent."""
+def calls(folder: str | os.PathLike[str], first: int, count: int) -> list[Piece]:
+    """Model calls first .. first+count-1, read again (for a hit's call and snippet): the call
+    before them says how much of the conversation was already sent."""
+    try:
+        fh = open(os.path.join(folder, TRAJECTORY), "rb")
+    except OSError:
+        return []
+    with fh:
+        start = max(0, first - 1)
+        lines = transcript.read_lines(fh, start, first - start + count)
+    previous = 0
+    if first > 0 and lines:
+        prior = _parse(lines.pop(0))
+        if isinstance(prior, dict):
+            previous = len(transcript.request_messages(prior.get("request")))
+    out = []
+    for step, raw in enumerate(lines, start=first):
+        parts, previous = _call_parts(_parse(raw), previous)
+        out.append(Piece(step, tuple(parts)))
+    return out
+
+
+def locate(
+    folder: str | os.PathLike[str], first: int, count: int, terms: list[str]
+) -> Piece | None:
+    """Of calls first .. first+count-1, the first whose line has the most of `terms` (each call
+    sends the conversation so far, so that is the call that brought them), read and parsed alone
+    with the one before it: a line is only searched as bytes, never parsed, until then."""
     try:
         fh = open(os.path.join(folder, TRAJECTORY), "rb")
     except OSError:
         return None
+    wanted = [t.encode() for t in terms]
     with fh:
-        first = max(0, step - 1)
-        lines = transcript.read_lines(fh, first, step - first + 1)
-    previous = 0
-    if step > 0 and lines:
-        prior = _parse(lines.pop(0))
-        if isinstance(prior, dict):
-            previous = len(transcript.request_messages(prior.get("request")))
-    if not lines:
+        lines = transcript.read_lines(fh, first, count)
+    best, score = -1, -1
+    for i, raw in enumerate(lines):
+        if raw is None:
+            continue
+        low = raw.lower()
+        held = sum(1 for t in wanted if t in low)
+        if held > score:
+            best, score = i, held
+        if held == len(wanted):
+            break
+    if best < 0:
         return None
-    parts, _ = _call_parts(_parse(lines[0]), previous)
-    return Piece(step, tuple(parts))
+    found = calls(folder, first + best, 1)
+    return found[0] if found else None
 
 
 @lru_cache(maxsize=512)

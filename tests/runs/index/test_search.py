@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.db import connection
 
 from runs import events as ev
 from runs.index import search
@@ -78,9 +79,11 @@ def a_job(tmp_path: Path) -> Path:
 
 
 def found(q: str) -> list[tuple[str, int]]:
+    """(trial, step) of each trial a query finds: its call's line, -1 for the attempt's words."""
     hits, _total = search.search(q, None, 50)
     names = dict(Trial.objects.values_list("id", "name"))
-    return sorted((names[h.trial_id], h.step) for h in hits)
+    shown = search.locate(q, hits)
+    return sorted((names[h.trial_id], shown[(h.attempt_id, h.piece)].step) for h in hits)
 
 
 def test_bench_index_fills_the_search_and_each_hit_is_at_its_step(tmp_path):
@@ -93,17 +96,24 @@ def test_bench_index_fills_the_search_and_each_hit_is_at_its_step(tmp_path):
     assert found("semicolons") == [("parser", 0)]
     assert found("quuxification") == [("parser", -1)]
     assert found("OOMKilled") == [("other", -1)]
-    # all the words in one piece, or nothing
-    assert found("semicolons zerodivisionerror") == []
+    # every word of the query in one piece (the attempt's own, or a block of calls), or nothing
+    assert found("quuxification zerodivisionerror") == []
     assert found("!!!") == []
+    # words brought by two calls of one block: found at the call that brought the last of them
+    # (each call sends the conversation so far)
+    assert found("semicolons zerodivisionerror") == [("parser", 1)]
+    assert found("zerodivisionerror divides") == [("parser", 1)]
 
 
 def test_a_second_index_adds_nothing_and_a_removed_attempt_is_not_found(tmp_path):
     job = a_job(tmp_path)
     index_path(job)
-    docs = SearchDoc.objects.count()
+    assert Attempt.objects.filter(searched=True).count() == 2
+    before = found("semicolons")
     index_path(job)
-    assert SearchDoc.objects.count() == docs
+    assert found("semicolons") == before == [("parser", 0)]
+    if connection.vendor == "postgresql":
+        assert SearchDoc.objects.count() == 4  # two attempts: their own words, a block of calls
     import shutil
 
     shutil.rmtree(job / "other__00000002")
@@ -116,11 +126,24 @@ def test_a_hit_shows_its_words_from_the_folder(tmp_path):
     index_path(a_job(tmp_path))
     hits, total = search.search("zerodivisionerror", None, 10)
     assert total == 1
-    snippet = search.snippets("zerodivisionerror", hits)[(hits[0].attempt_id, 1)]
-    assert snippet.label == "tool"
-    assert "ZeroDivisionError in tokenizer.py" in snippet.text
+    shown = search.locate("zerodivisionerror", hits)[(hits[0].attempt_id, 1)]
+    assert (shown.step, shown.label) == (1, "tool")
+    assert "ZeroDivisionError in tokenizer.py" in shown.text
     own = search.search("oomkilled", None, 10)[0]
-    assert search.snippets("oomkilled", own)[(own[0].attempt_id, -1)].label == "error"
+    assert search.locate("oomkilled", own)[(own[0].attempt_id, 0)].label == "error"
+
+
+def test_a_call_in_a_later_block_is_found_at_its_line(tmp_path):
+    job = write_job(tmp_path, plan=["long"])
+    folder = write_attempt(job, "long__00000001", result_doc("long", "long__00000001", 1.0))
+    lines = []
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Go."}]
+    for i in range(25):
+        lines.append(call_line(messages, f"step {i}" + (" needle" if i == 23 else "")))
+        messages = [*messages, {"role": "assistant", "content": f"step {i}"}]
+    write_trajectory(folder, lines)
+    index_path(job)
+    assert found("needle") == [("long", 23)]
 
 
 def test_a_query_within_one_job_finds_its_trials_only(tmp_path):
