@@ -86,12 +86,12 @@ def attempts_read(p: Projection, e: ev.AttemptFoldersRead) -> None:
         if r["trial_budget"]:
             save_trial_budgets(job_id, p.trials[r["trial"]], r["trial_budget"])
     if p.job_path is not None:
-        _search_pieces(Path(p.job_path), rows, p.trials, replay.live)
+        replay.searched += _search_pieces(Path(p.job_path), rows, p.trials, replay.live)
 
 
 def _search_pieces(
     job_dir: Path, rows: list[dict[str, Any]], trials: dict[str, int], live: bool
-) -> None:
+) -> int:
     """The words of the batch's attempts that ended and are not in the search index yet (an
     attempt still running in a live job is indexed when it ends)."""
     ended = {
@@ -100,7 +100,7 @@ def _search_pieces(
         if not live or r["fields"].get("state") != AttemptState.RUNNING
     }
     if not ended:
-        return
+        return 0
     unsearched = Attempt.objects.filter(
         trial_id__in={trial for trial, _ in ended}, searched=False
     ).values_list("id", "trial_id", "rollout_name")
@@ -111,7 +111,7 @@ def _search_pieces(
             continue
         errors = (str(r["fields"].get("error") or ""), str(r["fields"].get("verifier_error") or ""))
         batch.append(search.Pieces(pk, search.read_pieces(job_dir / rollout, errors)))
-    search.add(batch)
+    return search.add(batch)
 
 
 def indexed(p: Projection, e: ev.Indexed) -> None:
@@ -143,7 +143,8 @@ def indexed(p: Projection, e: ev.Indexed) -> None:
             finished_at=index_rows.parse_time(replay.finished_at),
             duration_s=replay.duration_s,
         )
-    search.settle()
+    if replay.searched:
+        search.settle()
     p.record(e.kind, "", e.to_payload())
     p.replay = None
 
