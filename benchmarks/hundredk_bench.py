@@ -263,8 +263,8 @@ def first_paint(url: str, loads: int) -> list[float]:
     return [round(v, 1) for v in out[1:]]
 
 
-def common_words(home: Path) -> dict[str, str]:
-    """A rare, a middling and a common word of the vocabulary (by the trials they are in)."""
+def common_words() -> dict[str, str]:
+    """A common, a middling and a rare word of the 10,000-trial job's vocabulary."""
     words = vocabulary(random.Random(11))  # the 10k job's seed: the same vocabulary
     return {"common": words[0], "middling": words[60], "rare": words[3000]}
 
@@ -325,11 +325,14 @@ def db_sizes(home: Path) -> dict[str, int]:
 
 def measure_search(root: Path, trials: int, calls: int, requests: int, runs: int) -> dict[str, Any]:
     jobs = root / "jobs"
-    job = build_job(jobs / "2026-11-30__10-00-00", trials, calls, seed=11)
+    job = jobs / "2026-11-30__10-00-00"
+    if not (job / "evaluation.json").exists():
+        build_job(job, trials, calls, seed=11)
     home = root / "home"
+    shutil.rmtree(home, ignore_errors=True)
     indexed = _index(job, home)
     sizes = db_sizes(home)
-    words = common_words(home)
+    words = common_words()
     out: dict[str, Any] = {
         "index_s": indexed["seconds"],
         "index_mb": indexed["peak_rss_mb"],

@@ -4,7 +4,7 @@ index, and the queries the pages ask of it.
 
 An attempt's words are indexed as pieces: piece 0 its own words (its task's instruction, the tail
 of its agent's output, its errors), piece n its model calls from (n - 1) * BLOCK on. A piece's id
-is the attempt's id times PIECES plus n. On SQLite the ids are the rows of the FTS5 table
+is n times ATTEMPTS plus the attempt's id. On SQLite the ids are the rows of the FTS5 table
 `runs_searchdoc_fts` (contentless and without positions: the index holds which pieces have a
 word, never the text); on PostgreSQL they are SearchDoc rows, their words in the `body` tsvector
 (stripped of positions) under a GIN index. Both are given the same words (search_text.words), so
@@ -31,9 +31,11 @@ from runs.results import search_text
 from runs.results.search_text import BLOCK, Piece
 
 TERMS_MAX = 8  # words of a query used
-# Piece numbers an attempt has room for: its own words and CALLS_MAX / BLOCK blocks. Small, so the
-# ids of one word's pieces are close and the FTS5 index stores each in a byte.
-PIECES = 1 << 7
+PIECES = 1 << 7  # piece numbers an attempt has room for: its own words, CALLS_MAX / BLOCK blocks
+# A piece's id: its number times ATTEMPTS plus its attempt's id, so the same piece of consecutive
+# attempts (the first block of calls of a job's attempts) has consecutive ids, which the FTS5
+# index stores in a byte each.
+ATTEMPTS = 1 << 40
 FTS = "runs_searchdoc_fts"
 
 
@@ -71,7 +73,7 @@ def add(batch: Iterable[Pieces]) -> int:
     """Index the pieces of each attempt and mark it searched; returns how many were indexed."""
     batch = list(batch)
     rows = [
-        (b.attempt_id * PIECES + piece_number(p.step), b.attempt_id, body)
+        (piece_number(p.step) * ATTEMPTS + b.attempt_id, b.attempt_id, body)
         for b in batch
         for p in b.pieces
         if (body := " ".join(search_text.words(p.text)))
@@ -134,9 +136,9 @@ def _match(words: list[str]) -> tuple[str, list[Any]]:
         params = [" ".join(f'"{w}"' for w in words)]
     attempt, trial = Attempt._meta.db_table, Attempt.trial.field.related_model._meta.db_table
     return (
-        f"SELECT a.id AS attempt_id, m.pk - a.id * {PIECES} AS piece, a.trial_id AS trial_id, "
+        f"SELECT a.id AS attempt_id, m.pk / {ATTEMPTS} AS piece, a.trial_id AS trial_id, "
         f"t.job_id AS job_id FROM ({ids}) m "
-        f"JOIN {attempt} a ON a.id = m.pk / {PIECES} JOIN {trial} t ON t.id = a.trial_id",
+        f"JOIN {attempt} a ON a.id = m.pk %% {ATTEMPTS} JOIN {trial} t ON t.id = a.trial_id",
         params,
     )
 
