@@ -62,15 +62,36 @@ def _cut(text: str, limit: int = PART_MAX) -> str:
     return text[:limit]
 
 
-def _call_parts(line: Any, previous: int) -> tuple[list[tuple[str, str]], int]:
+def _is_reply(item: Any) -> bool:
+    return isinstance(item, dict) and (
+        item.get("role") == "assistant" or item.get("type") in ("function_call", "reasoning")
+    )
+
+
+def _new_request(request: Any) -> tuple[Any, bool]:
+    """What a call added to the conversation: the items after the model's last reply in it (the
+    tool results, a user's next turn), or the whole request (its system prompt too) when it has
+    no reply yet; and whether it is the first. Only those are read: a call resends the
+    conversation so far, and reading it whole at each call would be quadratic."""
+    if not isinstance(request, dict):
+        return request, True
+    key = "messages" if request.get("messages") is not None else "input"
+    items = request.get(key)
+    if not isinstance(items, list):
+        return request, True
+    last = next((i for i in range(len(items) - 1, -1, -1) if _is_reply(items[i])), None)
+    if last is None:
+        return request, True
+    return {key: items[last + 1 :]}, False
+
+
+def _call_parts(line: Any) -> list[tuple[str, str]]:
     if not isinstance(line, dict):
-        return [], previous
-    messages = transcript.request_messages(line.get("request"))
-    fresh = messages[previous:] if previous <= len(messages) else messages
+        return []
+    request, first = _new_request(line.get("request"))
     parts: list[tuple[str, str]] = []
-    for m in fresh:
-        label = "instruction" if m.role == "user" and previous == 0 else m.role
-        parts += _message_parts(m, label)
+    for m in transcript.request_messages(request):
+        parts += _message_parts(m, "instruction" if m.role == "user" and first else m.role)
     for m in transcript.reply_messages(line.get("response"), line.get("response_sse")):
         parts += _message_parts(m, "reply")
     if line.get("error"):
@@ -81,7 +102,7 @@ def _call_parts(line: Any, previous: int) -> tuple[list[tuple[str, str]], int]:
             break
         kept.append((label, text[:left]))
         left -= len(text)
-    return kept, len(messages)
+    return kept
 
 
 def _message_parts(m: transcript.Message, label: str) -> list[tuple[str, str]]:
@@ -112,7 +133,6 @@ def blocks(folder: str | os.PathLike[str]) -> Iterator[Piece]:
     except OSError:
         return
     with fh:
-        previous = 0
         parts: list[tuple[str, str]] = []
         first = 0
         for step, raw in enumerate(fh):
@@ -122,33 +142,20 @@ def blocks(folder: str | os.PathLike[str]) -> Iterator[Piece]:
                 if parts:
                     yield Piece(first, tuple(parts))
                 parts, first = [], step
-            line = _parse(raw) if len(raw) <= LINE_MAX else None
-            more, previous = _call_parts(line, previous)
-            parts += more
+            parts += _call_parts(_parse(raw) if len(raw) <= LINE_MAX else None)
         if parts:
             yield Piece(first, tuple(parts))
 
 
 def calls(folder: str | os.PathLike[str], first: int, count: int) -> list[Piece]:
-    """Model calls first .. first+count-1, read again (for a hit's call and snippet): the call
-    before them says how much of the conversation was already sent."""
+    """Model calls first .. first+count-1, read again (for a hit's call and snippet)."""
     try:
         fh = open(os.path.join(folder, TRAJECTORY), "rb")
     except OSError:
         return []
     with fh:
-        start = max(0, first - 1)
-        lines = transcript.read_lines(fh, start, first - start + count)
-    previous = 0
-    if first > 0 and lines:
-        prior = _parse(lines.pop(0))
-        if isinstance(prior, dict):
-            previous = len(transcript.request_messages(prior.get("request")))
-    out = []
-    for step, raw in enumerate(lines, start=first):
-        parts, previous = _call_parts(_parse(raw), previous)
-        out.append(Piece(step, tuple(parts)))
-    return out
+        lines = transcript.read_lines(fh, first, count)
+    return [Piece(step, tuple(_call_parts(_parse(raw)))) for step, raw in enumerate(lines, first)]
 
 
 def locate(
