@@ -233,7 +233,11 @@ class Server:
     def stop(self) -> None:
         self.client.close()
         self.proc.terminate()
-        self.proc.wait(10)
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:  # a request the browser left (the grid's) still held it
+            self.proc.kill()
+            self.proc.wait(10)
 
 
 def first_paint(url: str, loads: int) -> list[float]:
