@@ -120,3 +120,13 @@ def test_every_view_keeps_its_state_in_its_url(client, jobs):
     assert "?show=failed&amp;sort=reward&amp;q=beta" in page
     search = client.get("/search/?q=segfault").content.decode()
     assert 'name="q" value="segfault"' in search
+
+
+def test_a_snippet_is_text_never_markup(client, view_root):
+    job = write_job(view_root, plan=["x"])
+    folder = write_attempt(job, "x__00000001", result_doc("x", "x__00000001", 1.0))
+    with_calls(folder, "<script>alert('zork')</script>")
+    index_path(job)
+    page = client.get("/search/?q=zork").content.decode()
+    assert "&lt;script&gt;alert(&#x27;zork&#x27;)&lt;/script&gt;" in page
+    assert "<script>alert" not in page

@@ -188,3 +188,17 @@ def test_words_split_alike_for_both_engines():
         "bar",
     ]
     assert search.terms("a a b") == ["a", "b"]
+
+
+def test_a_cancelled_attempt_is_searchable_and_a_running_one_waits(tmp_path):
+    job = write_job(tmp_path, plan=["parser"])
+    projector = Projector(job)
+    projector.apply(
+        ev.JobStarted(job.name, str(job), {"plan": ["parser"], "agent": "x"}, 1, 0, 1, 1, 0)
+    )
+    projector.apply(ev.AttemptStarted("parser", "parser", 0, 1, "parser__00000001"))
+    folder = write_attempt(job, "parser__00000001", None)
+    write_trajectory(folder, a_conversation())
+    assert found("semicolons") == []  # running: its words come when it ends
+    projector.apply(ev.AttemptCancelled("parser", "parser__00000001", "budget reached: cost"))
+    assert found("semicolons") == [("parser", 0)]
