@@ -64,9 +64,12 @@ class Pieces:
 
 
 def read_pieces(folder: str | Path, errors: tuple[str, ...] = ()) -> list[Piece]:
-    """An attempt folder's pieces: its own words, then its model calls a block at a time."""
-    own = search_text.own_words(folder, errors)
-    return ([own] if own.parts else []) + list(search_text.blocks(folder))
+    """An attempt folder's pieces: its own words, then its model calls a block at a time (the
+    task's instruction is read from the task's folder only for an attempt without model calls:
+    the first call has it)."""
+    calls = list(search_text.blocks(folder))
+    own = search_text.own_words(folder, errors, instruction=not calls)
+    return ([own] if own.parts else []) + calls
 
 
 def add(batch: Iterable[Pieces]) -> int:
@@ -239,7 +242,9 @@ def locate(q: str, hits: Sequence[Hit]) -> dict[tuple[int, int], Shown]:
         path, rollout, error, verifier_error = rows[hit.attempt_id]
         folder = Path(path) / rollout
         if hit.piece == 0:
-            piece: Piece | None = search_text.own_words(folder, (error, verifier_error))
+            piece: Piece | None = search_text.own_words(
+                folder, (error, verifier_error), instruction=not search_text.has_calls(folder)
+            )
         else:
             piece = search_text.locate(folder, (hit.piece - 1) * BLOCK, BLOCK, words)
         if piece is not None:

@@ -147,6 +147,13 @@ def blocks(folder: str | os.PathLike[str]) -> Iterator[Piece]:
             yield Piece(first, tuple(parts))
 
 
+def has_calls(folder: str | os.PathLike[str]) -> bool:
+    try:
+        return os.path.getsize(os.path.join(folder, TRAJECTORY)) > 0
+    except OSError:
+        return False
+
+
 def calls(folder: str | os.PathLike[str], first: int, count: int) -> list[Piece]:
     """Model calls first .. first+count-1, read again (for a hit's call and snippet)."""
     try:
@@ -222,16 +229,19 @@ def _output_tail(folder: str | os.PathLike[str]) -> list[tuple[str, str]]:
     return out
 
 
-def own_words(folder: str | os.PathLike[str], errors: tuple[str, ...] = ()) -> Piece:
-    """The attempt's own words: its task's instruction (config.json names the task's folder),
-    the tail of the agent's output, and its errors (the index's row has them)."""
+def own_words(
+    folder: str | os.PathLike[str], errors: tuple[str, ...] = (), instruction: bool = True
+) -> Piece:
+    """The attempt's own words: its task's instruction (config.json names the task's folder;
+    `instruction` False when its first model call holds it, as an agent's always does), the tail
+    of the agent's output, and its errors (the index's row has them)."""
     parts: list[tuple[str, str]] = []
-    config = read_object(os.path.join(folder, "config.json")) or {}
+    config = (read_object(os.path.join(folder, "config.json")) or {}) if instruction else {}
     task_path = config.get("task_path")
     if isinstance(task_path, str) and task_path:
-        instruction = _instruction(task_path)
-        if instruction.strip():
-            parts.append(("instruction", instruction))
+        text = _instruction(task_path)
+        if text.strip():
+            parts.append(("instruction", text))
     parts += _output_tail(folder)
     parts += [("error", _cut(e)) for e in errors if e]
     return Piece(-1, tuple(parts))

@@ -202,3 +202,17 @@ def test_a_cancelled_attempt_is_searchable_and_a_running_one_waits(tmp_path):
     assert found("semicolons") == []  # running: its words come when it ends
     projector.apply(ev.AttemptCancelled("parser", "parser__00000001", "budget reached: cost"))
     assert found("semicolons") == [("parser", 0)]
+
+
+def test_an_attempt_without_model_calls_is_found_by_its_tasks_instruction(tmp_path):
+    task = tmp_path / "tasks" / "solo"
+    task.mkdir(parents=True)
+    (task / "instruction.md").write_text("Compute the Frobnitz checksum of data.bin.")
+    job = write_job(tmp_path / "jobs", plan=["solo"])
+    folder = write_attempt(job, "solo__00000001", result_doc("solo", "solo__00000001", 0.0))
+    (folder / "config.json").write_text(json.dumps({"task_name": "solo", "task_path": str(task)}))
+    index_path(job)
+    assert found("frobnitz") == [("solo", -1)]
+    hits, _ = search.search("frobnitz", None, 10)
+    shown = search.locate("frobnitz", hits)[(hits[0].attempt_id, 0)]
+    assert shown.label == "instruction" and "Frobnitz checksum" in shown.text
