@@ -177,6 +177,7 @@ class Attempt(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     duration_s = models.FloatField(null=True, blank=True)
+    searched = models.BooleanField(default=False)  # its words are in the search index
 
     class Meta:
         constraints = [
@@ -187,6 +188,17 @@ class Attempt(models.Model):
 
     def __str__(self) -> str:
         return self.rollout_name
+
+
+class SearchDoc(models.Model):
+    """The words of one piece of an attempt, on PostgreSQL: its `body` tsvector (a column the
+    migration adds there, under a GIN index). The id says which piece: the piece's number times
+    2**40 plus the attempt's id (0: the attempt's own words, instruction, output and errors; n: its
+    model calls from (n-1) * BLOCK on). On SQLite the same ids are the rows of the FTS5
+    table `runs_searchdoc_fts`, and this table stays empty (runs/index/search.py)."""
+
+    id = models.BigIntegerField(primary_key=True)
+    attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE, related_name="+")
 
 
 class BudgetScope(models.TextChoices):

@@ -12,10 +12,12 @@ from typing import Any
 from django.conf import settings
 from django.core.paginator import Page, Paginator
 from django.db.models import F, Q, QuerySet
+from django.db.models.expressions import RawSQL
 from django.http import Http404
 
 from runs import errors
 from runs import events as ev
+from runs.index import search
 from runs.models import KEY_SEPARATOR, Attempt, Budget, Event, Job, Trial, job_key
 from runs.review import human
 
@@ -99,7 +101,11 @@ def trials(
     if show in OUTCOME_FILTERS:
         rows = rows.filter(OUTCOME_FILTERS[show])
     if q:
-        rows = rows.filter(Q(name__icontains=q) | Q(error_category__icontains=q))
+        found = Q(name__icontains=q) | Q(error_category__icontains=q)
+        words = search.trial_ids_sql(q, job.pk)  # the words of its calls, output and errors
+        if words is not None:
+            found |= Q(id__in=RawSQL(*words))
+        rows = rows.filter(found)
     key = sort.lstrip("-")
     column = TRIAL_SORTS.get(key, "position")
     descending = sort.startswith("-")
@@ -130,6 +136,76 @@ def trials_page(
     if not verdict:
         rows = rows.annotate(latest_verdict=human.latest_verdict())
     return Paginator(rows, TRIALS_PER_PAGE).get_page(page)
+
+
+@dataclass(frozen=True)
+class Found:
+    """Where a search found a trial: its attempt and step (the model call's 0-based line in the
+    trajectory: the trial page's `#e<step>` anchor; -1 for the attempt's own words), and the
+    words around the first it found."""
+
+    job_key: str
+    job_name: str
+    trial: str
+    rollout: str
+    step: int
+    label: str
+    text: str
+
+    @property
+    def anchor(self) -> str:
+        return f"#e{self.step}" if self.step >= 0 else ""
+
+
+def found_in(q: str, hits: list[search.Hit]) -> list[Found]:
+    """The hits of a search, each with its trial's and job's names, its call and its snippet."""
+    if not hits:
+        return []
+    shown = search.locate(q, hits)
+    keys = search.job_keys(h.job_id for h in hits)
+    names = dict(Trial.objects.filter(pk__in=[h.trial_id for h in hits]).values_list("id", "name"))
+    rollouts = dict(
+        Attempt.objects.filter(pk__in=[h.attempt_id for h in hits]).values_list(
+            "id", "rollout_name"
+        )
+    )
+    out = []
+    for h in hits:
+        where = shown.get((h.attempt_id, h.piece), search.Shown(-1, "", ""))
+        name, key = keys.get(h.job_id, ("", ""))
+        out.append(
+            Found(
+                key,
+                name,
+                names.get(h.trial_id, ""),
+                rollouts.get(h.attempt_id, ""),
+                where.step,
+                where.label,
+                where.text,
+            )
+        )
+    return out
+
+
+def trial_hits(q: str, page: Page) -> dict[str, Found]:
+    """Where a search found each trial of a page of the trials table, by trial name."""
+    hits = search.hits_in(q, [t.pk for t in page]) if q else {}
+    return {f.trial: f for f in found_in(q, list(hits.values()))}
+
+
+SEARCH_PER_PAGE = 50
+
+
+def search_jobs(q: str, job: str, page: int) -> dict[str, Any]:
+    """`/search/`: the trials a query finds across the jobs in view (or one job), a page."""
+    jobs = jobs_in_view()
+    if job:
+        jobs = jobs.filter(name=job)
+    ids = None if not (view_roots() or job) else list(jobs.values_list("id", flat=True))
+    page = max(1, page)
+    hits, total = search.search(q, ids, SEARCH_PER_PAGE, (page - 1) * SEARCH_PER_PAGE)
+    pages = max(1, -(-total // SEARCH_PER_PAGE))
+    return {"found": found_in(q, hits), "total": total, "page": page, "pages": pages}
 
 
 @dataclass(frozen=True)

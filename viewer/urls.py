@@ -9,6 +9,7 @@ from django.urls import path, re_path, register_converter, reverse_lazy
 from viewer import (
     compare_views,
     confirm,
+    downloads,
     operate_views,
     review_views,
     trial_views,
@@ -39,6 +40,7 @@ urlpatterns = [
     path("jobs/", views.jobs, name="jobs-list"),
     path("jobs/table/", views.jobs_table, name="jobs-table"),
     path("compare/", compare_views.compare, name="compare"),
+    path("search/", views.search, name="search"),
     path("workers/", workers_views.workers, name="workers"),
     path(
         "login/",
@@ -73,6 +75,8 @@ urlpatterns = [
     path("jobs/<job:job>/", views.job_page, name="job"),
     path("jobs/<job:job>/live/", views.job_live, name="job-live"),
     path("jobs/<job:job>/trials/", views.job_trials, name="job-trials"),
+    path("jobs/<job:job>/trials.csv", downloads.trials_csv, name="job-trials-csv"),
+    path("jobs/<job:job>/trials.json", downloads.trials_json, name="job-trials-json"),
     path("jobs/<job:job>/grid/", views.job_grid, name="job-grid"),
     path("jobs/<job:job>/chart.json", views.job_chart, name="job-chart"),
     path("jobs/<job:job>/events.json", views.job_events, name="job-events"),
@@ -81,6 +85,7 @@ urlpatterns = [
     path("jobs/<job:job>/<str:trial>/", trial_views.trial_page, name="trial"),
     path("jobs/<job:job>/<str:trial>/note/", review_views.add_note, name="trial-note"),
     path("jobs/<job:job>/<str:trial>/verdict/", review_views.set_verdict, name="trial-verdict"),
+    path("jobs/<job:job>/<str:trial>/trial.json", downloads.trial_json, name="trial-json"),
     path(
         "jobs/<job:job>/<str:trial>/<str:rollout>/transcript/",
         trial_views.transcript,

@@ -75,6 +75,7 @@ def _trials_context(request: HttpRequest, job: queries.Job) -> dict[str, object]
         "verdicts": [("none", "no verdict"), *Verdict.choices],
         "job": job,
         "page": page,
+        "hits": queries.trial_hits(q, page),
         "sort": sort,
         "show": show,
         "q": q,
@@ -146,6 +147,17 @@ def job_live(request: HttpRequest, job: str) -> HttpResponse:
         context["chart"] = json.dumps(queries.utilization_series(row), separators=(",", ":"))
         context.update(queries.job_regrades(row))
     return _fragment(request, "viewer/_live.html", context)
+
+
+def search(request: HttpRequest) -> HttpResponse:
+    """`/search/?q=...`: the trials whose calls, tool calls, output, instruction or errors hold
+    every word, across the jobs in view (`&job=NAME`: one job's name), each at its step."""
+    q = request.GET.get("q", "")[:200]
+    job = request.GET.get("job", "")[:200]
+    context: dict[str, object] = {"q": q, "job_name": job}
+    if q.strip():
+        context.update(queries.search_jobs(q, job, _int(request.GET.get("page"), 1)))
+    return render(request, "viewer/search.html", context)
 
 
 def job_chart(request: HttpRequest, job: str) -> JsonResponse:

@@ -33,6 +33,7 @@ class Replay:
     agent_model: tuple[str, str] | None = (
         None  # of the first attempt, for a folder without settings
     )
+    searched: int = 0  # pieces of its attempts' words put in the search index
 
 
 class Projection:

@@ -18,7 +18,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from runs import events as ev
-from runs.index import replay
+from runs.index import replay, search
 from runs.index import rows as index_rows
 from runs.index.projection import Projection, job_at
 from runs.index.writer import (
@@ -139,6 +139,7 @@ def attempt_finished(p: Projection, e: ev.AttemptFinished) -> None:
         save_trial_budgets(p.job_id, trial, result.get("trial_budget"))
         refresh_trial(trial, True)
         p.changed(e.kind, e.trial_name, payload)
+    _searchable(trial, result["rollout_name"])
 
 
 def attempt_cancelled(p: Projection, e: ev.AttemptCancelled) -> None:
@@ -155,6 +156,20 @@ def attempt_cancelled(p: Projection, e: ev.AttemptCancelled) -> None:
         )
         refresh_trial(trial, True)
         p.changed(e.kind, e.trial_name, e.to_payload())
+    _searchable(trial, e.rollout_name)
+
+
+def _searchable(trial: int, rollout: str) -> None:
+    """An attempt that ended: its words into the search index, after its rows are committed (the
+    page hears of the attempt first; its words follow in their own transaction)."""
+    attempt = (
+        Attempt.objects.filter(trial_id=trial, rollout_name=rollout)
+        .values_list("id", flat=True)
+        .first()
+    )
+    if attempt is not None:
+        with transaction.atomic():
+            search.index_attempt(attempt)
 
 
 def attempt_lost(p: Projection, e: ev.AttemptLost) -> None:

@@ -17,6 +17,7 @@ from django.db import connection
 
 from runs import events as ev
 from runs.index import rows as index_rows
+from runs.index import search
 from runs.index.projection import Projection, Replay
 from runs.index.writer import (
     ATTEMPT_COLUMNS,
@@ -25,13 +26,13 @@ from runs.index.writer import (
     refresh_job,
     save_trial_budgets,
 )
-from runs.models import Attempt, Job, JobState, Trial
+from runs.models import Attempt, AttemptState, Job, JobState, Trial
 
 BATCH = 500  # attempt folders read and written at a time (about 2 MB of result.json)
 ATTEMPT_FIELDS = [
     f.name
     for f in Attempt._meta.concrete_fields
-    if f.name not in ("id", "trial", "rollout_name", "number")
+    if f.name not in ("id", "trial", "rollout_name", "number", "searched")
 ]
 DEFAULTS = {name: Attempt._meta.get_field(name).get_default() for name in ATTEMPT_FIELDS}
 ATTEMPT_FIELDS.append("number")
@@ -84,6 +85,33 @@ def attempts_read(p: Projection, e: ev.AttemptFoldersRead) -> None:
     for r in rows:
         if r["trial_budget"]:
             save_trial_budgets(job_id, p.trials[r["trial"]], r["trial_budget"])
+    if p.job_path is not None:
+        replay.searched += _search_pieces(Path(p.job_path), rows, p.trials, replay.live)
+
+
+def _search_pieces(
+    job_dir: Path, rows: list[dict[str, Any]], trials: dict[str, int], live: bool
+) -> int:
+    """The words of the batch's attempts that ended and are not in the search index yet (an
+    attempt still running in a live job is indexed when it ends)."""
+    ended = {
+        (trials[r["trial"]], r["rollout"]): r
+        for r in rows
+        if not live or r["fields"].get("state") != AttemptState.RUNNING
+    }
+    if not ended:
+        return 0
+    unsearched = Attempt.objects.filter(
+        trial_id__in={trial for trial, _ in ended}, searched=False
+    ).values_list("id", "trial_id", "rollout_name")
+    batch = []
+    for pk, trial, rollout in unsearched:
+        r = ended.get((trial, rollout))
+        if r is None:
+            continue
+        errors = (str(r["fields"].get("error") or ""), str(r["fields"].get("verifier_error") or ""))
+        batch.append(search.Pieces(pk, search.read_pieces(job_dir / rollout, errors)))
+    return search.add(batch)
 
 
 def indexed(p: Projection, e: ev.Indexed) -> None:
@@ -115,6 +143,8 @@ def indexed(p: Projection, e: ev.Indexed) -> None:
             finished_at=index_rows.parse_time(replay.finished_at),
             duration_s=replay.duration_s,
         )
+    if replay.searched:
+        search.settle()
     p.record(e.kind, "", e.to_payload())
     p.replay = None
 

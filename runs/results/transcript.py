@@ -104,6 +104,12 @@ def _lines(fh: BinaryIO, first: int, count: int) -> list[bytes | None]:
     return out
 
 
+def read_lines(fh: BinaryIO, first: int, count: int) -> list[bytes | None]:
+    """Lines first .. first+count-1 (0-based) of the open file, by its line index (a hit's call
+    read again for its snippet); None for one longer than LINE_MAX."""
+    return _lines(fh, first, count)
+
+
 class TextBudget:
     """The bytes of HTML a page may still show; each message and tool call takes its share."""
 

@@ -83,6 +83,12 @@ def trial_url(trial: str, job: str) -> str:
     return f"{_trials_base(job, get_script_prefix())}{quote(trial, safe=_SAFE)}/"
 
 
+@register.filter
+def get(mapping: Any, key: Any) -> Any:
+    """mapping[key], or None (a trial's search hit, by its name)."""
+    return mapping.get(key) if isinstance(mapping, dict) else None
+
+
 @register.simple_tag(takes_context=True)
 def query(context: Any, **changes: Any) -> str:
     """The current query string with some parameters changed (sort, filter, page links)."""
