@@ -23,9 +23,15 @@ the jobs, each job's progress, budgets, trials and outcomes, each trial's attemp
 model calls, logs and files, and a page comparing two jobs. Pages update live while a bench
 run (in another terminal) writes to the same index: no reload.
 
-PATH is a job folder, several, or a jobs folder (default: ./jobs); a folder the index does not
-know yet (one copied from another machine, say) is indexed first. The index is SQLite under
-$BENCHFLOW_HOME (~/.local/share/benchflow-site), or PostgreSQL with DATABASE_URL."""
+PATH is a job folder, several, or a jobs folder (default: ./jobs); several job folders open
+the outcomes grid with those jobs side by side (pass@1 per column, the Pareto view). A folder
+the index does not know yet (one copied from another machine, say) is indexed first.
+
+--export out.html writes the jobs to one self-contained, redacted HTML file instead of serving
+them: the outcomes grid, the charts, every trial with its model calls; CSS and JS inline, no
+request to any server, so it opens from a disk or an email attachment.
+
+The index is SQLite under $BENCHFLOW_HOME (~/.local/share/benchflow-site), or PostgreSQL with DATABASE_URL."""
 
 SERVE_DESCRIPTION = """\
 Serve the dashboard for a team: every job in the index, behind Django's login (an anonymous
@@ -183,6 +189,13 @@ def serve(host: str, port: int, tls: tuple[Path, Path] | None = None) -> None:
     ).run()
 
 
+def outcomes_path(jobs: list[Path]) -> str:
+    """The outcomes page over these job folders (several given one by one: `bench view A B C`)."""
+    from viewer.queries import job_key_at
+
+    return "outcomes/?" + "&".join(f"job={quote(job_key_at(j), safe='~')}" for j in jobs)
+
+
 def run_view(args: argparse.Namespace) -> int:
     paths: list[Path] = args.paths or [Path("jobs")]
     for path in paths:
@@ -201,10 +214,13 @@ def run_view(args: argparse.Namespace) -> int:
 
     url = f"http://127.0.0.1:{port}/"
     jobs = [j for p in paths for j in job_folders(p)]
-    if len(jobs) == 1 and jobs[0].resolve() in [p.resolve() for p in paths]:
+    given = [p.resolve() for p in paths]
+    if len(jobs) == 1 and jobs[0].resolve() in given:
         from viewer.queries import job_key_at
 
         url += f"jobs/{quote(job_key_at(jobs[0]))}/"
+    elif len(jobs) > 1 and all(j.resolve() in given for j in jobs):
+        url += outcomes_path(jobs)
     print(f"Viewing {', '.join(map(str, paths))} at {url} (Ctrl-C stops)", flush=True)
     if not args.no_browser:
         threading.Timer(0.5, webbrowser.open, (url,)).start()

@@ -6,7 +6,7 @@ URLs before keys) is redirected to the newest job of that name, the rest of the 
 from django.contrib.auth import views as auth_views
 from django.urls import path, re_path, register_converter, reverse_lazy
 
-from viewer import compare_views, operate_views, trial_views, views, workers_views
+from viewer import compare_views, operate_views, outcomes_views, trial_views, views, workers_views
 from viewer.logins import LoginForm
 
 
@@ -31,6 +31,7 @@ urlpatterns = [
     path("jobs/", views.jobs, name="jobs-list"),
     path("jobs/table/", views.jobs_table, name="jobs-table"),
     path("compare/", compare_views.compare, name="compare"),
+    path("outcomes/", outcomes_views.outcomes_page, name="outcomes"),
     path("workers/", workers_views.workers, name="workers"),
     path(
         "login/",
