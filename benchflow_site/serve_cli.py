@@ -76,6 +76,12 @@ def add_parsers(subparsers: Any) -> None:
     view.add_argument(
         "--no-browser", action="store_true", help="do not open a browser (servers, scripts)"
     )
+    view.add_argument(
+        "--export",
+        type=Path,
+        metavar="OUT.html",
+        help="write the jobs to one self-contained, redacted HTML file instead of serving them",
+    )
     serve = subparsers.add_parser(
         "serve",
         help="the dashboard for a team, behind a login",
@@ -189,6 +195,33 @@ def serve(host: str, port: int, tls: tuple[Path, Path] | None = None) -> None:
     ).run()
 
 
+def _export(paths: list[Path], out: Path) -> int:
+    """`bench view ... --export OUT.html`: the jobs under `paths`, indexed, written to one file."""
+    if out.suffix.lower() not in (".html", ".htm"):
+        raise UserError(f"--export {out}: name an .html file (the export is one HTML page)")
+    if not out.parent.is_dir():
+        raise UserError(f"--export {out}: the folder {out.parent} does not exist; make it first")
+    os.environ["BENCHFLOW_VIEW_ROOT"] = os.pathsep.join(str(p.resolve()) for p in paths)
+    setup_django()
+    _index(paths)
+    from runs.index.folder import job_folders
+    from runs.models import Job
+    from viewer.export import export
+
+    folders = [str(j.resolve()) for p in paths for j in job_folders(p)]
+    by_path = {job.path: job for job in Job.objects.filter(path__in=folders)}
+    jobs = [by_path[f] for f in folders if f in by_path]
+    if not jobs:
+        raise UserError(f"no job folder in {', '.join(map(str, paths))}: nothing to export")
+    done = export(jobs, out)
+    print(
+        f"Wrote {out}: {done.jobs} job(s), {done.trials} trial(s), {done.bytes / 1e6:.1f} MB, "
+        f"{done.redacted} secret(s) replaced with [REDACTED]. It opens in a browser with no server.",
+        flush=True,
+    )
+    return 0
+
+
 def outcomes_path(jobs: list[Path]) -> str:
     """The outcomes page over these job folders (several given one by one: `bench view A B C`)."""
     from viewer.queries import job_key_at
@@ -204,6 +237,8 @@ def run_view(args: argparse.Namespace) -> int:
                 f"{path} is not a folder; pass a job folder, several, or a jobs folder "
                 "(bench run writes them into ./jobs)"
             )
+    if args.export is not None:
+        return _export(paths, args.export)
     port = free_port("127.0.0.1", args.port)
     if isinstance(port, str):
         raise UserError(port)
