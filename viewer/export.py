@@ -74,7 +74,11 @@ def _transcript(folder: Path) -> dict[str, Any] | None:
 def _trial(job: Job, index: int, trial: Any) -> dict[str, Any]:
     attempts = queries.attempts(trial)
     best = next((a for a in attempts if a.pk == trial.best_id), attempts[-1] if attempts else None)
-    shown: dict[str, Any] = {"trial": trial, "anchor": anchor(index, trial.name), "attempts": attempts}
+    shown: dict[str, Any] = {
+        "trial": trial,
+        "anchor": anchor(index, trial.name),
+        "attempts": attempts,
+    }
     if best is not None:
         folder = queries.attempt_folder(job, best)
         if not folder.is_symlink() and folder.is_dir():
@@ -123,7 +127,10 @@ def render(jobs: list[Job]) -> tuple[str, int]:
 
 def _json_forms(values: list[str]) -> list[str]:
     """A value as json_script writes it (its <, > and & escaped)."""
-    return [json.dumps(v)[1:-1].replace("<", "\\u003C").replace(">", "\\u003E").replace("&", "\\u0026") for v in values]
+    return [
+        json.dumps(v)[1:-1].replace("<", "\\u003C").replace(">", "\\u003E").replace("&", "\\u0026")
+        for v in values
+    ]
 
 
 def export(jobs: list[Job], out: Path) -> Exported:

@@ -29,7 +29,9 @@ def job_grid(job: Job) -> dict[str, Any]:
     """The job page's grid: the job's one column."""
     rows = queries.trial_rows(job)
     tasks = outcomes.task_rows([rows])
-    return outcomes.grid([outcomes.column(job.key, label(job), trial_base(job), rows, tasks)], tasks)
+    return outcomes.grid(
+        [outcomes.column(job.key, label(job), trial_base(job), rows, tasks)], tasks
+    )
 
 
 def across(jobs: list[Job], show: str = "all", href: Any = None) -> dict[str, Any]:
@@ -41,7 +43,9 @@ def across(jobs: list[Job], show: str = "all", href: Any = None) -> dict[str, An
         outcomes.column(job.key, label(job), base(job), r, tasks)
         for job, r in zip(jobs, rows, strict=True)
     ]
-    points = [outcomes.pareto_point(job.key, label(job), r) for job, r in zip(jobs, rows, strict=True)]
+    points = [
+        outcomes.pareto_point(job.key, label(job), r) for job, r in zip(jobs, rows, strict=True)
+    ]
     return {
         "grid": outcomes.grid(columns, tasks, show if show in outcomes.ROW_FILTERS else "all"),
         "pareto": outcomes.pareto(points),

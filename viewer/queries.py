@@ -148,9 +148,20 @@ def trial_rows(job: Job, costs: bool = False) -> list[TrialRow]:
     more = ("n_attempts", "error_category", "cost_usd", "total_tokens", "duration_s")
     causes: dict[str, str] = {}
     out = []
-    for pk, name, task, index, state, outcome, reward, n, category, cost, tokens, dur in (
-        rows.values_list(*fields, *more)
-    ):
+    for (
+        pk,
+        name,
+        task,
+        index,
+        state,
+        outcome,
+        reward,
+        n,
+        category,
+        cost,
+        tokens,
+        dur,
+    ) in rows.values_list(*fields, *more):
         if category and category not in causes:
             causes[category] = cause_text(category)
         out.append(

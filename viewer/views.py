@@ -121,7 +121,9 @@ def job_trials(request: HttpRequest, job: str) -> HttpResponse:
 @once_per_seq(_job_seq)
 def job_grid(request: HttpRequest, job: str) -> HttpResponse:
     row = queries.get_job(job)
-    return _fragment(request, "viewer/_grid.html", {"job": row, "grid": outcomes_views.job_grid(row)})
+    return _fragment(
+        request, "viewer/_grid.html", {"job": row, "grid": outcomes_views.job_grid(row)}
+    )
 
 
 @once_per_seq(_job_seq)

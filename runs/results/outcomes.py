@@ -141,7 +141,9 @@ def column(
         col.cells.append("".join(code(t) for t in row))
         for k, t in enumerate(row):
             name = t.name if t.name != pair_key(task, k) else None
-            reward = t.reward if t.reward is not None and round(10 * t.reward) != 10 * t.reward else None
+            reward = (
+                t.reward if t.reward is not None and round(10 * t.reward) != 10 * t.reward else None
+            )
             cause = t.cause or None
             if name or reward is not None or cause:
                 col.extra[str(place)] = [name, reward, cause or None]

@@ -37,8 +37,9 @@
       if (f.errored) { ctx.strokeStyle = COLORS.amber; ctx.lineWidth = Math.max(1, s / 6); ctx.strokeRect(x + 0.75, y + 0.75, s - 1.5, s - 1.5); }
     } else if (ch === "x" || ch === "X") {
       ctx.fillStyle = hatchPattern(ctx); ctx.fillRect(x, y, s, s);
-    } else if (ch === "R") {
-      ctx.fillStyle = COLORS.running; ctx.fillRect(x, y, s, s);
+    } else if (ch === "R") {  // running: a light-blue ring with a dot
+      ctx.strokeStyle = COLORS.running; ctx.lineWidth = Math.max(1, s / 6); ctx.strokeRect(x + 1, y + 1, s - 2, s - 2);
+      ctx.fillStyle = COLORS.running; ctx.fillRect(x + s / 2 - s / 8, y + s / 2 - s / 8, Math.max(1, s / 4), Math.max(1, s / 4));
     } else {  // waiting, not run, cancelled: hollow
       ctx.strokeStyle = COLORS.hollow; ctx.lineWidth = 1; ctx.strokeRect(x + 0.5, y + 0.5, s - 1, s - 1);
       if (ch === "C") { ctx.beginPath(); ctx.moveTo(x + 1, y + s - 1); ctx.lineTo(x + s - 1, y + 1); ctx.stroke(); }
@@ -77,9 +78,9 @@
     }
     var labelW = Math.min(240, Math.max(80, width * 0.22)), s = nrow * ncol > 4000 ? 8 : 12, step = s + 2;
     var free = width - labelW - 50, maxLen = d.columns.map(function (c) { return Math.max(1, Math.max.apply(null, c.cells.map(function (x) { return x.length; }).concat([1]))); });
-    var colW = maxLen.map(function (m) { return Math.max(110, Math.min(m * step, Math.floor(free / ncol))); });
+    var colW = maxLen.map(function (m) { return Math.max(Math.min(190, Math.floor(free / ncol) - 8), Math.min(m * step, Math.floor(free / ncol) - 8)); });
     var per = colW.map(function (w, i) { return Math.max(1, Math.min(maxLen[i], Math.floor((w - 6) / step))); });
-    var rowH = [], y = 44;
+    var rowH = [], y = 62;
     var tops = d.tasks.map(function (t, r) {
       var lines = 1;
       d.columns.forEach(function (c, i) { lines = Math.max(lines, Math.ceil(c.cells[r].length / per[i])); });
@@ -121,10 +122,12 @@
       };
     } else {
       d.columns.forEach(function (c, i) {
-        ctx.fillStyle = COLORS.text; ctx.fillText(fit(ctx, c.label, L.colW[i]), L.xs[i], 10);
+        var parts = c.label.split(" · "), name = parts.length > 1 ? parts.slice(1).join(" · ") : c.label;
+        ctx.fillStyle = COLORS.text; ctx.fillText(fit(ctx, name, L.colW[i]), L.xs[i], 9);
         ctx.fillStyle = COLORS.muted;
+        if (parts.length > 1) ctx.fillText(fit(ctx, parts[0], L.colW[i]), L.xs[i], 26);
         var p = c.pass1 == null ? "pass@1 –" : "pass@1 " + c.pass1.toFixed(2) + (c.ci ? " [" + c.ci[0].toFixed(2) + ", " + c.ci[1].toFixed(2) + "]" : "");
-        ctx.fillText(fit(ctx, p, L.colW[i]), L.xs[i], 28);
+        ctx.fillText(fit(ctx, p, L.colW[i]), L.xs[i], 43);
       });
       d.tasks.forEach(function (task, r) {
         ctx.fillStyle = COLORS.text; ctx.fillText(fit(ctx, task, L.labelW - 10), 0, L.tops[r] + L.step / 2);

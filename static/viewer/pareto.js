@@ -25,7 +25,7 @@
     var ctx = canvas.getContext("2d");
     ctx.scale(ratio, ratio); ctx.font = "12px system-ui, sans-serif";
     var pts = d.points.filter(function (p) { return p.reward != null && p.means[m] != null; });
-    var L = 70, R = 20, T = 16, B = 44, w = width - L - R, h = height - T - B;
+    var L = 70, R = 24, T = 16, B = 44, w = width - L - R, h = height - T - B;
     var xmax = nice(Math.max.apply(null, pts.map(function (p) { return p.cis[m] ? p.cis[m][1] : p.means[m]; }).concat([0])) * 1.05);
     function X(v) { return L + w * v / xmax; }
     function Y(v) { return T + h * (1 - v); }
@@ -33,7 +33,7 @@
     for (var i = 0; i <= 5; i++) {
       var gx = xmax * i / 5, gy = i / 5;
       ctx.beginPath(); ctx.moveTo(X(gx), T); ctx.lineTo(X(gx), T + h); ctx.moveTo(L, Y(gy)); ctx.lineTo(L + w, Y(gy)); ctx.stroke();
-      ctx.textAlign = "center"; ctx.textBaseline = "top"; ctx.fillText(fmt(gx, m), X(gx), T + h + 6);
+      ctx.textAlign = i === 5 ? "right" : i === 0 ? "left" : "center"; ctx.textBaseline = "top"; ctx.fillText(fmt(gx, m), X(gx), T + h + 6);
       ctx.textAlign = "right"; ctx.textBaseline = "middle"; ctx.fillText(gy.toFixed(1), L - 8, Y(gy));
     }
     ctx.textAlign = "center"; ctx.textBaseline = "bottom";

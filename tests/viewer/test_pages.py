@@ -330,5 +330,3 @@ def test_the_jobs_list_follows_a_jobs_progress_when_no_job_is_added(client, job)
         Job.objects.update(agent="another-agent")
         record_event(Job.objects.get().pk, "attempt_finished", "hello", {})
     assert "another-agent" in client.get("/jobs/table/").content.decode()
-
-

@@ -6,8 +6,8 @@ import pytest
 
 from runs.results.outcomes import (
     TrialRow,
-    column,
     code,
+    column,
     grid,
     keep_row,
     pareto,
@@ -84,8 +84,16 @@ def test_rows_are_every_task_in_plan_order_and_the_filter_keeps_the_rows_asked_f
 def test_a_hundred_thousand_trials_are_about_a_byte_each():
     import json
 
-    trials = [row(f"t{i // 10}#{i % 10}" if i % 10 else f"t{i // 10}", 1.0, outcome="passed",
-                  task=f"t{i // 10}", index=i % 10) for i in range(100_000)]
+    trials = [
+        row(
+            f"t{i // 10}#{i % 10}" if i % 10 else f"t{i // 10}",
+            1.0,
+            outcome="passed",
+            task=f"t{i // 10}",
+            index=i % 10,
+        )
+        for i in range(100_000)
+    ]
     tasks = task_rows([trials])
     doc = grid([column("j", "J", "/j/", trials, tasks)], tasks)
     assert len(json.dumps(doc)) < 400_000  # ~1 byte per trial and the task names
@@ -95,7 +103,9 @@ def test_the_frontier_holds_the_jobs_no_other_beats_on_both_cost_and_reward():
     cheap = [row(f"t{i}", 0.0, outcome="failed", cost_usd=0.01) for i in range(4)]
     good = [row(f"t{i}", 1.0, outcome="passed", cost_usd=0.10) for i in range(4)]
     worse = [row(f"t{i}", 0.0, outcome="failed", cost_usd=0.20) for i in range(4)]
-    doc = pareto([pareto_point(k, k, t) for k, t in (("cheap", cheap), ("good", good), ("worse", worse))])
+    doc = pareto(
+        [pareto_point(k, k, t) for k, t in (("cheap", cheap), ("good", good), ("worse", worse))]
+    )
     frontier = {p["key"]: p["frontier"]["cost_usd"] for p in doc["points"]}
     assert frontier == {"cheap": True, "good": True, "worse": False}
     good_point = doc["points"][1]
