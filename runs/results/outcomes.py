@@ -21,6 +21,7 @@ interval over trials, and the frontier (no other job costs less and scores more)
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -115,6 +116,21 @@ class Column:
         }
 
 
+BOOTSTRAP_MAX = 2000  # values a bootstrap resamples; beyond, the normal interval (they agree there)
+
+
+def mean_interval(values: list[float]) -> tuple[float, float] | None:
+    """The 95% interval of the mean: a seeded bootstrap (runs/results/compare.py) up to
+    BOOTSTRAP_MAX values, the normal approximation beyond (100,000 tasks stay quick)."""
+    n = len(values)
+    if n <= BOOTSTRAP_MAX:
+        return paired_bootstrap_ci(values)
+    mean = sum(values) / n
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    half = 1.96 * sd / math.sqrt(n)
+    return mean - half, mean + half
+
+
 def pass_at_1(trials: Iterable[TrialRow]) -> tuple[float | None, tuple[float, float] | None, int]:
     """Mean over tasks of passed/scored trials, its 95% interval (tasks resampled) and the tasks."""
     by_task: dict[str, list[bool]] = {}
@@ -124,7 +140,7 @@ def pass_at_1(trials: Iterable[TrialRow]) -> tuple[float | None, tuple[float, fl
     rates = [sum(v) / len(v) for v in by_task.values()]
     if not rates:
         return None, None, 0
-    return sum(rates) / len(rates), paired_bootstrap_ci(rates), len(rates)
+    return sum(rates) / len(rates), mean_interval(rates), len(rates)
 
 
 def column(
@@ -191,7 +207,9 @@ def _pass_rate(cell: str) -> float | None:
 
 def grid(columns: list[Column], tasks: list[str], show: str = "all") -> dict[str, Any]:
     """The `benchflow.outcomes` document the canvas draws: rows, columns, and the filter applied
-    (a filtered-out row keeps its place numbers: the columns' `extra` stays valid)."""
+    (a filtered-out row keeps its place numbers: the columns' `extra` stays valid; `starts`, each
+    kept row's first place, is there only when rows were left out, else it is the running sum of
+    the cells' lengths)."""
     keep = [i for i in range(len(tasks)) if keep_row([c.cells[i] for c in columns], show)]
     offsets = []
     for c in columns:
@@ -205,7 +223,11 @@ def grid(columns: list[Column], tasks: list[str], show: str = "all") -> dict[str
         "schema_version": 1,
         "tasks": [tasks[i] for i in keep],
         "columns": [
-            {**c.as_json(), "cells": [c.cells[i] for i in keep], "starts": [o[i] for i in keep]}
+            {
+                **c.as_json(),
+                "cells": [c.cells[i] for i in keep],
+                **({"starts": [o[i] for i in keep]} if len(keep) < len(tasks) else {}),
+            }
             for c, o in zip(columns, offsets, strict=True)
         ],
         "hidden_rows": len(tasks) - len(keep),
@@ -240,7 +262,7 @@ class ParetoPoint:
 def _mean_ci(values: list[float]) -> tuple[float | None, tuple[float, float] | None]:
     if not values:
         return None, None
-    return sum(values) / len(values), paired_bootstrap_ci(values)
+    return sum(values) / len(values), mean_interval(values)
 
 
 def pareto_point(key: str, label: str, trials: Sequence[TrialRow]) -> ParetoPoint:

@@ -98,7 +98,13 @@
   function draw(box) {
     var script = box.querySelector("script[type='application/json']"), canvas = box.querySelector("canvas");
     if (!script || !canvas) return;
-    var d = JSON.parse(script.textContent), width = Math.max(320, box.clientWidth || 900), L = layout(d, width);
+    var d = JSON.parse(script.textContent);
+    d.columns.forEach(function (c) {  // each row's first place in the column, when not sent
+      if (c.starts) return;
+      var at = 0;
+      c.starts = c.cells.map(function (cell) { var s = at; at += cell.length; return s; });
+    });
+    var width = Math.max(320, box.clientWidth || 900), L = layout(d, width);
     var ratio = window.devicePixelRatio || 1;
     canvas.width = width * ratio; canvas.height = L.height * ratio;
     canvas.style.width = width + "px"; canvas.style.height = L.height + "px";
@@ -117,7 +123,8 @@
       box._hit = function (px, py) {
         var n = Math.floor((py - 2) / L.step) * L.per + Math.floor(px / L.step);
         if (px >= L.per * L.step || n < 0 || n >= L.total) return null;
-        var r = 0; while (r + 1 < c.starts.length && c.starts[r + 1] <= n) r++;
+        var r = 0;
+        for (var lo = 0, hi = c.starts.length - 1; lo <= hi;) { var m = (lo + hi) >> 1; if (c.starts[m] <= n) { r = m; lo = m + 1; } else hi = m - 1; }
         return describe(d, 0, r, n - c.starts[r]);
       };
     } else {

@@ -77,7 +77,8 @@ def test_rows_are_every_task_in_plan_order_and_the_filter_keeps_the_rows_asked_f
     assert grid(cols, tasks, "unsolved")["tasks"] == ["y", "z"]
     assert grid(cols, tasks, "errored")["tasks"] == ["z"]
     doc = grid(cols, tasks)
-    assert doc["kind"] == "benchflow.outcomes" and doc["columns"][1]["starts"] == [0, 1, 1]
+    assert doc["kind"] == "benchflow.outcomes" and "starts" not in doc["columns"][1]
+    assert grid(cols, tasks, "unsolved")["columns"][1]["starts"] == [1, 1]
     assert keep_row(["", ""], "all")
 
 
@@ -117,3 +118,13 @@ def test_the_frontier_holds_the_jobs_no_other_beats_on_both_cost_and_reward():
 def test_unscored_trials_count_as_zero_reward_in_the_pareto_view():
     p = pareto_point("j", "j", [row("a", 1.0, outcome="passed"), row("b", None, outcome="errored")])
     assert p.reward == 0.5 and p.n == 2
+
+
+def test_a_large_interval_is_the_normal_one_and_agrees_with_the_bootstrap():
+    from runs.results.compare import paired_bootstrap_ci
+    from runs.results.outcomes import BOOTSTRAP_MAX, mean_interval
+
+    values = [float(i % 3 == 0) for i in range(BOOTSTRAP_MAX + 1)]
+    low, high = mean_interval(values)
+    b_low, b_high = paired_bootstrap_ci(values)
+    assert low == pytest.approx(b_low, abs=0.01) and high == pytest.approx(b_high, abs=0.01)
