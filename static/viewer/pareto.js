@@ -59,8 +59,18 @@
     });
     canvas.dataset.points = pts.length; canvas.dataset.frontier = front.length; canvas.dataset.drawn = "1";
   }
+  function firstMeasure(box) {  // start on a measure the jobs have (an oracle run has no cost)
+    var script = box.querySelector("script[type='application/json']");
+    if (!script) return;
+    var d = JSON.parse(script.textContent), radios = box.querySelectorAll("input[name='pareto-x']");
+    for (var i = 0; i < radios.length; i++) {
+      var m = radios[i].value;
+      if (d.points.some(function (p) { return p.reward != null && p.means[m] != null; })) { radios[i].checked = true; return; }
+    }
+  }
   function all() {
     document.querySelectorAll(".pareto").forEach(function (box) {
+      if (!box._wired) firstMeasure(box);
       draw(box);
       if (!box._wired) { box._wired = true; box.addEventListener("change", function () { draw(box); }); }
     });
