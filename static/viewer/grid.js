@@ -136,8 +136,13 @@
         var p = c.pass1 == null ? "pass@1 –" : "pass@1 " + c.pass1.toFixed(2) + (c.ci ? " [" + c.ci[0].toFixed(2) + ", " + c.ci[1].toFixed(2) + "]" : "");
         ctx.fillText(fit(ctx, p, L.colW[i]), L.xs[i], 43);
       });
+      var right = L.xs[L.xs.length - 1] + L.colW[L.colW.length - 1] + 8;
+      ctx.fillStyle = COLORS.muted; ctx.fillText("passed", right, 43);
       d.tasks.forEach(function (task, r) {
         ctx.fillStyle = COLORS.text; ctx.fillText(fit(ctx, task, L.labelW - 10), 0, L.tops[r] + L.step / 2);
+        var passed = 0, scored = 0;  // the row's passed / scored trials, across the columns
+        d.columns.forEach(function (c) { for (var k = 0; k < c.cells[r].length; k++) { var f = info(c.cells[r][k]); if (f.level >= 0) { scored++; if (f.level === 10) passed++; } } });
+        ctx.fillStyle = COLORS.muted; ctx.fillText(scored ? passed + "/" + scored : "–", right, L.tops[r] + L.step / 2);
         d.columns.forEach(function (c, i) {
           var cell = c.cells[r];
           for (var k = 0; k < cell.length; k++) square(ctx, cell[k], L.xs[i] + (k % L.per[i]) * L.step, L.tops[r] + Math.floor(k / L.per[i]) * L.step, L.s);
