@@ -17,7 +17,9 @@ MAX_JOBS = 24
 
 
 def label(job: Job) -> str:
-    return f"{job.agent or '–'} / {job.model or '–'} · {job.name}"
+    """A column's name: agent and model, then the job (grid.js draws the two on two lines)."""
+    model = f" / {job.model}" if job.model else ""
+    return f"{job.agent or '–'}{model} · {job.name}"
 
 
 def trial_base(job: Job) -> str:

@@ -25,7 +25,7 @@
                { label: "trials", stroke: "#8b96a1", grid: { stroke: "#262c33" }, size: wide }],
         series: [{ label: "at", value: function (u, v) { return v == null ? "–" : v.toFixed(1) + " s"; } },
                  { label: "running", stroke: "#7cb7ff", value: shown, paths: uPlot.paths.stepped({ align: 1 }) },
-                 { label: "finished", stroke: "#5fd38a", value: shown },
+                 { label: "finished", stroke: "#5fd38a", value: shown, paths: uPlot.paths.stepped({ align: 1 }) },
                  { label: "slots busy (runner's report)", stroke: "#ffc861", value: shown, spanGaps: true,
                    points: { show: true } }],
       }, data, el);

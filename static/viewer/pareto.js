@@ -55,7 +55,7 @@
       ctx.beginPath(); ctx.arc(x, y, p.frontier[m] ? 6 : 4.5, 0, 2 * Math.PI);
       if (p.frontier[m]) ctx.fill(); else { ctx.fillStyle = "#111418"; ctx.fill(); ctx.stroke(); ctx.fillStyle = c; }
       var text = p.label.length > 42 ? p.label.slice(0, 41) + "…" : p.label;
-      ctx.fillText(text, Math.min(x + 8, L + w - ctx.measureText(text).width), y - 6);
+      ctx.fillText(text, Math.min(x + 8, L + w - ctx.measureText(text).width), Math.max(T + 14, y - 6));
     });
     canvas.dataset.points = pts.length; canvas.dataset.frontier = front.length; canvas.dataset.drawn = "1";
   }
