@@ -77,6 +77,11 @@ class Group:
     title: str
     fields: list[Field]
 
+    @property
+    def open(self) -> bool:
+        """Shown open: a field of it has a problem, or a value typed (an include pattern, say)."""
+        return any(f.problems or (f.kind in ("list", "env") and f.value) for f in self.fields)
+
 
 def _group_of(name: str) -> tuple[str, str]:
     """A field's group key and its name in words."""

@@ -32,7 +32,7 @@ def _launch(
     page.fill("#id_agent", agent)
     page.fill("#id_concurrency", concurrency)
     if include or save_outputs:  # typed patterns and the workspace: under "Advanced"
-        page.click("#group-advanced summary")
+        page.evaluate("document.querySelector('#group-advanced details').open = true")
     if include:
         page.fill("#id_include", "\n".join(include))
     if save_outputs:

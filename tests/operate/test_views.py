@@ -515,3 +515,11 @@ def test_a_regrades_events_reach_the_index_and_show_before_and_after(serve, root
     text = _client(users["viewer"]).get(f"/jobs/{key(done_job)}/regrades/").content.decode()
     assert "pass-&gt;fail" in text and "1.00" in text and "0.00" in text
     assert "by operator: the check was too lenient" in text
+
+
+def test_the_advanced_group_opens_only_for_a_problem_or_a_typed_pattern(serve, roots, users):
+    client = _client(users["operator"])
+    advanced = lambda text: text[text.index('id="group-advanced"') :]  # noqa: E731
+    assert "<details open>" not in advanced(client.get("/launch/").content.decode())
+    text = client.post("/launch/", _launch_form(roots, retry_attempts="x")).content.decode()
+    assert "<details open>" in advanced(text)
