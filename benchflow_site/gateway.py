@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,33 @@ class ProxyGateway:
                 "or add its price"
             )
         return problems
+
+    def model_choices(self) -> list[tuple[str, str]]:
+        """The models a launch form offers: the price table's whose provider has a key in this
+        environment (a bare id under the provider that names it so), the mocks, and each keyed
+        provider's prefix for a model typed by hand."""
+        from proxy.prices import price_table
+        from proxy.providers import PROVIDERS, ProviderError, resolve_model
+
+        offered: list[tuple[str, str]] = [
+            ("mock/oracle", "mock: replays the task's solution, no key, no cost"),
+            ("mock/echo", "mock: echoes, no key, no cost"),
+        ]
+        homes = {"gpt-": "openai", "deepseek-": "deepseek", "claude-": ""}
+        for name, price in price_table().items():
+            home = next((p for start, p in homes.items() if name.startswith(start)), None)
+            if home is None or "/" in name:
+                continue
+            model = f"{home}/{name}" if home else name
+            try:
+                resolve_model(model)
+            except ProviderError:
+                continue  # its provider's key is not set here
+            offered.append((model, f"${price.input:g} / ${price.output:g} per 1M tokens in / out"))
+        for prefix, spec in PROVIDERS.items():
+            if spec.key_var and os.environ.get(spec.key_var):
+                offered.append((f"{prefix}/", f"{spec.key_var} is set: type the model after it"))
+        return offered
 
     async def start(self) -> int:
         from proxy.server import ProxyServer

@@ -23,9 +23,15 @@ the jobs, each job's progress, budgets, trials and outcomes, each trial's attemp
 model calls, logs and files, and a page comparing two jobs. Pages update live while a bench
 run (in another terminal) writes to the same index: no reload.
 
-PATH is a job folder, several, or a jobs folder (default: ./jobs); a folder the index does not
-know yet (one copied from another machine, say) is indexed first. The index is SQLite under
-$BENCHFLOW_HOME (~/.local/share/benchflow-site), or PostgreSQL with DATABASE_URL."""
+PATH is a job folder, several, or a jobs folder (default: ./jobs); several job folders open
+the outcomes grid with those jobs side by side (pass@1 per column, the Pareto view). A folder
+the index does not know yet (one copied from another machine, say) is indexed first.
+
+--export out.html writes the jobs to one self-contained, redacted HTML file instead of serving
+them: the outcomes grid, the charts, every trial with its model calls; CSS and JS inline, no
+request to any server, so it opens from a disk or an email attachment.
+
+The index is SQLite under $BENCHFLOW_HOME (~/.local/share/benchflow-site), or PostgreSQL with DATABASE_URL."""
 
 SERVE_DESCRIPTION = """\
 Serve the dashboard for a team: every job in the index, behind Django's login (an anonymous
@@ -75,6 +81,12 @@ def add_parsers(subparsers: Any) -> None:
         action="store_true",
         help="open one job with an Approve/Reject bar; print DECISION: approved (exit 0) or "
         "DECISION: rejected (exit 3) and stop",
+    )
+    view.add_argument(
+        "--export",
+        type=Path,
+        metavar="OUT.html",
+        help="write the jobs to one self-contained, redacted HTML file instead of serving them",
     )
     serve = subparsers.add_parser(
         "serve",
@@ -189,6 +201,40 @@ def serve(host: str, port: int, tls: tuple[Path, Path] | None = None) -> None:
     ).run()
 
 
+def _export(paths: list[Path], out: Path) -> int:
+    """`bench view ... --export OUT.html`: the jobs under `paths`, indexed, written to one file."""
+    if out.suffix.lower() not in (".html", ".htm"):
+        raise UserError(f"--export {out}: name an .html file (the export is one HTML page)")
+    if not out.parent.is_dir():
+        raise UserError(f"--export {out}: the folder {out.parent} does not exist; make it first")
+    os.environ["BENCHFLOW_VIEW_ROOT"] = os.pathsep.join(str(p.resolve()) for p in paths)
+    setup_django()
+    _index(paths)
+    from runs.index.folder import job_folders
+    from runs.models import Job
+    from viewer.export import export
+
+    folders = [str(j.resolve()) for p in paths for j in job_folders(p)]
+    by_path = {job.path: job for job in Job.objects.filter(path__in=folders)}
+    jobs = [by_path[f] for f in folders if f in by_path]
+    if not jobs:
+        raise UserError(f"no job folder in {', '.join(map(str, paths))}: nothing to export")
+    done = export(jobs, out)
+    print(
+        f"Wrote {out}: {done.jobs} job(s), {done.trials} trial(s), {done.bytes / 1e6:.1f} MB, "
+        f"{done.redacted} secret(s) replaced with [REDACTED]. It opens in a browser with no server.",
+        flush=True,
+    )
+    return 0
+
+
+def outcomes_path(jobs: list[Path]) -> str:
+    """The outcomes page over these job folders (several given one by one: `bench view A B C`)."""
+    from viewer.queries import job_key_at
+
+    return "outcomes/?" + "&".join(f"job={quote(job_key_at(j), safe='~')}" for j in jobs)
+
+
 def run_view(args: argparse.Namespace) -> int:
     paths: list[Path] = args.paths or [Path("jobs")]
     for path in paths:
@@ -197,6 +243,8 @@ def run_view(args: argparse.Namespace) -> int:
                 f"{path} is not a folder; pass a job folder, several, or a jobs folder "
                 "(bench run writes them into ./jobs)"
             )
+    if args.export is not None:
+        return _export(paths, args.export)
     port = free_port("127.0.0.1", args.port)
     if isinstance(port, str):
         raise UserError(port)
@@ -207,7 +255,8 @@ def run_view(args: argparse.Namespace) -> int:
 
     url = f"http://127.0.0.1:{port}/"
     jobs = [j for p in paths for j in job_folders(p)]
-    one = len(jobs) == 1 and jobs[0].resolve() in [p.resolve() for p in paths]
+    given = [p.resolve() for p in paths]
+    one = len(jobs) == 1 and jobs[0].resolve() in given
     if getattr(args, "confirm", False) and not one:
         raise UserError("--confirm needs one job folder; fix: bench view JOB_FOLDER --confirm")
     asked = None
@@ -220,6 +269,8 @@ def run_view(args: argparse.Namespace) -> int:
             from viewer import confirm
 
             asked = confirm.ask(key, _stop_soon)
+    elif len(jobs) > 1 and all(j.resolve() in given for j in jobs):
+        url += outcomes_path(jobs)
     print(f"Viewing {', '.join(map(str, paths))} at {url} (Ctrl-C stops)", flush=True)
     if not args.no_browser:
         threading.Timer(0.5, webbrowser.open, (url,)).start()

@@ -179,3 +179,30 @@ def redact_obj(obj: Any, values: list[str]) -> Any:
     if isinstance(obj, list):
         return [redact_obj(v, values) for v in obj]
     return obj
+
+
+# Key-shaped strings, whoever's they are: provider and proxy keys, GitHub/Slack/AWS tokens, JWTs,
+# bearer tokens, PEM private keys. For text leaving the machine (`bench view --export`), where
+# the values to look for are not all known.
+_KEY_SHAPE = re.compile(
+    r"(?<![A-Za-z0-9_\-])(?:sk-(?:ant-)?[A-Za-z0-9_\-]{16,}|bf-[A-Za-z0-9_\-]{24,}"
+    r"|gh[pousr]_[A-Za-z0-9]{20,}|xox[abpr]-[A-Za-z0-9\-]{10,}|AKIA[0-9A-Z]{16}"
+    r"|eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}(?:\.[A-Za-z0-9_\-]+)?)"
+    r"|[Bb]earer\s+[A-Za-z0-9._~+/\-]{16,}=*"
+    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)"
+    r"|(?<=://)[^/\s:@\"'<>]+:[^/\s@\"'<>]+(?=@)",  # a URL's user:password
+    re.S,
+)
+
+
+def redact_text(text: str, values: list[str]) -> tuple[str, int]:
+    """`text` with known secret values and key-shaped strings replaced by [REDACTED], and how
+    many were replaced."""
+    count = 0
+    for value in sorted(set(values), key=len, reverse=True):
+        n = text.count(value)
+        if n:
+            count += n
+            text = text.replace(value, REDACTED.decode())
+    text, shaped = _KEY_SHAPE.subn(REDACTED.decode(), text)
+    return text, count + shaped

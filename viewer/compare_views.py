@@ -16,10 +16,10 @@ def _sides(job: Job) -> dict[str, Side]:
     rows = Trial.objects.filter(job=job, state="done").order_by("position", "id")
     return {
         pair_key(task, index): Side(
-            reward, float(cost) if cost is not None else None, tokens, outcome
+            reward, float(cost) if cost is not None else None, tokens, outcome, name
         )
-        for task, index, reward, cost, tokens, outcome in rows.values_list(
-            "task_name", "trial_index", "reward", "cost_usd", "total_tokens", "outcome"
+        for task, index, reward, cost, tokens, outcome, name in rows.values_list(
+            "task_name", "trial_index", "reward", "cost_usd", "total_tokens", "outcome", "name"
         )
         if outcome != "cancelled"
     }

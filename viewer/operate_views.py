@@ -53,7 +53,7 @@ def launch(request: HttpRequest) -> HttpResponse:
                 messages.success(request, f"Launched {folder.name}.")
                 key = queries.job_key_at(folder)
                 return HttpResponseRedirect(reverse("viewer:job", args=[key]), status=303)
-    context = launch_form.context(where, texts, problems)
+    context = launch_form.context(where, texts, problems, gateway())
     return render(request, "viewer/launch.html", context, status=400 if problems else 200)
 
 
@@ -154,7 +154,8 @@ def console(request: HttpRequest, job: str) -> HttpResponse:
         path = folder / "job.log"
     if path is None:
         raise Http404(
-            "this job has no log (console.log is written for a job launched from the browser)"
+            "this job has no console log: it was run from a terminal, which has what it printed "
+            "(a job launched from the browser keeps it in console.log)"
         )
     return trial_views.stream_file(request, open(path, "rb"), path.name, download=False)
 

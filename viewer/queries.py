@@ -19,6 +19,7 @@ from runs import errors
 from runs import events as ev
 from runs.index import search
 from runs.models import KEY_SEPARATOR, Attempt, Budget, Event, Job, Trial, job_key
+from runs.results.outcomes import TrialRow
 from runs.review import human
 
 TRIALS_PER_PAGE = 50
@@ -208,44 +209,6 @@ def search_jobs(q: str, job: str, page: int) -> dict[str, Any]:
     return {"found": found_in(q, hits), "total": total, "page": page, "pages": pages}
 
 
-@dataclass(frozen=True)
-class Square:
-    """One square of the outcomes grid."""
-
-    name: str
-    outcome: str
-    state: str
-    reward: float | None
-    cause: str  # why errored or unscored, with whose problem
-
-    @property
-    def shade(self) -> int:
-        """0-100: how blue the square is (its reward)."""
-        return round(100 * self.reward) if self.reward is not None else 0
-
-    # The square's class and tooltip, made here rather than by the template's branches: a live
-    # response after a finished trial holds one square per trial (10,000 in a large job).
-    @property
-    def css(self) -> str:
-        if self.state in ("running", "waiting", "not_run"):
-            return self.state
-        if self.reward is not None:
-            return f"r{round(10 * self.reward)}"
-        if self.outcome in ("errored", "verifier_errored", "interrupted"):
-            return self.outcome
-        return "unscored"
-
-    @property
-    def title(self) -> str:
-        if self.reward is not None:
-            what = f"reward {self.reward:.2f}"
-        elif self.outcome:
-            what = f"{self.outcome} — {self.cause}" if self.cause else self.outcome
-        else:
-            what = self.state
-        return f"{self.name}: {what}"
-
-
 def cause_text(category: str) -> str:
     cls = errors.lookup(category) if category else None
     if cls is None:
@@ -253,14 +216,55 @@ def cause_text(category: str) -> str:
     return f"{cls.cause} ({cls.fault} problem)"
 
 
-def outcomes_grid(job: Job) -> list[Square]:
+def trial_rows(job: Job, costs: bool = False) -> list[TrialRow]:
+    """The job's trials as the outcomes grid and the Pareto view take them, in plan order; with
+    `costs`, each trial's sandbox-seconds too (its attempts' timing.total, read from the index)."""
+    sandbox: dict[int, float] = {}
+    if costs:
+        for trial_id, timing in Attempt.objects.filter(trial__job=job).values_list(
+            "trial_id", "timing"
+        ):
+            total = timing.get("total") if isinstance(timing, Mapping) else None
+            if isinstance(total, int | float):
+                sandbox[trial_id] = sandbox.get(trial_id, 0.0) + float(total)
     rows = Trial.objects.filter(job=job).order_by("position", "id")
-    return [
-        Square(name, outcome, state, reward, cause_text(category))
-        for name, outcome, state, reward, category in rows.values_list(
-            "name", "outcome", "state", "reward", "error_category"
+    fields = ("id", "name", "task_name", "trial_index", "state", "outcome", "reward")
+    more = ("n_attempts", "error_category", "cost_usd", "total_tokens", "duration_s")
+    causes: dict[str, str] = {}
+    out = []
+    for (
+        pk,
+        name,
+        task,
+        index,
+        state,
+        outcome,
+        reward,
+        n,
+        category,
+        cost,
+        tokens,
+        dur,
+    ) in rows.values_list(*fields, *more):
+        if category and category not in causes:
+            causes[category] = cause_text(category)
+        out.append(
+            TrialRow(
+                name,
+                task,
+                index,
+                state,
+                outcome,
+                reward,
+                n,
+                causes.get(category, ""),
+                float(cost) if cost is not None else None,
+                tokens,
+                sandbox.get(pk),
+                dur,
+            )
         )
-    ]
+    return out
 
 
 def running(job: Job) -> list[Trial]:

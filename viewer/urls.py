@@ -11,6 +11,7 @@ from viewer import (
     confirm,
     downloads,
     operate_views,
+    outcomes_views,
     review_views,
     trial_views,
     views,
@@ -41,6 +42,7 @@ urlpatterns = [
     path("jobs/table/", views.jobs_table, name="jobs-table"),
     path("compare/", compare_views.compare, name="compare"),
     path("search/", views.search, name="search"),
+    path("outcomes/", outcomes_views.outcomes_page, name="outcomes"),
     path("workers/", workers_views.workers, name="workers"),
     path(
         "login/",

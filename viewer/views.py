@@ -14,7 +14,7 @@ from django.urls import Resolver404, resolve, reverse
 
 from runs.models import Job, Verdict
 from runs.results import files, job_documents
-from viewer import confirm, queries, trial_views
+from viewer import confirm, outcomes_views, queries, trial_views
 from viewer.fragments import once_per_seq
 
 
@@ -128,7 +128,7 @@ def job_trials(request: HttpRequest, job: str) -> HttpResponse:
 def job_grid(request: HttpRequest, job: str) -> HttpResponse:
     row = queries.get_job(job)
     return _fragment(
-        request, "viewer/_grid.html", {"job": row, "squares": queries.outcomes_grid(row)}
+        request, "viewer/_grid.html", {"job": row, "grid": outcomes_views.job_grid(row)}
     )
 
 
@@ -143,7 +143,7 @@ def job_live(request: HttpRequest, job: str) -> HttpResponse:
     row = queries.get_job(job)
     context = {**_trials_context(request, row), **_progress_context(row), "finished": finished}
     if finished:
-        context["squares"] = queries.outcomes_grid(row)
+        context["grid"] = outcomes_views.job_grid(row)
         context["chart"] = json.dumps(queries.utilization_series(row), separators=(",", ":"))
         context.update(queries.job_regrades(row))
     return _fragment(request, "viewer/_live.html", context)

@@ -32,6 +32,7 @@ class Side:
     cost_usd: float | None
     total_tokens: int | None
     outcome: str
+    name: str = ""  # the trial's own name in its job (a Harbor trial's differs from the pair key)
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,22 @@ class Comparison:
     only_in_b: list[str] = field(default_factory=list)
 
     @property
+    def flipped_a(self) -> list[Pair]:
+        """Pairs passed in A and failed in B (both scored), by name."""
+        return sorted(
+            (p for p in self.pairs if p.scored and _passed(p.a) and not _passed(p.b)),
+            key=lambda p: p.name,
+        )
+
+    @property
+    def flipped_b(self) -> list[Pair]:
+        """Pairs passed in B and failed in A (both scored), by name."""
+        return sorted(
+            (p for p in self.pairs if p.scored and _passed(p.b) and not _passed(p.a)),
+            key=lambda p: p.name,
+        )
+
+    @property
     def significant(self) -> bool | None:
         if self.ci_low is None or self.ci_high is None:
             return None
@@ -104,6 +121,10 @@ class Comparison:
             else "the difference may be chance (the interval includes 0)"
         )
         return f"mean reward B-A {self.mean_diff:+.3f} over {self.n_scored} paired trials, {ci}; {p}; {real}"
+
+
+def _passed(side: Side | None) -> bool:
+    return side is not None and side.reward == 1.0
 
 
 def paired_bootstrap_ci(
@@ -140,8 +161,8 @@ def compare(a: Mapping[str, Side], b: Mapping[str, Side]) -> Comparison:
     ra = [p.a.reward for p in scored if p.a and p.a.reward is not None]
     rb = [p.b.reward for p in scored if p.b and p.b.reward is not None]
     diffs = [y - x for x, y in zip(ra, rb, strict=True)]
-    only_a = sum(1 for p in scored if p.a and p.b and p.a.reward == 1.0 and p.b.reward != 1.0)
-    only_b = sum(1 for p in scored if p.a and p.b and p.b.reward == 1.0 and p.a.reward != 1.0)
+    only_a = sum(1 for p in scored if _passed(p.a) and not _passed(p.b))
+    only_b = sum(1 for p in scored if _passed(p.b) and not _passed(p.a))
     ci = paired_bootstrap_ci(diffs)
     return Comparison(
         pairs=pairs,
@@ -229,6 +250,10 @@ def comparison_document(c: Comparison, name_a: str, name_b: str) -> dict[str, An
         },
         "only_in_a": c.only_in_a,
         "only_in_b": c.only_in_b,
+        "flipped": {
+            "passed_only_in_a": [p.name for p in c.flipped_a],
+            "passed_only_in_b": [p.name for p in c.flipped_b],
+        },
         "pairs": [
             {
                 "trial": p.name,

@@ -169,14 +169,14 @@ def test_each_hint_updates_the_job_page_with_one_request(chromium, tmp_path, ben
         asked: list[str] = []
         page.goto(viewer.base + "/jobs/2026-12-02__12-00-00/")
         page.wait_for_selector("#live.on")
-        page.wait_for_selector("#grid .sq")
+        page.wait_for_selector("#grid canvas[data-drawn='1']")
         page.evaluate("window.__notReloaded = true")
         page.on("request", lambda r: asked.append(r.url))
         # when the first trial finishes (passed), the progress, the trials and the grid change
         writer.stdin.write("next\n")
         writer.stdin.flush()
         page.locator("#progress", has_text="1 / 3").wait_for(timeout=30_000)
-        page.locator("#grid .sq.r10").first.wait_for(timeout=30_000)
+        page.locator("#grid canvas[data-passed='1']").wait_for(timeout=30_000)
         page.locator("#trials td.passed").first.wait_for(timeout=30_000)
         # and with the trials filtered to the failed ones, the next hints keep that filter
         page.click("#trials .filters a:text('failed')")
@@ -189,7 +189,7 @@ def test_each_hint_updates_the_job_page_with_one_request(chromium, tmp_path, ben
         writer.stdin.write("next\n")
         writer.stdin.flush()
         page.locator("#progress", has_text="3 / 3").wait_for(timeout=30_000)
-        page.locator("#grid .sq.r10").nth(1).wait_for(timeout=30_000)
+        page.locator("#grid canvas[data-passed='2']").wait_for(timeout=30_000)
         assert page.evaluate("window.__notReloaded") is True
         # and the chart is drawn from the series the last finish brought
         assert "uplot" in (page.get_attribute("#chart > div", "class") or "")

@@ -30,8 +30,11 @@ def _launch(
     page.click("#nav-launch")
     page.select_option("#id_tasks_dir", str(tasks or served.tasks / "examples"))
     page.fill("#id_agent", agent)
-    page.fill("#id_include", "\n".join(include))
     page.fill("#id_concurrency", concurrency)
+    if include or save_outputs:  # typed patterns and the workspace: under "Advanced"
+        page.evaluate("document.querySelector('#group-advanced details').open = true")
+    if include:
+        page.fill("#id_include", "\n".join(include))
     if save_outputs:
         page.check("#id_save_outputs")
     page.click("#launch")

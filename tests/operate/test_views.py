@@ -277,6 +277,39 @@ def test_the_launch_form_lists_each_tasks_check(serve, roots, users):
         assert name in text
 
 
+def test_the_launch_form_groups_its_fields_and_names_them_in_words(serve, roots, users):
+    text = _client(users["operator"]).get("/launch/").content.decode()
+    starts = [text.index(f'id="group-{g}"') for g in ("what", "much", "limits", "advanced")]
+    assert starts == sorted(starts)
+    what = text[starts[0] : starts[1]]
+    assert "Agent" in what and 'list="agent-choices"' in what and 'list="model-choices"' in what
+    assert '<option value="oracle">' in what and '<option value="mock/oracle">' in what
+    assert 'name="pick"' in what and 'value="hello-world"' in what  # tasks ticked in a table
+    limits = text[starts[2] : starts[3]]
+    assert "Stop the job at this spend (USD)" in limits and 'class="flag">--max-cost-usd' in limits
+
+
+def test_a_model_whose_provider_has_a_key_is_offered(serve, roots, users, monkeypatch):
+    monkeypatch.setenv("DEEPSEEK_API_KEY", "not-a-real-key-123")
+    text = _client(users["operator"]).get("/launch/").content.decode()
+    assert '<option value="deepseek/deepseek-v4-flash">' in text
+    monkeypatch.delenv("DEEPSEEK_API_KEY")
+    text = _client(users["operator"]).get("/launch/").content.decode()
+    assert (
+        '<option value="deepseek/deepseek-v4-flash">' not in text
+        and '<option value="mock/oracle">' in text
+    )
+
+
+def test_the_tasks_ticked_in_the_table_are_the_ones_run(serve, roots, users):
+    form = _launch_form(roots, include="")
+    form["pick"] = ["count-words"]
+    response = _client(users["operator"]).post("/launch/", form)
+    assert response.status_code == 303, response.content.decode()[:2000]
+    [request] = STARTED
+    assert request.body["include"] == ["count-words"]
+
+
 # --- cancel --------------------------------------------------------------------------------------
 
 HOLDER = """
@@ -482,3 +515,11 @@ def test_a_regrades_events_reach_the_index_and_show_before_and_after(serve, root
     text = _client(users["viewer"]).get(f"/jobs/{key(done_job)}/regrades/").content.decode()
     assert "pass-&gt;fail" in text and "1.00" in text and "0.00" in text
     assert "by operator: the check was too lenient" in text
+
+
+def test_the_advanced_group_opens_only_for_a_problem_or_a_typed_pattern(serve, roots, users):
+    client = _client(users["operator"])
+    advanced = lambda text: text[text.index('id="group-advanced"') :]  # noqa: E731
+    assert "<details open>" not in advanced(client.get("/launch/").content.decode())
+    text = client.post("/launch/", _launch_form(roots, retry_attempts="x")).content.decode()
+    assert "<details open>" in advanced(text)

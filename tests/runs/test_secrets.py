@@ -80,3 +80,20 @@ def test_redact_obj_walks_a_result() -> None:
         "list": ["[REDACTED]", None],
         "ok": True,
     }
+
+
+@pytest.mark.parametrize(
+    ("text", "left"),
+    [
+        ("key sk-abcdefghijklmnopqrstu end", "key [REDACTED] end"),
+        ("Authorization: Bearer abcdefghijklmnopqrstuvwxyz", "Authorization: [REDACTED]"),
+        ("git clone https://me:hunter22@host/x", "git clone https://[REDACTED]@host/x"),
+        ("a task-sk-short word", "a task-sk-short word"),  # not a key: left alone
+        ("token ghp_abcdefghijklmnopqrstuvwxyz0123", "token [REDACTED]"),
+        ("given MY-OWN-VALUE-123 here", "given [REDACTED] here"),
+    ],
+)
+def test_redact_text_replaces_known_values_and_key_shapes(text, left):
+    from runs.secrets import redact_text
+
+    assert redact_text(text, ["MY-OWN-VALUE-123"])[0] == left

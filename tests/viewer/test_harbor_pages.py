@@ -57,6 +57,8 @@ def test_a_job_run_from_a_terminal_offers_no_console_log_link(client, view_root,
     index_path(job)
     page = client.get(f"/jobs/{key(job.name)}/").content.decode()
     assert 'id="console-log"' not in page  # the link that was a 404
+    assert "a job run from a terminal printed there" in page
+    assert "of a job run from the browser" not in page
     assert f'href="/jobs/{key(job.name)}/files/evaluation.json"' in page
 
 

@@ -32,7 +32,7 @@ def test_a_hint_brings_the_progress_and_the_trials_page_in_one_response(client, 
 
 def test_a_finished_trial_brings_the_grid_and_the_charts_series_too(client, job):
     page = client.get(f"/jobs/{key(job)}/live/", {"parts": "finished"}).content.decode()
-    assert 'hx-swap-oob="innerHTML"' in _part(page, "grid") and 'class="sq' in page
+    assert 'hx-swap-oob="innerHTML"' in _part(page, "grid") and 'id="grid-data"' in page
     series = re.search(r'id="chart-data" hx-swap-oob="true" hidden data-series="([^"]*)"', page)
     assert series, page
     data = json.loads(html.unescape(series.group(1)))

@@ -77,11 +77,22 @@ def test_running_trials_show_running_and_unstarted_ones_waiting(client, view_roo
     assert "interrupted" not in table
 
 
-def test_outcomes_grid_marks_errored_trials_with_their_cause(client, job):
+def test_outcomes_grid_is_compact_data_with_each_errored_trials_cause(client, job):
+    import html as html_lib
+    import json
+    import re
+
     grid = client.get(f"/jobs/{key(job)}/grid/").content.decode()
-    assert grid.count('class="sq') == 2
-    assert "corrupt or half-written" in grid and "infrastructure problem" in grid
-    assert "r10" in grid  # hello's square, shaded by its reward
+    data = json.loads(
+        html_lib.unescape(re.search(r'id="grid-data"[^>]*>(.*?)</script>', grid, re.S).group(1))
+    )
+    assert "<canvas" in grid and 'class="legend"' in grid and 'class="sq' not in grid
+    assert data["tasks"] == ["hello", "broken"]
+    (column,) = data["columns"]
+    assert column["cells"] == ["k", "x"]  # hello: reward 1; broken: unscored
+    assert "corrupt or half-written" in column["extra"]["1"][2]
+    assert "infrastructure problem" in column["extra"]["1"][2]
+    assert column["href"].endswith(f"/jobs/{key(job)}/")
 
 
 def test_events_after_a_sequence_number_are_what_a_reconnecting_page_missed(client, job):
@@ -319,24 +330,3 @@ def test_the_jobs_list_follows_a_jobs_progress_when_no_job_is_added(client, job)
         Job.objects.update(agent="another-agent")
         record_event(Job.objects.get().pk, "attempt_finished", "hello", {})
     assert "another-agent" in client.get("/jobs/table/").content.decode()
-
-
-@pytest.mark.parametrize(
-    ("fields", "css", "title"),
-    [
-        (("t", "", "running", None, ""), "running", "t: running"),
-        (("t", "", "waiting", None, ""), "waiting", "t: waiting"),
-        (("t", "", "not_run", None, ""), "not_run", "t: not_run"),
-        (("t", "passed", "done", 1.0, ""), "r10", "t: reward 1.00"),
-        (("t", "failed", "done", 0.25, ""), "r2", "t: reward 0.25"),
-        (("t", "errored", "done", None, "no space (task problem)"), "errored", None),
-        (("t", "verifier_errored", "done", None, ""), "verifier_errored", "t: verifier_errored"),
-        (("t", "", "done", None, ""), "unscored", "t: done"),
-    ],
-)
-def test_a_grid_square_says_its_outcome_by_class_and_tooltip(fields, css, title):
-    from viewer.queries import Square
-
-    square = Square(*fields)
-    assert square.css == css
-    assert square.title == (title or "t: errored — no space (task problem)")

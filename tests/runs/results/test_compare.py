@@ -73,3 +73,15 @@ def test_bench_results_compare_names_a_folder_that_is_no_job(tmp_path, bench_env
     write_job(tmp_path, "A", plan=[])
     out = run_bench(["results", "--compare", "A", "nope"], env=bench_env, cwd=tmp_path)
     assert out.returncode == 2 and "nope is not a job folder" in out.stderr
+
+
+def test_flipped_tasks_are_the_scored_pairs_that_passed_in_one_job_only_sorted():
+    side = lambda r: Side(r, None, None, "passed" if r == 1.0 else "failed")  # noqa: E731
+    a = {"b": side(1.0), "a": side(1.0), "c": side(0.0), "d": side(1.0), "e": side(1.0)}
+    b = {"b": side(0.0), "a": side(0.5), "c": side(1.0), "d": side(1.0)} | {
+        "e": Side(None, None, None, "errored")
+    }
+    c = compare(a, b)
+    assert [p.name for p in c.flipped_a] == ["a", "b"]  # e is unscored in B: not a flip
+    assert [p.name for p in c.flipped_b] == ["c"]
+    assert (c.only_a_passed, c.only_b_passed) == (2, 1)
