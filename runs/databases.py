@@ -1,4 +1,4 @@
-"""The database router: on SQLite, scale-out's tables (Worker, Dispatcher, Lease) are in the
+"""The database router: on SQLite, scale-out's tables (Worker, Dispatcher, Lease, Coordination) are in the
 `leases` database, a file of their own beside the index (settings.py); everything else, and
 everything on PostgreSQL (whose row locks need no such split), is in `default`."""
 
@@ -9,7 +9,7 @@ from typing import Any
 from django.conf import settings
 
 LEASES = "leases"
-LEASE_MODELS = frozenset({"worker", "dispatcher", "lease"})  # runs.models, by model_name
+LEASE_MODELS = frozenset({"worker", "dispatcher", "lease", "coordination"})  # runs.models, by model_name
 
 
 def leases_db() -> str:

@@ -43,6 +43,7 @@ from runs.spec import RunSpec
 from runs.tasks.load import Task
 from runs.trials.attempt import AttemptRunner
 from runs.trials.judge import needs_judge
+from runs.workers import coordination
 from runs.workers.channel import Channel
 from runs.workers.choose import ScaleOut
 from runs.workers.dispatch import RemoteRunner
@@ -317,6 +318,7 @@ class JobRun:
         elapsed: float,
     ) -> int:
         spec, job_dir = self.spec, choice.job_dir
+        coordination.guard()  # on the fleet: a coordinator taken over writes no summary
         best, cancelled = best_results(job_dir)
         kept_out = [n for n in c.not_started + c.cancelled if n not in best]
         summary = job_summary.build_summary(

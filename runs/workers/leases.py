@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from runs.databases import leases_db
 from runs.models import Dispatcher, Lease, LeaseState, Worker
+from runs.workers import coordination
 
 S = LeaseState
 HELD = (S.PREPARING, S.RUNNING)  # a worker holds it and renews it
@@ -144,7 +145,9 @@ def create(
     env_digest: str,
     enqueue: Callable[[int], None],
 ) -> int:
-    """A queued lease; `enqueue(id)` runs once it is committed (a worker must find the row)."""
+    """A queued lease; `enqueue(id)` runs once it is committed (a worker must find the row). A
+    coordinator on the fleet whose fence moved on creates none (it stops)."""
+    coordination.guard()
     with transaction.atomic(using=leases_db()):
         lease = Lease.objects.create(
             dispatcher_id=dispatcher,

@@ -11,18 +11,21 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import os
+import subprocess
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from runs import events as ev
 from runs.gateway import ModelGateway
 from runs.sandboxes.owners import reap_orphans
-from runs.workers import leases
+from runs.workers import coordination, leases
 from runs.workers.broker import Broker
 from runs.workers.channel import Channel, Outbox
-from runs.workers.config import reap_every_s
+from runs.workers.config import coordination_lease_s, reap_every_s
 from runs.workers.context import JobContext, LeaseInfo, WorkerSetupError, build_context
 from runs.workers.execute import Held, LeaseRun, claim_lease, forward, usage_of
 from runs.workers.sealed import (
@@ -91,6 +94,7 @@ class WorkerRuntime:
         redis_url: str,
         emit: Callable[[ev.Event], None],
         pass_env: dict[str, str] | None = None,
+        coordinate_argv: list[str] | None = None,
     ) -> None:
         self.name, self.run_slots, self.queues = name, slots, queues
         # the values of this worker's environment its admin lets sandboxes have (--pass-env)
@@ -103,6 +107,12 @@ class WorkerRuntime:
         self.redis_url = redis_url
         self.emit = emit
         self.worker_id = 0
+        # `bench _coordinate`: the command that coordinates a job this worker takes (None: it
+        # takes none)
+        self.coordinate_argv = coordinate_argv
+        self._coordinate_lock = threading.Lock()
+        self.coordinating: dict[int, subprocess.Popen[bytes]] = {}
+        self.serves = False  # Celery takes messages: it may take jobs too
         self.held: dict[str, Held] = {}  # by rollout: whose events go to which coordinator
         self.loop = asyncio.new_event_loop()
         self.channel: Channel
@@ -177,6 +187,7 @@ class WorkerRuntime:
             leases.worker_serving(self.worker_id, self.queues)
         finally:
             connections.close_all()
+        self.serves = True
         self.emit(
             ev.WorkerStarted(
                 self.name, self.run_slots, tuple(self.queues), self._reaped, self.ahead
@@ -198,6 +209,7 @@ class WorkerRuntime:
             finally:
                 connections.close_all()
 
+        self.serves = False
         threading.Thread(target=mark, name="bench-worker-draining", daemon=True).start()
 
     def stop(self) -> None:
@@ -229,12 +241,57 @@ class WorkerRuntime:
         while not self._stopping.wait(SEEN_EVERY_S):
             try:
                 leases.worker_seen(self.worker_id)
+                self.take_jobs()
                 if time.monotonic() - reaped_at >= reap_every_s():
                     reaped_at = time.monotonic()
                     if removed := reap_orphans(self.client):
                         self.emit(ev.OrphansReaped(self.name, len(removed)))
             except Exception:  # noqa: BLE001 - the database or engine hiccuped: next time
                 continue
+
+    # --- coordination of jobs handed to the fleet -------------------------------------------------
+
+    def take_jobs(self, only: int | None = None) -> None:
+        """Take the jobs no live coordinator holds (or `only` that one: the Celery task's) and
+        start each one's coordinator here, as a process of its own whose output goes to the job's
+        console.log."""
+        if self.coordinate_argv is None or not self.serves:
+            return
+        with self._coordinate_lock:
+            for pk in [only] if only is not None else coordination.takeable(self.queues, ""):
+                taken = coordination.take(pk, self.name, coordination_lease_s())
+                if taken is not None:
+                    self._start_coordinator(taken)
+
+    def _start_coordinator(self, taken: coordination.Taken) -> None:
+        assert self.coordinate_argv is not None
+        job_dir = Path(taken.job_path)
+        argv = [*self.coordinate_argv, str(taken.id), str(taken.fence)]
+        if taken.adopted:
+            argv.append("--adopted")
+        try:
+            with open(job_dir / "console.log", "ab") as console:
+                proc = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=console,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    env=os.environ.copy(),
+                )
+        except OSError as exc:  # the job folder unreachable here: another worker may take it
+            coordination.release(taken.id, taken.fence)
+            self.emit(ev.WorkerNote(self.name, f"could not coordinate {job_dir.name}: {exc}"))
+            return
+        self.coordinating[taken.id] = proc
+        self.emit(
+            ev.WorkerNote(
+                self.name,
+                f"{'adopted' if taken.adopted else 'coordinates'} {job_dir.name} "
+                f"(pid {proc.pid}, fence {taken.fence})",
+            )
+        )
+        threading.Thread(target=proc.wait, daemon=True, name=f"coordinator-{proc.pid}").start()
 
     # --- for the attempts -------------------------------------------------------------------------
 
