@@ -205,6 +205,7 @@ def cmd_detach(args: argparse.Namespace) -> int:
     """`bench run --detach`: checked as a launch from the browser is, then handed to the fleet."""
     import getpass
 
+    setup_django()
     from benchflow_site.celery import send_coordination
     from benchflow_site.gateway import ProxyGateway
     from runs.operations import launch
@@ -213,7 +214,6 @@ def cmd_detach(args: argparse.Namespace) -> int:
     from runs.problems import refusal
     from runs.workers.config import queue
 
-    setup_django()
     if not fleet_up():
         raise UserError(
             f"--detach hands the job to a bench worker, and none is up on queue {queue()} "
@@ -366,7 +366,24 @@ def cmd_results(args: argparse.Namespace) -> int:
     job = load_job(args.job, attempts=args.attempts)
     fmt = "json" if args.json else "csv" if args.csv else "table"
     sys.stdout.write(render_results(job, fmt=fmt, attempts=args.attempts).rstrip("\n") + "\n")
+    if fmt == "table":
+        for line in coordination_lines(args.job):
+            print(line)
     return 0
+
+
+def coordination_lines(job_dir: Path) -> list[str]:
+    """Where a job handed to the worker fleet is coordinated, and each handover (nothing for a
+    job `bench run` coordinated in its own process: the database is not opened then)."""
+    from runs.operations.control import on_fleet
+
+    if not on_fleet(job_dir):
+        return []
+    setup_django()
+    from runs.workers.coordination import where
+
+    found = where(str(job_dir.resolve()))
+    return found.lines() if found is not None else []
 
 
 def cmd_proxy(args: argparse.Namespace) -> int:

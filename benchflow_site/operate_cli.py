@@ -31,6 +31,7 @@ def run(args: Any) -> int:
 
 
 def coordinate(args: Any) -> int:
+    setup_django()
     from benchflow_site.gateway import ProxyGateway
     from runs.operations.fleet import coordinate as run_coordinated
 

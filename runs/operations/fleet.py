@@ -21,6 +21,7 @@ from typing import Any
 
 from runs.gateway import ModelGateway
 from runs.jobs.preflight import resume_spec
+from runs.operations.control import FLEET_MARK
 from runs.operations.launch import spec_from_payload, spec_payload
 from runs.operations.process import Launcher, Request
 from runs.problems import UserError
@@ -88,6 +89,7 @@ class FleetLauncher:
                 f"{Path(job_path).name} is coordinated by a worker now; cancel it first"
             )
         seal_secrets(pk, secret)
+        (Path(job_path) / FLEET_MARK).write_text(f"coordination {pk}\n")
         try:
             self.sender(pk, queue())
         except Exception:  # noqa: BLE001 - Redis away: the workers' sweep takes the job anyway

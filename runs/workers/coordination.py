@@ -192,6 +192,32 @@ def holds(pk: int, fence: int) -> bool:
     return Coordination.objects.filter(pk=pk, fence=fence, state=RUNNING).exists()
 
 
+def _holds_off_loop(pk: int, fence: int) -> bool:
+    """`holds`, asked from a thread of its own when this one runs an event loop (the job's end)."""
+    import asyncio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return holds(pk, fence)
+    answer: list[bool] = []
+
+    def ask() -> None:
+        from django.db import connections
+
+        try:
+            answer.append(holds(pk, fence))
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=ask, name="bench-fence")
+    thread.start()
+    thread.join()
+    if not answer:
+        raise Fenced("the job's coordination row could not be read")
+    return answer[0]
+
+
 @dataclass(frozen=True)
 class Where:
     """Where a job is coordinated, for the job page and `bench results`."""
@@ -271,7 +297,7 @@ def check() -> None:
     (nothing when it coordinates none: `bench run` in a terminal)."""
     if _held is None:
         return
-    if _lost.is_set() or not holds(*_held):
+    if _lost.is_set() or not _holds_off_loop(*_held):
         _lost.set()
         raise Fenced(f"the job was taken over (fence {_held[1]} is no longer its own)")
 

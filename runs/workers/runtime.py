@@ -291,7 +291,36 @@ class WorkerRuntime:
                 f"(pid {proc.pid}, fence {taken.fence})",
             )
         )
-        threading.Thread(target=proc.wait, daemon=True, name=f"coordinator-{proc.pid}").start()
+        threading.Thread(
+            target=self._coordinator_ended,
+            args=(taken, proc),
+            daemon=True,
+            name=f"coordinator-{proc.pid}",
+        ).start()
+
+    def _coordinator_ended(self, taken: coordination.Taken, proc: subprocess.Popen[bytes]) -> None:
+        """A coordinator that ended without ending its row (it crashed on a live machine, not
+        with it) ends it here: only a lost machine's job is adopted, not one that fails on
+        every worker again and again."""
+        code = proc.wait()
+        self.coordinating.pop(taken.id, None)
+        if code == coordination.FENCED_EXIT:
+            return
+        from django.db import connections
+
+        try:
+            if coordination.end(taken.id, taken.fence, f"exit {code}"):
+                self.emit(
+                    ev.WorkerNote(
+                        self.name,
+                        f"the coordinator of {Path(taken.job_path).name} ended (exit {code}); "
+                        "its console.log says why",
+                    )
+                )
+        except Exception:  # noqa: BLE001 - the database away: the lease lapses, another adopts
+            pass
+        finally:
+            connections.close_all()
 
     # --- for the attempts -------------------------------------------------------------------------
 

@@ -205,3 +205,74 @@ class Cluster:
 def worker_name(cluster: Cluster, worker: subprocess.Popen[bytes]) -> str:
     line = next(x for x in cluster.log(worker).splitlines() if " up: " in x)
     return line.split("worker ", 1)[1].split(" up:", 1)[0]
+
+
+class Machine:
+    """A machine of the test's deployment: a PID, UTS and mount namespace (`unshare -fpu
+    --mount-proc --kill-child`) with a host name of its own, running a `bench worker`. Killing it
+    takes everything on it at once (its worker, the coordinators that worker started); the
+    Docker engine is shared, as a machine's containers outlive it on a real engine until its
+    worker comes back and sweeps them."""
+
+    def __init__(self, cluster: Cluster, name: str, slots: int = 2) -> None:
+        if shutil.which("unshare") is None:
+            pytest.fail("unshare (util-linux) is not installed")
+        self.cluster, self.name, self.slots = cluster, name, slots
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.boots = 0
+        self.log_path = cluster.cwd / f"machine-{name}.log"
+
+    def start(self) -> Machine:
+        self.boots += 1
+        with open(self.log_path, "ab") as out:
+            out.write(f"--- boot {self.boots}\n".encode())
+            out.flush()
+            self.proc = subprocess.Popen(
+                [
+                    "unshare",
+                    "-fpu",
+                    "--mount-proc",
+                    "--kill-child",
+                    "--",
+                    "sh",
+                    "-c",
+                    'hostname "$0" && exec "$@"',
+                    self.name,
+                    sys.executable,
+                    "-m",
+                    "benchflow_site.cli",
+                    "worker",
+                    "--concurrency",
+                    str(self.slots),
+                    "--name",
+                    f"{self.name}-worker",
+                ],
+                cwd=self.cluster.cwd,
+                env=self.cluster.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        boot = self.boots
+        wait_for(lambda: self.booted(boot), 60, f"machine {self.name}'s worker to start")
+        return self
+
+    def booted(self, boot: int) -> bool:
+        text = self.log()
+        return " up: " in text.split(f"--- boot {boot}\n", 1)[-1]
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def kill(self) -> None:
+        """The machine dies: every process on it at once (its namespace's init is killed)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(30)
+
+    def started(self) -> list[str]:
+        """Trials its worker's log says it started (every boot)."""
+        return [
+            line.split("] started ", 1)[1].split(" (", 1)[0]
+            for line in self.log().splitlines()
+            if "] started " in line
+        ]
