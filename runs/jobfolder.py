@@ -75,6 +75,24 @@ def machine_error(exc: BaseException | None) -> OSError | None:
     return None
 
 
+WELL_FREE_BYTES = 64 << 20  # a full disk counts as well again with this much free
+
+
+def machine_well(folder: Path | None, code: int) -> bool:
+    """Whether what failed a machine (`code`, an errno of MACHINE_ERRNOS) is gone: room on the
+    disk again, the file system writable, files to open."""
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        free = free_bytes(folder) if folder is not None else None
+        return free is None or free >= WELL_FREE_BYTES
+    if code == errno.EROFS:
+        return folder is None or os.access(folder, os.W_OK)
+    try:
+        os.close(os.open(os.devnull, os.O_RDONLY))
+    except OSError:
+        return False
+    return True
+
+
 def free_bytes(path: Path) -> int | None:
     try:
         st = os.statvfs(path)

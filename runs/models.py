@@ -254,6 +254,9 @@ class Worker(models.Model):
     started_at = models.DateTimeField()
     last_seen_at = models.DateTimeField()
     stopped_at = models.DateTimeField(null=True, blank=True)
+    # why it takes no attempt now (its disk is full, say): shown on the workers page, cleared when
+    # the machine is well again
+    problem = models.CharField(max_length=500, blank=True, default="")
 
     def __str__(self) -> str:
         return self.name

@@ -270,6 +270,22 @@ def worker_draining(worker: int) -> None:
     Worker.objects.filter(pk=worker).update(queues=[])
 
 
+def worker_trouble(worker: int, problem: str) -> None:
+    """The machine cannot take attempts now (a full disk, say): it serves no queue, and says why."""
+    Worker.objects.filter(pk=worker).update(queues=[], problem=problem[:500])
+
+
+def worker_well(worker: int, queues: list[str]) -> None:
+    """The machine is well again: it serves its queues."""
+    Worker.objects.filter(pk=worker).update(queues=queues, problem="", last_seen_at=now())
+
+
+def give_up(lease: int, claim: int) -> bool:
+    """This worker cannot go on with the attempt (its machine failed it): the lease lapses now, so
+    its coordinator takes it back at its next look and runs it elsewhere, counted once."""
+    return _held(lease, claim, *HELD).update(expires_at=now()) == 1
+
+
 def worker_stopped(worker: int) -> None:
     Worker.objects.filter(pk=worker).update(stopped_at=now(), last_seen_at=now())
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from runs import events as ev
 from runs.gateway import ModelGateway
+from runs.jobfolder import MACHINE_ERRNOS, machine_well
 from runs.sandboxes.owners import reap_orphans
 from runs.workers import coordination, leases
 from runs.workers.broker import Broker
@@ -113,6 +114,10 @@ class WorkerRuntime:
         self._coordinate_lock = threading.Lock()
         self.coordinating: dict[int, subprocess.Popen[bytes]] = {}
         self.serves = False  # Celery takes messages: it may take jobs too
+        # why this machine takes no attempt now (a full disk, say), and the folder it failed in
+        self.problem = ""
+        self._problem_at: Path | None = None
+        self._problem_errno = 0
         self.held: dict[str, Held] = {}  # by rollout: whose events go to which coordinator
         self.loop = asyncio.new_event_loop()
         self.channel: Channel
@@ -241,6 +246,7 @@ class WorkerRuntime:
         while not self._stopping.wait(SEEN_EVERY_S):
             try:
                 leases.worker_seen(self.worker_id)
+                self._well_again()
                 self.take_jobs()
                 if time.monotonic() - reaped_at >= reap_every_s():
                     reaped_at = time.monotonic()
@@ -249,13 +255,47 @@ class WorkerRuntime:
             except Exception:  # noqa: BLE001 - the database or engine hiccuped: next time
                 continue
 
+    # --- the machine's own troubles -----------------------------------------------------------
+
+    def trouble(self, err: OSError) -> None:
+        """An attempt here failed by the machine's fault (a full disk, a read-only file system,
+        too many open files): take nothing more, and say why on the workers page, until it is
+        well again (looked at every 2 s)."""
+        where = Path(err.filename) if err.filename else None
+        folder = where if where is None or where.is_dir() else where.parent
+        what = MACHINE_ERRNOS.get(err.errno or 0, str(err))
+        self.problem = f"takes no attempt: {what}" + (f" ({folder})" if folder else "")
+        self._problem_at, self._problem_errno = folder, err.errno or 0
+        self.emit(ev.WorkerNote(self.name, self.problem))
+        threading.Thread(target=self._say_trouble, name="bench-worker-trouble", daemon=True).start()
+
+    def _say_trouble(self) -> None:
+        from django.db import connections
+
+        try:
+            leases.worker_trouble(self.worker_id, self.problem)
+        except Exception:  # noqa: BLE001 - said again when the database answers
+            pass
+        finally:
+            connections.close_all()
+
+    def _well_again(self) -> None:
+        if not self.problem:
+            return
+        if not machine_well(self._problem_at, self._problem_errno):
+            leases.worker_trouble(self.worker_id, self.problem)
+            return
+        self.problem = ""
+        leases.worker_well(self.worker_id, self.queues if self.serves else [])
+        self.emit(ev.WorkerNote(self.name, "well again: takes attempts"))
+
     # --- coordination of jobs handed to the fleet -------------------------------------------------
 
     def take_jobs(self, only: int | None = None) -> None:
         """Take the jobs no live coordinator holds (or `only` that one: the Celery task's) and
         start each one's coordinator here, as a process of its own whose output goes to the job's
         console.log."""
-        if self.coordinate_argv is None or not self.serves:
+        if self.coordinate_argv is None or not self.serves or self.problem:
             return
         with self._coordinate_lock:
             for pk in [only] if only is not None else coordination.takeable(self.queues, ""):

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -51,7 +50,6 @@ def test_a_full_disk_stops_the_job_cleanly_and_a_resume_finishes_it(
     )
     # then it stops with one line: the folder, the space to free, the resume command
     assert ran.returncode == 1, ran.stdout + ran.stderr
-    print(ran.stderr)
     assert "unexpected error" not in ran.stderr and "Traceback" not in ran.stderr, ran.stderr
     [job] = job_dirs(small_disk)
     [line] = [x for x in ran.stderr.splitlines() if x.startswith("bench: stopped ")]
