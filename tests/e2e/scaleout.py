@@ -276,3 +276,60 @@ class Machine:
             for line in self.log().splitlines()
             if "] started " in line
         ]
+
+
+class PrivatePostgres:
+    """A PostgreSQL server of the test's own (initdb in a folder of its own, a free loopback
+    port), which the test may restart: the machine's shared one is never touched."""
+
+    def __init__(self, folder: Path) -> None:
+        found = sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"))
+        if not found:
+            pytest.fail("PostgreSQL's server programs are not installed (postgresql package)")
+        self.bin = found[-1].parent
+        self.folder = folder
+        self.data = folder / "pgdata"
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.url = f"postgres://postgres@127.0.0.1:{self.port}/postgres"
+
+    def _as_postgres(self, *args: str) -> None:
+        prefix = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        subprocess.run([*prefix, *args], check=True, capture_output=True, timeout=120)
+
+    def start(self) -> None:
+        if not self.data.exists():
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self.data.mkdir()
+            if os.geteuid() == 0:
+                shutil.chown(self.data, "postgres", "postgres")
+                os.chmod(self.folder, 0o755)
+            self._as_postgres(
+                str(self.bin / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres"
+            )
+        self._as_postgres(
+            str(self.bin / "pg_ctl"),
+            "-D",
+            str(self.data),
+            "-w",
+            "-l",
+            str(self.data / "server.log"),
+            "-o",
+            f"-p {self.port} -k {self.data} -c listen_addresses=127.0.0.1 -c fsync=off",
+            "start",
+        )
+
+    def restart(self) -> None:
+        """Stopped at once (every connection cut, as a crash), then started again."""
+        self._as_postgres(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "stop")
+        self.start()
+
+    def stop(self) -> None:
+        if self.data.exists():
+            try:
+                self._as_postgres(
+                    str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "stop"
+                )
+            except subprocess.CalledProcessError:
+                pass

@@ -11,8 +11,12 @@ from pathlib import Path
 
 import pytest
 
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+
 from tests.conftest import job_dirs, results_of, run_args, write_task
-from tests.e2e.scaleout import Cluster, Machine, wait_for
+from tests.e2e.scaleout import Cluster, Machine, PrivatePostgres, PrivateRedis, wait_for
 
 pytestmark = [pytest.mark.docker, pytest.mark.database]
 
@@ -88,3 +92,141 @@ def test_the_coordinators_machine_dies_and_another_worker_adopts_the_job(
     assert shown.returncode == 0, shown.stdout + shown.stderr
     assert f"coordinator on {lost_host} lost at " in shown.stdout, shown.stdout
     assert f"adopted by {survivor.name} at " in shown.stdout, shown.stdout
+
+
+def detach(cluster: Cluster, tmp_path: Path) -> Path:
+    detached = cluster.bench(*run_args("oracle", "-j", "2", "--detach"), timeout=120)
+    assert detached.returncode == 0, detached.stdout + detached.stderr
+    [job] = job_dirs(tmp_path / "jobs")
+    return job
+
+
+def counted_once(job: Path) -> None:
+    """Every trial once in the results and the summary, all passed."""
+    names = [r["trial_name"] for r in results_of(job)]
+    assert sorted(names) == sorted(FOUR), names
+    summary = json.loads((job / "summary.json").read_text())
+    assert (summary["total"], summary["passed"], summary["n_attempts"]) == (4, 4, 4), summary
+
+
+@pytest.fixture
+def private(bench_env, tmp_path) -> Iterator[tuple[Cluster, PrivateRedis, PrivatePostgres]]:
+    """A deployment of the test's own: its own Redis and PostgreSQL, which it may restart."""
+    redis = PrivateRedis(tmp_path)
+    redis.start()
+    pg = PrivatePostgres(tmp_path / "pg")
+    pg.start()
+    env = {**bench_env, "DATABASE_URL": pg.url}
+    cluster = Cluster(env, tmp_path, redis.url, pg.url)
+    try:
+        yield cluster, redis, pg
+    finally:
+        cluster.stop()
+        redis.stop()
+        pg.stop()
+
+
+def pause_redis(redis: PrivateRedis) -> None:
+    subprocess.run(
+        ["redis-cli", "-p", str(redis.port), "CLIENT", "PAUSE", "30000", "ALL"],
+        check=True,
+        capture_output=True,
+    )
+
+
+FAULTS: dict[str, Callable[[PrivateRedis, PrivatePostgres], None]] = {
+    "redis restarted": lambda redis, pg: (redis.stop(), time.sleep(2), redis.start()),
+    "redis paused 30 s": lambda redis, pg: pause_redis(redis),
+    "postgresql restarted": lambda redis, pg: pg.restart(),
+}
+
+
+@pytest.mark.parametrize("fault", list(FAULTS))
+def test_the_job_finishes_through_a_fault_of_redis_or_postgresql(
+    docker_client, private, tmp_path, fault
+):
+    # given two machines and four tasks of 8 s on the fleet, on a Redis and PostgreSQL of its own
+    cluster, redis, pg = private
+    sleepers(tmp_path, FOUR, 8)
+    machines = [Machine(cluster, "m-one").start(), Machine(cluster, "m-two").start()]
+    try:
+        job = detach(cluster, tmp_path)
+        wait_for(lambda: sum(len(m.started()) for m in machines) >= 2, 120, "two attempts")
+        # when the fault happens mid-job
+        FAULTS[fault](redis, pg)
+        # then the job finishes with no person acting, each trial counted once, no container left
+        wait_for(lambda: coordination(cluster, job)[0] == "ended", 300, "the job to end")
+        wait_for(lambda: containers_of(docker_client, job) == [], 60, "no container of the job")
+    finally:
+        for machine in machines:
+            machine.kill()
+    counted_once(job)
+
+
+def test_a_workers_machine_dies_and_its_attempts_run_again_counted_once(
+    docker_client, cluster, tmp_path
+):
+    # given two machines and four tasks of 8 s on the fleet
+    sleepers(tmp_path, FOUR, 8)
+    machines = {m.name: m for m in (Machine(cluster, "m-one"), Machine(cluster, "m-two"))}
+    try:
+        for machine in machines.values():
+            machine.start()
+        job = detach(cluster, tmp_path)
+        wait_for(lambda: coordination(cluster, job)[0] == "running", 60, "a worker to take it")
+        coordinator_host = coordination(cluster, job)[1]
+        other = next(m for name, m in machines.items() if name != coordinator_host)
+        wait_for(lambda: len(other.started()) >= 1, 120, "an attempt on the other machine")
+        # when the machine that runs attempts but does not coordinate dies
+        other.kill()
+        # then the job finishes, the lost attempts run again elsewhere, counted once
+        wait_for(lambda: coordination(cluster, job)[0] == "ended", 300, "the job to end")
+        other.start()  # back: it sweeps what its dead processes left
+        wait_for(lambda: containers_of(docker_client, job) == [], 60, "no container of the job")
+    finally:
+        for machine in machines.values():
+            machine.kill()
+    assert coordination(cluster, job)[3] == []  # its coordinator never changed
+    counted_once(job)
+
+
+def test_the_web_servers_machine_dies_after_a_launch_and_the_job_goes_on(
+    docker_client, cluster, tmp_path
+):
+    # given a worker machine, and a web machine that hands a job to the fleet as the launch form
+    # does (the same Launcher), then dies at once
+    sleepers(tmp_path, FOUR, 4)
+    worker = Machine(cluster, "m-one").start()
+    try:
+        web = subprocess.Popen(
+            [
+                "unshare",
+                "-fpu",
+                "--mount-proc",
+                "--kill-child",
+                "--",
+                "sh",
+                "-c",
+                'hostname web && exec "$@"',
+                "web",
+                *cluster_bench_argv(),
+                *run_args("oracle", "-j", "2", "--detach"),
+            ],
+            cwd=tmp_path,
+            env=cluster.env,
+        )
+        assert web.wait(120) == 0
+        web.kill()  # nothing of the job is left there: the web machine holds no job state
+        [job] = job_dirs(tmp_path / "jobs")
+        # then the job finishes on the fleet with no person acting
+        wait_for(lambda: coordination(cluster, job)[0] == "ended", 300, "the job to end")
+        wait_for(lambda: containers_of(docker_client, job) == [], 60, "no container of the job")
+    finally:
+        worker.kill()
+    counted_once(job)
+
+
+def cluster_bench_argv() -> list[str]:
+    import sys
+
+    return [sys.executable, "-m", "benchflow_site.cli"]
