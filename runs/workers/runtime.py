@@ -253,6 +253,9 @@ class WorkerRuntime:
                     if removed := reap_orphans(self.client):
                         self.emit(ev.OrphansReaped(self.name, len(removed)))
             except Exception:  # noqa: BLE001 - the database or engine hiccuped: next time
+                from django.db import connections
+
+                connections.close_all()  # a connection the database dropped (it restarted)
                 continue
 
     # --- the machine's own troubles -----------------------------------------------------------

@@ -6,14 +6,13 @@ acting, every trial counted once, and no container left."""
 from __future__ import annotations
 
 import json
+import subprocess
+import time
 from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-
-import subprocess
-import time
-from collections.abc import Callable, Iterator
 
 from tests.conftest import job_dirs, results_of, run_args, write_task
 from tests.e2e.scaleout import Cluster, Machine, PrivatePostgres, PrivateRedis, wait_for
