@@ -200,6 +200,7 @@ def coordinate(
     beat.start()
     if adopted and handovers is not None and handovers.handovers:
         print(coordination.handover_line(handovers.handovers[-1]), flush=True)
+    _wait_for_the_lock(Path(job_path))
     code = 1
     try:
         code = execute(
@@ -212,6 +213,26 @@ def coordinate(
         beat.stop()
         coordination.end(pk, fence, _outcome(code))
     return code
+
+
+def _wait_for_the_lock(job_dir: Path) -> None:
+    """An earlier coordinator that is alive but late (its machine froze, or was cut off) still
+    holds the job's lock: this one waits, holding the lease, until that one wakes, finds its fence
+    moved on and stops (or dies with its machine)."""
+    import time
+
+    from runs.operations.control import lock_holder
+
+    said = False
+    while (holder := lock_holder(job_dir)) is not None:
+        if not said:
+            print(
+                f"waiting for the earlier coordinator (pid {holder.pid} on {holder.host}) to let "
+                "go of the job's lock",
+                flush=True,
+            )
+            said = True
+        time.sleep(1.0)
 
 
 def _outcome(code: int) -> str:
