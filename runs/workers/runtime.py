@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from runs import events as ev
+from runs.databases import reconnecting
 from runs.gateway import ModelGateway
 from runs.jobfolder import MACHINE_ERRNOS, machine_well
 from runs.sandboxes.owners import reap_orphans
@@ -374,7 +375,7 @@ class WorkerRuntime:
         the database's thread, before the trip returns to the loop (a hint of what was written)."""
 
         def trip() -> Any:
-            answer = fn(*args)
+            answer = reconnecting(fn, *args)
             if then is not None:
                 then(answer)
             return answer
@@ -383,7 +384,9 @@ class WorkerRuntime:
 
     async def keep_db(self, fn: Callable[..., Any], *args: Any) -> Any:
         """A trip of a held lease's upkeep (renewal, orders, a slot asked for elsewhere)."""
-        return await asyncio.get_running_loop().run_in_executor(self._keep_db, fn, *args)
+        return await asyncio.get_running_loop().run_in_executor(
+            self._keep_db, lambda: reconnecting(fn, *args)
+        )
 
     async def context(self, info: LeaseInfo) -> JobContext:
         async with self._context_lock:

@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable
@@ -287,8 +288,10 @@ class PrivatePostgres:
         if not found:
             pytest.fail("PostgreSQL's server programs are not installed (postgresql package)")
         self.bin = found[-1].parent
-        self.folder = folder
-        self.data = folder / "pgdata"
+        # a folder the postgres user can reach (a test's tmp_path is its owner's alone)
+        self.folder = Path(tempfile.mkdtemp(prefix="bench-pg-"))
+        os.chmod(self.folder, 0o755)
+        self.data = self.folder / "pgdata"
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
@@ -300,11 +303,9 @@ class PrivatePostgres:
 
     def start(self) -> None:
         if not self.data.exists():
-            self.folder.mkdir(parents=True, exist_ok=True)
             self.data.mkdir()
             if os.geteuid() == 0:
                 shutil.chown(self.data, "postgres", "postgres")
-                os.chmod(self.folder, 0o755)
             self._as_postgres(
                 str(self.bin / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres"
             )
@@ -333,3 +334,4 @@ class PrivatePostgres:
                 )
             except subprocess.CalledProcessError:
                 pass
+        shutil.rmtree(self.folder, ignore_errors=True)
