@@ -17,4 +17,4 @@ def run_attempt(lease: int) -> None:
 def coordinate(job: int) -> None:
     """A job handed to the fleet: this worker takes it when no one holds it (its coordinator is a
     process of its own; the task returns at once). Every worker also looks every 2 s."""
-    current().take_jobs(only=job)
+    current().jobs.take(only=job)

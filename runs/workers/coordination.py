@@ -102,6 +102,20 @@ def _released(row: dict[str, Any]) -> bool:
     return bool(row["expires_at"] and row["renewed_at"] and row["expires_at"] <= row["renewed_at"])
 
 
+def avoided_here(pk: int, host: str, queues: list[str]) -> bool:
+    """The job is to move off `host` (drained) and a worker on another machine serves its queue."""
+    from runs.models import Worker
+    from runs.workers.config import worker_alive_s
+
+    if not Coordination.objects.filter(pk=pk, avoid_host=host).exists():
+        return False
+    since = now() - timedelta(seconds=worker_alive_s())
+    others = Worker.objects.filter(last_seen_at__gte=since, stopped_at__isnull=True).exclude(
+        host=host
+    )
+    return any(set(w.queues or []) & set(queues) for w in others)
+
+
 def take(pk: int, worker: str, lease_s: float, *, host: str = "", pid: int = 0) -> Taken | None:
     """This worker coordinates the job from now on (None: another took it, or it is held)."""
     host = host or socket.gethostname()

@@ -85,8 +85,8 @@ class LeaseRun:
                 raise
             keeper.cancel()
             await w.db(leases.give_up, held.lease, held.claim)
-            w.trouble(err)
-            self._ended(held, "lost", started, error=w.problem)
+            w.machine.trouble(err)
+            self._ended(held, "lost", started, error=w.machine.problem)
         finally:
             keeper.cancel()
             w.held.pop(held.rollout, None)

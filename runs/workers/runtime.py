@@ -11,24 +11,21 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import os
-import subprocess
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from runs import events as ev
 from runs.databases import reconnecting
 from runs.gateway import ModelGateway
-from runs.jobfolder import MACHINE_ERRNOS, machine_well
 from runs.sandboxes.owners import reap_orphans
-from runs.workers import coordination, leases
+from runs.workers import leases
 from runs.workers.broker import Broker
 from runs.workers.channel import Channel, Outbox
-from runs.workers.config import coordination_lease_s, reap_every_s
+from runs.workers.config import reap_every_s
 from runs.workers.context import JobContext, LeaseInfo, WorkerSetupError, build_context
+from runs.workers.duties import JobTaker, MachineTrouble
 from runs.workers.execute import Held, LeaseRun, claim_lease, forward, usage_of
 from runs.workers.sealed import (
     Sealed,
@@ -109,16 +106,9 @@ class WorkerRuntime:
         self.redis_url = redis_url
         self.emit = emit
         self.worker_id = 0
-        # `bench _coordinate`: the command that coordinates a job this worker takes (None: it
-        # takes none)
-        self.coordinate_argv = coordinate_argv
-        self._coordinate_lock = threading.Lock()
-        self.coordinating: dict[int, subprocess.Popen[bytes]] = {}
         self.serves = False  # Celery takes messages: it may take jobs too
-        # why this machine takes no attempt now (a full disk, say), and the folder it failed in
-        self.problem = ""
-        self._problem_at: Path | None = None
-        self._problem_errno = 0
+        self.jobs = JobTaker(self, coordinate_argv)  # the jobs on the fleet it coordinates
+        self.machine = MachineTrouble(self)  # why it takes nothing now (a full disk, say)
         self.held: dict[str, Held] = {}  # by rollout: whose events go to which coordinator
         self.loop = asyncio.new_event_loop()
         self.channel: Channel
@@ -247,8 +237,8 @@ class WorkerRuntime:
         while not self._stopping.wait(SEEN_EVERY_S):
             try:
                 leases.worker_seen(self.worker_id)
-                self._well_again()
-                self.take_jobs()
+                self.machine.well_again()
+                self.jobs.take()
                 if time.monotonic() - reaped_at >= reap_every_s():
                     reaped_at = time.monotonic()
                     if removed := reap_orphans(self.client):
@@ -258,113 +248,6 @@ class WorkerRuntime:
 
                 connections.close_all()  # a connection the database dropped (it restarted)
                 continue
-
-    # --- the machine's own troubles -----------------------------------------------------------
-
-    def trouble(self, err: OSError) -> None:
-        """An attempt here failed by the machine's fault (a full disk, a read-only file system,
-        too many open files): take nothing more, and say why on the workers page, until it is
-        well again (looked at every 2 s)."""
-        where = Path(err.filename) if err.filename else None
-        folder = where if where is None or where.is_dir() else where.parent
-        what = MACHINE_ERRNOS.get(err.errno or 0, str(err))
-        self.problem = f"takes no attempt: {what}" + (f" ({folder})" if folder else "")
-        self._problem_at, self._problem_errno = folder, err.errno or 0
-        self.emit(ev.WorkerNote(self.name, self.problem))
-        threading.Thread(target=self._say_trouble, name="bench-worker-trouble", daemon=True).start()
-
-    def _say_trouble(self) -> None:
-        from django.db import connections
-
-        try:
-            leases.worker_trouble(self.worker_id, self.problem)
-        except Exception:  # noqa: BLE001 - said again when the database answers
-            pass
-        finally:
-            connections.close_all()
-
-    def _well_again(self) -> None:
-        if not self.problem:
-            return
-        if not machine_well(self._problem_at, self._problem_errno):
-            leases.worker_trouble(self.worker_id, self.problem)
-            return
-        self.problem = ""
-        leases.worker_well(self.worker_id, self.queues if self.serves else [])
-        self.emit(ev.WorkerNote(self.name, "well again: takes attempts"))
-
-    # --- coordination of jobs handed to the fleet -------------------------------------------------
-
-    def take_jobs(self, only: int | None = None) -> None:
-        """Take the jobs no live coordinator holds (or `only` that one: the Celery task's) and
-        start each one's coordinator here, as a process of its own whose output goes to the job's
-        console.log."""
-        if self.coordinate_argv is None or not self.serves or self.problem:
-            return
-        with self._coordinate_lock:
-            for pk in [only] if only is not None else coordination.takeable(self.queues, ""):
-                taken = coordination.take(pk, self.name, coordination_lease_s())
-                if taken is not None:
-                    self._start_coordinator(taken)
-
-    def _start_coordinator(self, taken: coordination.Taken) -> None:
-        assert self.coordinate_argv is not None
-        job_dir = Path(taken.job_path)
-        argv = [*self.coordinate_argv, str(taken.id), str(taken.fence)]
-        if taken.adopted:
-            argv.append("--adopted")
-        try:
-            with open(job_dir / "console.log", "ab") as console:
-                proc = subprocess.Popen(
-                    argv,
-                    stdin=subprocess.DEVNULL,
-                    stdout=console,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                    env=os.environ.copy(),
-                )
-        except OSError as exc:  # the job folder unreachable here: another worker may take it
-            coordination.release(taken.id, taken.fence)
-            self.emit(ev.WorkerNote(self.name, f"could not coordinate {job_dir.name}: {exc}"))
-            return
-        self.coordinating[taken.id] = proc
-        self.emit(
-            ev.WorkerNote(
-                self.name,
-                f"{'adopted' if taken.adopted else 'coordinates'} {job_dir.name} "
-                f"(pid {proc.pid}, fence {taken.fence})",
-            )
-        )
-        threading.Thread(
-            target=self._coordinator_ended,
-            args=(taken, proc),
-            daemon=True,
-            name=f"coordinator-{proc.pid}",
-        ).start()
-
-    def _coordinator_ended(self, taken: coordination.Taken, proc: subprocess.Popen[bytes]) -> None:
-        """A coordinator that ended without ending its row (it crashed on a live machine, not
-        with it) ends it here: only a lost machine's job is adopted, not one that fails on
-        every worker again and again."""
-        code = proc.wait()
-        self.coordinating.pop(taken.id, None)
-        if code == coordination.FENCED_EXIT:
-            return
-        from django.db import connections
-
-        try:
-            if coordination.end(taken.id, taken.fence, f"exit {code}"):
-                self.emit(
-                    ev.WorkerNote(
-                        self.name,
-                        f"the coordinator of {Path(taken.job_path).name} ended (exit {code}); "
-                        "its console.log says why",
-                    )
-                )
-        except Exception:  # noqa: BLE001 - the database away: the lease lapses, another adopts
-            pass
-        finally:
-            connections.close_all()
 
     # --- for the attempts -------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import pytest
 
-from runs.models import Coordination, Lease
+from runs.models import Coordination, Lease, Worker
 from runs.workers import coordination, leases
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -123,3 +123,16 @@ def test_a_running_job_is_not_submitted_again_but_an_ended_one_is():
 def test_no_fence_held_checks_nothing():
     coordination.check()  # `bench run` in a terminal: no row, no query
     coordination.guard()
+
+
+def test_a_drained_machine_does_not_take_the_job_back_while_another_can():
+    pk = coordination.submit(JOB, "q", {})
+    assert pk is not None
+    assert coordination.take(pk, "a-worker", 20, host="a") is not None
+    coordination.drain("a")
+    assert coordination.release(pk, 1)
+    assert not coordination.avoided_here(pk, "a", ["q"])  # no other machine up: a may take it
+    elsewhere = leases.register_worker("b-worker", 2, ["q"])
+    Worker.objects.filter(pk=elsewhere).update(host="b")
+    assert coordination.avoided_here(pk, "a", ["q"])
+    assert not coordination.avoided_here(pk, "b", ["q"])
