@@ -5,7 +5,8 @@ A 40-trial job (`bench run --detach`, -j 6) on a PostgreSQL and a Redis of the b
 (`unshare -fpu --mount-proc --kill-child`), so a kill takes everything on it. For `--chaos-s`
 seconds (180), every 10-20 s one fault at random: a worker's machine killed, the coordinator's
 machine killed, the web machine killed, Redis restarted, Redis paused (CLIENT PAUSE 30 s),
-PostgreSQL restarted; a killed machine comes back 5 s later. Then it waits for the job to end
+PostgreSQL restarted (each once per round of six, in a random order); a killed machine comes back
+5 s later. Then it waits for the job to end
 (bounded by `--max-s`), brings every machine back, and reports:
 
 - trials counted once: each trial's results, the summary's totals and its rollout count;
@@ -276,6 +277,7 @@ def main() -> int:
         job = str(job_dir.resolve())
         wait_for(lambda: (coordination(pg.url, job) or ("",))[0] == "running", 60, "a taker")
         comeback: list[tuple[float, Machine]] = []
+        deck: list[str] = []
         chaos_end = time.monotonic() + args.chaos_s
         next_fault = time.monotonic() + rng.uniform(10, 20)
         while time.monotonic() < chaos_end:
@@ -285,7 +287,9 @@ def main() -> int:
                     comeback.remove((when, machine))
                     machine.start(wait=False)
             if now >= next_fault:
-                fault = rng.choice(FAULTS)
+                if not deck:  # each fault once per round, in a random order
+                    deck = rng.sample(FAULTS, len(FAULTS))
+                fault = deck.pop()
                 at = time.monotonic() - started
                 row = coordination(pg.url, job)
                 if row is not None and row[0] == "ended":

@@ -229,3 +229,30 @@ def cluster_bench_argv() -> list[str]:
     import sys
 
     return [sys.executable, "-m", "benchflow_site.cli"]
+
+
+def test_an_operator_drains_the_coordinators_machine_and_the_job_moves(
+    docker_client, cluster, tmp_path
+):
+    # given two machines and four tasks of 8 s on the fleet
+    sleepers(tmp_path, FOUR, 8)
+    machines = [Machine(cluster, "m-one").start(), Machine(cluster, "m-two").start()]
+    try:
+        job = detach(cluster, tmp_path)
+        wait_for(lambda: coordination(cluster, job)[0] == "running", 60, "a worker to take it")
+        wait_for(lambda: sum(len(m.started()) for m in machines) >= 2, 120, "two attempts")
+        host = coordination(cluster, job)[1]
+        # when an operator drains that machine
+        drained = cluster.bench("drain", host)
+        assert drained.returncode == 0, drained.stdout + drained.stderr
+        assert f"{job.name}: moves off {host}" in drained.stdout
+        # then a worker elsewhere takes the job over, and it finishes, each trial counted once
+        wait_for(lambda: coordination(cluster, job)[1] not in ("", host), 60, "the handover")
+        wait_for(lambda: coordination(cluster, job)[0] == "ended", 300, "the job to end")
+        wait_for(lambda: containers_of(docker_client, job) == [], 60, "no container of the job")
+    finally:
+        for machine in machines:
+            machine.kill()
+    [handover] = coordination(cluster, job)[3]
+    assert (handover["from"], handover["why"]) == (host, "drained")
+    counted_once(job)
