@@ -205,6 +205,14 @@ def cmd_detach(args: argparse.Namespace) -> int:
     """`bench run --detach`: checked as a launch from the browser is, then handed to the fleet."""
     import getpass
 
+    from runs.workers.config import queue, redis_url
+
+    none_up = UserError(
+        f"--detach hands the job to a bench worker, and none is up on queue {queue()} "
+        "(BENCHFLOW_REDIS_URL); fix: start one (bench worker), or run without --detach"
+    )
+    if not redis_url():
+        raise none_up
     setup_django()
     from benchflow_site.celery import send_coordination
     from benchflow_site.gateway import ProxyGateway
@@ -212,13 +220,9 @@ def cmd_detach(args: argparse.Namespace) -> int:
     from runs.operations.fleet import FleetLauncher, fleet_up
     from runs.operations.process import ProcessLauncher
     from runs.problems import refusal
-    from runs.workers.config import queue
 
     if not fleet_up():
-        raise UserError(
-            f"--detach hands the job to a bench worker, and none is up on queue {queue()} "
-            "(BENCHFLOW_REDIS_URL); fix: start one (bench worker), or run without --detach"
-        )
+        raise none_up
     spec = run_spec.from_args(args)
     spec.tasks_dir = spec.tasks_dir.resolve()
     spec.jobs_dir = spec.jobs_dir.resolve()
