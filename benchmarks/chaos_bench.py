@@ -387,6 +387,7 @@ def main() -> int:
                 all=True, filters={"label": f"benchflow.job_dir={job}"}
             ):
                 c.remove(force=True)
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def _adoption(url: str, job: str, fence: int, killed_at: float, into: list[float]) -> None:
