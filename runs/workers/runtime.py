@@ -170,7 +170,8 @@ class WorkerRuntime:
         # whether it would wait for a slot here (read across threads: a hint for the claim's
         # question whether another worker has one free)
         would_wait = self.slots.free <= self.pending
-        taken = claim_lease(lease, self.worker_id, would_wait)
+        # the database may have dropped this Celery thread's connection (it restarted)
+        taken = reconnecting(claim_lease, lease, self.worker_id, would_wait)
         if taken is not None:
             asyncio.run_coroutine_threadsafe(LeaseRun(self, lease)(*taken), self.loop).result()
 
