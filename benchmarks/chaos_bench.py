@@ -236,6 +236,7 @@ def main() -> int:
 
     client = docker.from_env()
     job = ""
+    ok = False
     try:
         redis.start()
         pg.start()
@@ -376,7 +377,8 @@ def main() -> int:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(report, indent=2) + "\n")
         print(json.dumps(report, indent=2))
-        return 0 if once and left == 0 else 1
+        ok = once and left == 0
+        return 0 if ok else 1
     finally:
         for machine in machines.values():
             machine.kill()
@@ -387,7 +389,10 @@ def main() -> int:
                 all=True, filters={"label": f"benchflow.job_dir={job}"}
             ):
                 c.remove(force=True)
-        shutil.rmtree(root, ignore_errors=True)
+        if ok:
+            shutil.rmtree(root, ignore_errors=True)
+        else:
+            print(f"kept for a look: {root}", file=sys.stderr)
 
 
 def _adoption(url: str, job: str, fence: int, killed_at: float, into: list[float]) -> None:

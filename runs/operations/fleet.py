@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from runs.databases import reconnecting
 from runs.gateway import ModelGateway
 from runs.jobs.preflight import resume_spec
 from runs.operations.control import FLEET_MARK
@@ -60,9 +61,26 @@ def seal_secrets(pk: int, secret: Mapping[str, str]) -> None:
     )
 
 
+def _redis_retrying(call: Callable[[Any], Any], for_s: float = 60.0) -> Any:
+    """`call(client)`, tried again while Redis is away or paused (a restart, CLIENT PAUSE) for
+    about `for_s`; then its error."""
+    import time
+
+    import redis
+
+    deadline = time.monotonic() + for_s
+    while True:
+        try:
+            return call(_redis())
+        except (redis.RedisError, OSError):
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(1.0)
+
+
 def open_secrets(pk: int) -> dict[str, str] | None:
     """The job's sealed secret values; None when Redis holds none (or they do not open)."""
-    token = _redis().get(sealed_request_key(pk))
+    token = _redis_retrying(lambda client: client.get(sealed_request_key(pk)))
     if token is None:
         return None
     try:
@@ -154,7 +172,7 @@ class Heartbeat:
 
 
 def _spec_body(pk: int, taken_over: bool) -> tuple[str, dict[str, Any], dict[str, str]]:
-    job_path, body = coordination.request_of(pk)
+    job_path, body = reconnecting(coordination.request_of, pk)
     secret = open_secrets(pk)
     if secret is None:
         secret = {}
@@ -185,11 +203,11 @@ def coordinate(
     from runs.operations.execute import execute
 
     setup_django()
-    if not coordination.started(pk, fence, os.getpid()):
+    if not reconnecting(coordination.started, pk, fence, os.getpid()):
         print("bench: the job was taken over before this coordinator started", file=sys.stderr)
         return coordination.FENCED_EXIT
     coordination.hold(pk, fence)
-    handovers = coordination.where(coordination.request_of(pk)[0])
+    handovers = reconnecting(coordination.where, reconnecting(coordination.request_of, pk)[0])
     try:
         job_path, body, secret = _spec_body(pk, adopted)
     except UserError as exc:
@@ -211,7 +229,7 @@ def coordinate(
         )
     finally:
         beat.stop()
-        coordination.end(pk, fence, _outcome(code))
+        reconnecting(coordination.end, pk, fence, _outcome(code))
     return code
 
 
