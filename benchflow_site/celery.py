@@ -18,3 +18,8 @@ class CeleryBroker:
 
     def enqueue(self, lease: int, queue: str) -> None:
         app.send_task("benchflow.run_attempt", args=[lease], queue=queue, retry=False)
+
+
+def send_coordination(job: int, queue: str) -> None:
+    """A job handed to the worker fleet (runs.operations.fleet.FleetLauncher)."""
+    app.send_task("benchflow.coordinate", args=[job], queue=queue, retry=False)

@@ -42,9 +42,13 @@ def build_parser() -> argparse.ArgumentParser:
     run_spec.add_run_arguments(run)
     review_cli.add_reviewer_arguments(run)
 
+    add_detach(run)
+
     ev = sub.add_parser("eval", help="BenchFlow 0.8 spellings: eval run | eval resume")
     ev_sub = ev.add_subparsers(dest="eval_command", metavar="VERB")
-    run_spec.add_run_arguments(ev_sub.add_parser("run", help="same as bench run"))
+    eval_run = ev_sub.add_parser("run", help="same as bench run")
+    run_spec.add_run_arguments(eval_run)
+    add_detach(eval_run)
     resume = ev_sub.add_parser("resume", help="finish a job with its recorded settings")
     resume.add_argument("job", type=Path)
     resume.add_argument(
@@ -135,6 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     user_cli.add_parser(sub)
     operate_cli.add_parser(sub)
     worker_cli.add_parser(sub)
+    add_drain(sub)
 
     px = sub.add_parser(
         "proxy",
@@ -167,10 +172,84 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def add_detach(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--detach",
+        action="store_true",
+        help="hand the job to the worker fleet (BENCHFLOW_REDIS_URL, a bench worker up): a worker "
+        "coordinates it, another takes over if that machine is lost; prints the job and returns",
+    )
+
+
+def add_drain(sub: argparse._SubParsersAction) -> None:
+    drain = sub.add_parser(
+        "drain",
+        help="move the jobs coordinated on a machine to other workers",
+        description="Each job coordinated on HOST hands its coordination to a worker on another "
+        "machine within seconds; its attempts running on workers go on. Lists the jobs moved.",
+    )
+    drain.add_argument("host", help="the machine's host name (as the job page names it)")
+
+
+def cmd_drain(args: argparse.Namespace) -> int:
+    setup_django()
+    from runs.workers.coordination import drain
+
+    moved = drain(args.host)
+    if not moved:
+        print(f"No job is coordinated on {args.host} now.")
+        return 0
+    for path in moved:
+        print(f"{Path(path).name}: moves off {args.host}")
+    return 0
+
+
+def cmd_detach(args: argparse.Namespace) -> int:
+    """`bench run --detach`: checked as a launch from the browser is, then handed to the fleet."""
+    import getpass
+
+    from runs.workers.config import queue, redis_url
+
+    none_up = UserError(
+        f"--detach hands the job to a bench worker, and none is up on queue {queue()} "
+        "(BENCHFLOW_REDIS_URL); fix: start one (bench worker), or run without --detach"
+    )
+    if not redis_url():
+        raise none_up
+    setup_django()
+    from benchflow_site.celery import send_coordination
+    from benchflow_site.gateway import ProxyGateway
+    from runs.operations import launch
+    from runs.operations.fleet import FleetLauncher, fleet_up
+    from runs.operations.process import ProcessLauncher
+    from runs.problems import refusal
+
+    if not fleet_up():
+        raise none_up
+    spec = run_spec.from_args(args)
+    spec.tasks_dir = spec.tasks_dir.resolve()
+    spec.jobs_dir = spec.jobs_dir.resolve()
+    # the worker's cwd is not this one: a script named relative to here, made absolute
+    if spec.agent.startswith("script:"):
+        spec.agent = "script:" + str(Path(spec.agent[len("script:") :]).resolve())
+    if (spec.model or "").startswith("mock/script:"):
+        spec.model = "mock/script:" + str(Path(spec.model[len("mock/script:") :]).resolve())
+    checked = launch.check_spec(spec, ProxyGateway())
+    if not checked.ok:
+        raise refusal(checked.problems)
+    fleet = FleetLauncher(send_coordination, ProcessLauncher([*operate_cli.ARGV]))
+    job_dir = launch.start(checked, fleet, by=getpass.getuser())
+    print(f"{job_dir.name}: handed to the worker fleet ({job_dir})")
+    print(f"  follow it: bench results {job_dir}   stop it: bench cancel {job_dir}")
+    return 0
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from benchflow_site.gateway import ProxyGateway
     from runs.operations.run import run_job
 
+    if getattr(args, "detach", False):
+        return cmd_detach(args)
     code = run_job(
         run_spec.from_args(args),
         setup_django=setup_django,
@@ -297,7 +376,24 @@ def cmd_results(args: argparse.Namespace) -> int:
     job = load_job(args.job, attempts=args.attempts)
     fmt = "json" if args.json else "csv" if args.csv else "table"
     sys.stdout.write(render_results(job, fmt=fmt, attempts=args.attempts).rstrip("\n") + "\n")
+    if fmt == "table":
+        for line in coordination_lines(args.job):
+            print(line)
     return 0
+
+
+def coordination_lines(job_dir: Path) -> list[str]:
+    """Where a job handed to the worker fleet is coordinated, and each handover (nothing for a
+    job `bench run` coordinated in its own process: the database is not opened then)."""
+    from runs.operations.control import on_fleet
+
+    if not on_fleet(job_dir):
+        return []
+    setup_django()
+    from runs.workers.coordination import where
+
+    found = where(str(job_dir.resolve()))
+    return found.lines() if found is not None else []
 
 
 def cmd_proxy(args: argparse.Namespace) -> int:
@@ -345,7 +441,9 @@ def main(argv: list[str] | None = None) -> int:
         "serve": serve_cli.run_serve,
         "user": user_cli.run,
         "_operate": operate_cli.run,
+        "_coordinate": operate_cli.coordinate,
         "worker": worker_cli.run,
+        "drain": cmd_drain,
     }
     try:
         if args.command == "eval":

@@ -305,6 +305,9 @@ BENCHFLOW_JOBS_DIR = setting("BENCHFLOW_JOBS_DIR", "jobs")
 # takes it elsewhere (tests record requests with one).
 BENCHFLOW_OPERATION_ARGV = [sys.executable, "-m", "benchflow_site.cli", "_operate"]
 BENCHFLOW_LAUNCHER = setting("BENCHFLOW_LAUNCHER")
+# With Redis set and a worker up, a run goes to the worker fleet instead (runs/operations/fleet.py):
+# this sends the job's id to the workers' queue.
+BENCHFLOW_FLEET_SENDER = "benchflow_site.celery.send_coordination"
 # The model gateway a launch is checked against (the model, its provider key and price).
 BENCHFLOW_GATEWAY = "benchflow_site.gateway.ProxyGateway"
 

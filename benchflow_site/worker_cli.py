@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import socket
+import sys
 import warnings
 
 from runs.problems import UserError
@@ -135,6 +136,7 @@ def run(args: argparse.Namespace) -> int:
         redis_url=url,
         emit=WorkerReporter(),
         pass_env=pass_env,
+        coordinate_argv=[sys.executable, "-m", "benchflow_site.cli", "_coordinate"],
     )
     # Celery warns a root worker off; Docker's socket needs root here, and the worker runs no
     # pickled messages (JSON only)

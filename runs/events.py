@@ -408,6 +408,14 @@ class OrphansReaped(Event):
     containers: int
 
 
+@dataclass(frozen=True)
+class WorkerNote(Event):
+    """A worker's own log: a job it took to coordinate (or adopted), or why it takes nothing."""
+
+    worker: str
+    text: str
+
+
 # --- budgets ------------------------------------------------------------------------------------
 
 

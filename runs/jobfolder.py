@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import math
@@ -46,6 +47,58 @@ def _strict(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return [_strict(v) for v in obj]
     return obj
+
+
+# errors of the machine rather than of a task: the job stops cleanly and a resume finishes it
+MACHINE_ERRNOS = {
+    errno.ENOSPC: "no space left on the device",
+    errno.EDQUOT: "the disk quota is used up",
+    errno.EROFS: "the file system is read-only",
+    errno.EMFILE: "this process has too many open files",
+    errno.ENFILE: "this machine has too many open files",
+}
+
+
+def machine_error(exc: BaseException | None) -> OSError | None:
+    """The OSError of the machine (a full disk, a read-only file system, too many open files) in
+    `exc` or what caused it; None when it is something else."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno in MACHINE_ERRNOS:
+            return exc
+        if isinstance(exc, BaseExceptionGroup):
+            for inner in exc.exceptions:
+                if (found := machine_error(inner)) is not None:
+                    return found
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+WELL_FREE_BYTES = 64 << 20  # a full disk counts as well again with this much free
+
+
+def machine_well(folder: Path | None, code: int) -> bool:
+    """Whether what failed a machine (`code`, an errno of MACHINE_ERRNOS) is gone: room on the
+    disk again, the file system writable, files to open."""
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        free = free_bytes(folder) if folder is not None else None
+        return free is None or free >= WELL_FREE_BYTES
+    if code == errno.EROFS:
+        return folder is None or os.access(folder, os.W_OK)
+    try:
+        os.close(os.open(os.devnull, os.O_RDONLY))
+    except OSError:
+        return False
+    return True
+
+
+def free_bytes(path: Path) -> int | None:
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:

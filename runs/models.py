@@ -266,6 +266,9 @@ class Worker(models.Model):
     started_at = models.DateTimeField()
     last_seen_at = models.DateTimeField()
     stopped_at = models.DateTimeField(null=True, blank=True)
+    # why it takes no attempt now (its disk is full, say): shown on the workers page, cleared when
+    # the machine is well again
+    problem = models.CharField(max_length=500, blank=True, default="")
 
     def __str__(self) -> str:
         return self.name
@@ -287,6 +290,36 @@ class Dispatcher(models.Model):
     started_at = models.DateTimeField()
     last_seen_at = models.DateTimeField()
     ended_at = models.DateTimeField(null=True, blank=True)
+
+
+class Coordination(models.Model):
+    """Who coordinates a job handed to the worker fleet (a launch from the browser, `bench run
+    --detach`): one holder at a time, by a lease it renews (`expires_at`) and a fencing number
+    (`fence`, bumped at each take): a coordinator whose number is no longer the row's writes
+    nothing more. A lapsed lease is taken by another worker, which resumes the job."""
+
+    job_path = models.CharField(max_length=1000, unique=True)  # the job folder, resolved
+    queue = models.CharField(max_length=200)
+    # the run's settings as the launch gave them, secret --agent-env values left out (they go to
+    # the coordinator sealed in Redis, runs/workers/sealed.py)
+    request = models.JSONField(default=dict)
+    state = models.CharField(max_length=20, default="queued")  # queued, running, ended
+    fence = models.IntegerField(default=0)
+    host = models.CharField(max_length=200, blank=True, default="")  # the holder's machine
+    worker = models.CharField(max_length=200, blank=True, default="")  # the worker that took it
+    pid = models.IntegerField(default=0)  # the coordinator's process, on its machine
+    expires_at = models.DateTimeField(null=True, blank=True)
+    renewed_at = models.DateTimeField(null=True, blank=True)
+    # a machine the job is to move off (drain): its coordinator hands the job over, and that
+    # machine's worker does not take it back while another can
+    avoid_host = models.CharField(max_length=200, blank=True, default="")
+    handovers = models.JSONField(default=list)  # {from, lost_at, to, adopted_at, why}
+    created_at = models.DateTimeField()
+    ended_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(max_length=40, blank=True, default="")
+
+    def __str__(self) -> str:
+        return self.job_path
 
 
 class LeaseState(models.TextChoices):

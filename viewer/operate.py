@@ -57,7 +57,12 @@ def roots() -> paths.Roots:
 def launcher() -> Launcher:
     if settings.BENCHFLOW_LAUNCHER:
         return import_string(settings.BENCHFLOW_LAUNCHER)()  # type: ignore[no-any-return]
-    return ProcessLauncher(settings.BENCHFLOW_OPERATION_ARGV)
+    local = ProcessLauncher(settings.BENCHFLOW_OPERATION_ARGV)
+    from runs.operations.fleet import FleetLauncher, fleet_up
+
+    if fleet_up():  # Redis set and a worker up: the job is coordinated on the fleet
+        return FleetLauncher(import_string(settings.BENCHFLOW_FLEET_SENDER), local)
+    return local
 
 
 def gateway() -> ModelGateway | None:

@@ -103,9 +103,23 @@ def job_page(request: HttpRequest, job: str) -> HttpResponse:
         **_progress_context(row),
         "job_log": log,
         "job_files": [name for name in files if name != log],
+        "coordination": _coordination_lines(row.path),
         "confirm": confirm.pending(row.key),
     }
     return render(request, "viewer/job.html", context)
+
+
+def _coordination_lines(path: str) -> list[str]:
+    """Where a job handed to the worker fleet is coordinated, and each handover."""
+    from pathlib import Path
+
+    from runs.operations.control import on_fleet
+    from runs.workers.coordination import where
+
+    if not on_fleet(Path(path)):
+        return []
+    found = where(str(Path(path).resolve()))
+    return found.lines() if found is not None else []
 
 
 def job_file(request: HttpRequest, job: str, name: str) -> HttpResponse:

@@ -262,6 +262,7 @@ HANDLERS: dict[type[ev.Event], Handler] = {
     ev.WorkerAttemptStarted: ignored,
     ev.WorkerAttemptEnded: ignored,
     ev.OrphansReaped: ignored,
+    ev.WorkerNote: ignored,
     **dict.fromkeys(
         (
             ev.AgentInstalling,

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from runs import events as ev
+from runs.databases import reconnecting
 from runs.index import live
 from runs.index.projector import Projector
 
@@ -34,7 +35,7 @@ class Index:
 
     def _apply(self, event: ev.Event) -> None:
         try:
-            self.projector.apply(event)
+            reconnecting(self.projector.apply, event)
         except Exception:  # noqa: BLE001 - a row not written must not stop the job (the folder is the record)
             log.exception("the index could not apply %s", event.kind)
 

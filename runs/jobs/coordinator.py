@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from runs import errors
 from runs import events as ev
+from runs.jobfolder import machine_error
 from runs.jobs.budgets import JobBudget
 from runs.jobs.console import effective_warm_pool
 from runs.jobs.utilization import Sample, Utilization
@@ -130,6 +131,15 @@ class Coordinator:
             # backoff): kept from running
             self._kept_from_running(trial)
             raise
+        except Exception as exc:
+            # the machine's fault, not the task's (a full disk, a read-only file system, too many
+            # open files): the job stops as on a signal, and this trial counts as not run
+            if (err := machine_error(exc)) is None:
+                raise
+            if self.machine_error is None:
+                self.machine_error = err
+                self.interrupt()
+            self._kept_from_running(trial)
 
     async def _attempts(
         self, trial: TrialPlan, run_slots: asyncio.Semaphore, sandbox_slots: asyncio.Semaphore
@@ -327,6 +337,8 @@ class Coordinator:
     def cancel_running(self) -> None:
         for task in list(self._tasks):
             task.cancel()
+
+    machine_error: OSError | None = None  # what stopped the job, when the machine did
 
     def interrupt(self) -> None:
         """A signal: start nothing more and cancel what runs."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import errno
 import os
 import signal
 import time
@@ -20,7 +21,15 @@ from runs import secrets
 from runs.agents.base import Agent
 from runs.gateway import ModelGateway
 from runs.host_env import NO_HOST_ENV, HostEnv
-from runs.jobfolder import CANCEL_REQUEST, JobLock, read_object, write_json
+from runs.jobfolder import (
+    CANCEL_REQUEST,
+    MACHINE_ERRNOS,
+    JobLock,
+    free_bytes,
+    machine_error,
+    read_object,
+    write_json,
+)
 from runs.jobs.budgets import JobBudget
 from runs.jobs.console import Reporter
 from runs.jobs.coordinator import Coordinator, remove_all
@@ -43,6 +52,7 @@ from runs.spec import RunSpec
 from runs.tasks.load import Task
 from runs.trials.attempt import AttemptRunner
 from runs.trials.judge import needs_judge
+from runs.workers import coordination
 from runs.workers.channel import Channel
 from runs.workers.choose import ScaleOut
 from runs.workers.dispatch import RemoteRunner
@@ -105,6 +115,8 @@ class JobRun:
         self.live: set[Sandbox] = set()
         self.signals: list[str] = []
         self.coordinator: Coordinator | None = None
+        self.machine_stopped = False  # a full disk (or the like) stopped the job
+        self.remaining = len(tasks) * spec.trials  # trials not done yet (known once planned)
 
     def execute(self) -> int:
         choice = choose_job(self.spec)
@@ -116,12 +128,17 @@ class JobRun:
             # uvloop: the model proxy shares this loop, and its figures are uvloop's.
             with asyncio.Runner(loop_factory=_loop_factory()) as runner:
                 return runner.run(self._run(choice))
+        except Exception as exc:
+            if (err := machine_error(exc)) is None:
+                raise
+            raise machine_stop(job_dir, err, self.remaining) from None
         finally:
             lock.release()
 
     async def _run(self, choice: JobChoice) -> int:
         spec, bus, job_dir = self.spec, self.bus, choice.job_dir
         loop = asyncio.get_running_loop()
+        loop.set_exception_handler(_quiet_machine_errors)
         loop.set_default_executor(
             concurrent.futures.ThreadPoolExecutor(
                 max_workers=max(16, 3 * (spec.concurrency + spec.warm_pool) + 4)
@@ -223,6 +240,18 @@ class JobRun:
                 await judges.stop()
             if remote is not None:
                 await remote.close()
+        finished = {r.trial_name for r in coordinator.results if r.reward is not None}
+        self.remaining = max(0, plan.total - len(plan.done) - len(finished))
+        if (err := coordinator.machine_error) is not None:
+            # stopped by the machine: running trials stopped, sandboxes removed; a partial summary
+            # when it fits, then the one line that says what to free and how to go on
+            self.machine_stopped = True
+            try:
+                self._finish(choice, plan, budgets, coordinator, time.monotonic() - t0)
+            except Exception as exc:
+                if machine_error(exc) is None:
+                    raise
+            raise err
         return self._finish(choice, plan, budgets, coordinator, time.monotonic() - t0)
 
     async def _open_remote(
@@ -317,6 +346,7 @@ class JobRun:
         elapsed: float,
     ) -> int:
         spec, job_dir = self.spec, choice.job_dir
+        coordination.guard()  # on the fleet: a coordinator taken over writes no summary
         best, cancelled = best_results(job_dir)
         kept_out = [n for n in c.not_started + c.cancelled if n not in best]
         summary = job_summary.build_summary(
@@ -340,7 +370,7 @@ class JobRun:
                 job_dir=str(job_dir),
                 jobs_dir=str(spec.jobs_dir),
                 summary=summary,
-                state="interrupted" if signal_name else "finished",
+                state="interrupted" if signal_name or self.machine_stopped else "finished",
                 elapsed_s=elapsed,
                 plan_total=plan.total,
                 reused=len(plan.done),
@@ -356,6 +386,66 @@ class JobRun:
             return SIGNAL_EXIT[signal_name]
         errored = (summary.get("errored") or 0) + (summary.get("verifier_errored") or 0)
         return 1 if errored else 0
+
+
+def _quiet_machine_errors(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """A step of an attempt cut short by the job's stop left the machine's error (a full disk) in
+    a future no one waits for any more: the job's one line says it, not a traceback."""
+    if machine_error(context.get("exception")) is not None:
+        return
+    loop.default_exception_handler(context)
+
+
+def _attempts_size(job_dir: Path) -> tuple[int, int]:
+    """(bytes, attempt folders) of the job's attempt folders."""
+    total, folders = 0, 0
+    for child in job_dir.iterdir():
+        if not child.is_dir() or child.name.startswith("."):
+            continue
+        folders += 1
+        for root, _dirs, files in os.walk(child):
+            for name in files:
+                try:
+                    total += os.lstat(os.path.join(root, name)).st_size
+                except OSError:
+                    continue
+    return total, folders
+
+
+def space_needed(job_dir: Path, remaining: int) -> int:
+    """About what the rest of the job needs: an attempt folder's mean size for each trial not
+    yet done, and a MiB for the summary and logs."""
+    total, folders = _attempts_size(job_dir)
+    mean = total // folders if folders else 0
+    return max(0, remaining) * mean + (1 << 20)
+
+
+def _mib(n: int) -> str:
+    return f"{max(1, round(n / (1 << 20)))} MiB"
+
+
+def machine_stop(job_dir: Path, err: OSError, remaining: int) -> UserError:
+    """The one line for a job the machine stopped: what, where, what to free, how to go on."""
+    where = Path(err.filename) if err.filename else job_dir
+    folder = where if where.is_dir() else where.parent
+    what = MACHINE_ERRNOS.get(err.errno or 0, err.strerror or str(err))
+    resume = f"bench eval resume {job_dir}"
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        free = free_bytes(folder)
+        fix = (
+            f"free at least {_mib(space_needed(job_dir, remaining))} there"
+            + (f" ({_mib(free)} free now)" if free is not None else "")
+            + f", then {resume}"
+        )
+    elif err.errno == errno.EROFS:
+        fix = f"make it writable again (remount it read-write), then {resume}"
+    else:
+        fix = f"raise the open-file limit (ulimit -n) or close what holds files, then {resume}"
+    return UserError(
+        f"stopped {job_dir.name}: {what} ({folder}); running trials were stopped and their "
+        f"sandboxes removed; {fix}",
+        exit_code=1,
+    )
 
 
 def running_elsewhere(job_dir: Path) -> list[str]:

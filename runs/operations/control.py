@@ -16,6 +16,7 @@ from runs.problems import UserError
 # The process an operation started for a job, written before it takes the job's lock (a job
 # launched from the browser installs its agent first): cancel finds it there until then.
 OPERATION_PID = ".operation.pid"
+FLEET_MARK = ".fleet"  # in a job folder handed to the worker fleet (runs/operations/fleet.py)
 OPERATION_MARK = "_operate"  # in the command line of every process an operation starts
 
 
@@ -101,3 +102,8 @@ def cancel(job_dir: Path) -> str:
             "stop it where it runs (Ctrl-C, or kill)"
         ) from None
     return f"SIGTERM to pid {pid}"
+
+
+def on_fleet(job_dir: Path) -> bool:
+    """The job was handed to the worker fleet: its Coordination row says where it runs."""
+    return (job_dir / FLEET_MARK).is_file()

@@ -11,3 +11,10 @@ from runs.workers.runtime import current
 @shared_task(name="benchflow.run_attempt", acks_late=True, ignore_result=True)
 def run_attempt(lease: int) -> None:
     current().run(lease)
+
+
+@shared_task(name="benchflow.coordinate", acks_late=False, ignore_result=True)
+def coordinate(job: int) -> None:
+    """A job handed to the fleet: this worker takes it when no one holds it (its coordinator is a
+    process of its own; the task returns at once). Every worker also looks every 2 s."""
+    current().jobs.take(only=job)

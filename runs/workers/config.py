@@ -33,6 +33,12 @@ def lease_s() -> float:
     return _seconds("BENCHFLOW_LEASE_S", 30.0)
 
 
+def coordination_lease_s() -> float:
+    """How long a job's coordinator holds the job unrenewed (a third less than an attempt's lease,
+    at most 20 s): a worker adopts the job of a lost coordinator within about this long."""
+    return min(lease_s(), 20.0)
+
+
 def dispatcher_stale_s() -> float:
     """A coordinator not seen for this long is gone: workers start none of its attempts."""
     return max(3 * lease_s(), 15.0)

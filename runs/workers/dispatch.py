@@ -27,6 +27,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from runs import events as ev
+from runs.databases import reconnecting
 from runs.jobfolder import NOT_STARTED_MARK, new_attempt_dir, write_json
 from runs.results.attempt_folder import RESULT
 from runs.results.trial_result import TrialResult
@@ -85,7 +86,7 @@ class RemoteRunner:
     async def db(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Lease rows are read and written in one thread of their own, off the event loop."""
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._db, lambda: fn(*args, **kwargs))
+        return await loop.run_in_executor(self._db, lambda: reconnecting(fn, *args, **kwargs))
 
     async def open(self, cwd: Path, settings: dict[str, Any], slots: int) -> list[str]:
         """Register as the job's dispatcher (its -j `slots` held by the workers) and take over

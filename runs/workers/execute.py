@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from runs import events as ev
+from runs.jobfolder import machine_error
 from runs.trials.prepared import AttemptPlan, Prepared
 from runs.workers import leases
 from runs.workers.channel import control_key, events_key
@@ -77,6 +78,15 @@ class LeaseRun:
         keeper = asyncio.create_task(self._keep(held))
         try:
             await self._run(held, started)
+        except Exception as exc:
+            # the machine failed it (its disk is full, say), not the task: the lease lapses now,
+            # its coordinator runs it elsewhere, and this worker takes nothing more until it is well
+            if (err := machine_error(exc)) is None:
+                raise
+            keeper.cancel()
+            await w.db(leases.give_up, held.lease, held.claim)
+            w.machine.trouble(err)
+            self._ended(held, "lost", started, error=w.machine.problem)
         finally:
             keeper.cancel()
             w.held.pop(held.rollout, None)

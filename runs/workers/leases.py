@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from runs.databases import leases_db
 from runs.models import Dispatcher, Lease, LeaseState, Worker
+from runs.workers import coordination
 
 S = LeaseState
 HELD = (S.PREPARING, S.RUNNING)  # a worker holds it and renews it
@@ -144,7 +145,9 @@ def create(
     env_digest: str,
     enqueue: Callable[[int], None],
 ) -> int:
-    """A queued lease; `enqueue(id)` runs once it is committed (a worker must find the row)."""
+    """A queued lease; `enqueue(id)` runs once it is committed (a worker must find the row). A
+    coordinator on the fleet whose fence moved on creates none (it stops)."""
+    coordination.guard()
     with transaction.atomic(using=leases_db()):
         lease = Lease.objects.create(
             dispatcher_id=dispatcher,
@@ -265,6 +268,22 @@ def worker_draining(worker: int) -> None:
     """It takes nothing more (a warm shutdown: its attempts finish): it serves no queue now, so no
     other worker hands it a lease and no `bench run` counts on it."""
     Worker.objects.filter(pk=worker).update(queues=[])
+
+
+def worker_trouble(worker: int, problem: str) -> None:
+    """The machine cannot take attempts now (a full disk, say): it serves no queue, and says why."""
+    Worker.objects.filter(pk=worker).update(queues=[], problem=problem[:500])
+
+
+def worker_well(worker: int, queues: list[str]) -> None:
+    """The machine is well again: it serves its queues."""
+    Worker.objects.filter(pk=worker).update(queues=queues, problem="", last_seen_at=now())
+
+
+def give_up(lease: int, claim: int) -> bool:
+    """This worker cannot go on with the attempt (its machine failed it): the lease lapses now, so
+    its coordinator takes it back at its next look and runs it elsewhere, counted once."""
+    return _held(lease, claim, *HELD).update(expires_at=now()) == 1
 
 
 def worker_stopped(worker: int) -> None:

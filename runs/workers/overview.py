@@ -27,6 +27,7 @@ class WorkerRow:
     # job the index has no row of)
     running: list[tuple[str, str, str]] = field(default_factory=list)
     prepared: int = 0  # attempts claimed whose sandbox is being made or waits for a slot
+    problem: str = ""  # why it takes no attempt now (its disk is full, say)
 
 
 def workers(limit: int = 200) -> list[WorkerRow]:
@@ -37,7 +38,15 @@ def workers(limit: int = 200) -> list[WorkerRow]:
         seen = max((at - w.last_seen_at).total_seconds(), 0.0)
         state = "stopped" if w.stopped_at else "up" if seen <= worker_alive_s() else "gone"
         by_id[w.pk] = WorkerRow(
-            w.name, w.host, w.slots, list(w.queues or []), w.started_at, w.last_seen_at, state, seen
+            w.name,
+            w.host,
+            w.slots,
+            list(w.queues or []),
+            w.started_at,
+            w.last_seen_at,
+            state,
+            seen,
+            problem=w.problem,
         )
     held = Lease.objects.filter(worker_id__in=list(by_id), state__in=HELD, expires_at__gte=at)
     rows = list(held.order_by("id").values_list("worker_id", "job_path", "trial_name", "state"))

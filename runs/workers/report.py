@@ -50,6 +50,8 @@ class WorkerReporter:
                 f"[{event.worker}] removed {event.containers} container(s) whose owning process "
                 "on this machine died"
             )
+        elif isinstance(event, ev.WorkerNote):
+            self.line(f"[{event.worker}] {event.text}")
 
 
 def _rollout(event: ev.WorkerAttemptEnded) -> str:

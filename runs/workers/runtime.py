@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from runs import events as ev
+from runs.databases import reconnecting
 from runs.gateway import ModelGateway
 from runs.sandboxes.owners import reap_orphans
 from runs.workers import leases
@@ -24,6 +25,7 @@ from runs.workers.broker import Broker
 from runs.workers.channel import Channel, Outbox
 from runs.workers.config import reap_every_s
 from runs.workers.context import JobContext, LeaseInfo, WorkerSetupError, build_context
+from runs.workers.duties import JobTaker, MachineTrouble
 from runs.workers.execute import Held, LeaseRun, claim_lease, forward, usage_of
 from runs.workers.sealed import (
     Sealed,
@@ -91,6 +93,7 @@ class WorkerRuntime:
         redis_url: str,
         emit: Callable[[ev.Event], None],
         pass_env: dict[str, str] | None = None,
+        coordinate_argv: list[str] | None = None,
     ) -> None:
         self.name, self.run_slots, self.queues = name, slots, queues
         # the values of this worker's environment its admin lets sandboxes have (--pass-env)
@@ -103,6 +106,9 @@ class WorkerRuntime:
         self.redis_url = redis_url
         self.emit = emit
         self.worker_id = 0
+        self.serves = False  # Celery takes messages: it may take jobs too
+        self.jobs = JobTaker(self, coordinate_argv)  # the jobs on the fleet it coordinates
+        self.machine = MachineTrouble(self)  # why it takes nothing now (a full disk, say)
         self.held: dict[str, Held] = {}  # by rollout: whose events go to which coordinator
         self.loop = asyncio.new_event_loop()
         self.channel: Channel
@@ -164,7 +170,8 @@ class WorkerRuntime:
         # whether it would wait for a slot here (read across threads: a hint for the claim's
         # question whether another worker has one free)
         would_wait = self.slots.free <= self.pending
-        taken = claim_lease(lease, self.worker_id, would_wait)
+        # the database may have dropped this Celery thread's connection (it restarted)
+        taken = reconnecting(claim_lease, lease, self.worker_id, would_wait)
         if taken is not None:
             asyncio.run_coroutine_threadsafe(LeaseRun(self, lease)(*taken), self.loop).result()
 
@@ -177,6 +184,7 @@ class WorkerRuntime:
             leases.worker_serving(self.worker_id, self.queues)
         finally:
             connections.close_all()
+        self.serves = True
         self.emit(
             ev.WorkerStarted(
                 self.name, self.run_slots, tuple(self.queues), self._reaped, self.ahead
@@ -198,6 +206,7 @@ class WorkerRuntime:
             finally:
                 connections.close_all()
 
+        self.serves = False
         threading.Thread(target=mark, name="bench-worker-draining", daemon=True).start()
 
     def stop(self) -> None:
@@ -229,11 +238,16 @@ class WorkerRuntime:
         while not self._stopping.wait(SEEN_EVERY_S):
             try:
                 leases.worker_seen(self.worker_id)
+                self.machine.well_again()
+                self.jobs.take()
                 if time.monotonic() - reaped_at >= reap_every_s():
                     reaped_at = time.monotonic()
                     if removed := reap_orphans(self.client):
                         self.emit(ev.OrphansReaped(self.name, len(removed)))
             except Exception:  # noqa: BLE001 - the database or engine hiccuped: next time
+                from django.db import connections
+
+                connections.close_all()  # a connection the database dropped (it restarted)
                 continue
 
     # --- for the attempts -------------------------------------------------------------------------
@@ -245,7 +259,7 @@ class WorkerRuntime:
         the database's thread, before the trip returns to the loop (a hint of what was written)."""
 
         def trip() -> Any:
-            answer = fn(*args)
+            answer = reconnecting(fn, *args)
             if then is not None:
                 then(answer)
             return answer
@@ -254,7 +268,9 @@ class WorkerRuntime:
 
     async def keep_db(self, fn: Callable[..., Any], *args: Any) -> Any:
         """A trip of a held lease's upkeep (renewal, orders, a slot asked for elsewhere)."""
-        return await asyncio.get_running_loop().run_in_executor(self._keep_db, fn, *args)
+        return await asyncio.get_running_loop().run_in_executor(
+            self._keep_db, lambda: reconnecting(fn, *args)
+        )
 
     async def context(self, info: LeaseInfo) -> JobContext:
         async with self._context_lock:

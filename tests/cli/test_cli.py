@@ -236,3 +236,12 @@ def test_bench_cancel_stops_the_run_holding_the_jobs_lock_as_sigterm(tmp_path, c
     finally:
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
+
+
+def test_detach_with_no_worker_fleet_says_how_to_get_one(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("BENCHFLOW_REDIS_URL", raising=False)
+    assert main(["run", str(tmp_path), "-a", "oracle", "--detach"]) == 2
+    err = capsys.readouterr().err
+    assert "--detach hands the job to a bench worker" in err and "fix: start one" in err
+    assert not (tmp_path / "jobs").exists()

@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable
@@ -205,3 +206,132 @@ class Cluster:
 def worker_name(cluster: Cluster, worker: subprocess.Popen[bytes]) -> str:
     line = next(x for x in cluster.log(worker).splitlines() if " up: " in x)
     return line.split("worker ", 1)[1].split(" up:", 1)[0]
+
+
+class Machine:
+    """A machine of the test's deployment: a PID, UTS and mount namespace (`unshare -fpu
+    --mount-proc --kill-child`) with a host name of its own, running a `bench worker`. Killing it
+    takes everything on it at once (its worker, the coordinators that worker started); the
+    Docker engine is shared, as a machine's containers outlive it on a real engine until its
+    worker comes back and sweeps them."""
+
+    def __init__(self, cluster: Cluster, name: str, slots: int = 2) -> None:
+        if shutil.which("unshare") is None:
+            pytest.fail("unshare (util-linux) is not installed")
+        self.cluster, self.name, self.slots = cluster, name, slots
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.boots = 0
+        self.log_path = cluster.cwd / f"machine-{name}.log"
+
+    def start(self) -> Machine:
+        self.boots += 1
+        with open(self.log_path, "ab") as out:
+            out.write(f"--- boot {self.boots}\n".encode())
+            out.flush()
+            self.proc = subprocess.Popen(
+                [
+                    "unshare",
+                    "-fpu",
+                    "--mount-proc",
+                    "--kill-child",
+                    "--",
+                    "sh",
+                    "-c",
+                    'hostname "$0" && exec "$@"',
+                    self.name,
+                    sys.executable,
+                    "-m",
+                    "benchflow_site.cli",
+                    "worker",
+                    "--concurrency",
+                    str(self.slots),
+                    "--name",
+                    f"{self.name}-worker",
+                ],
+                cwd=self.cluster.cwd,
+                env=self.cluster.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        boot = self.boots
+        wait_for(lambda: self.booted(boot), 60, f"machine {self.name}'s worker to start")
+        return self
+
+    def booted(self, boot: int) -> bool:
+        text = self.log()
+        return " up: " in text.split(f"--- boot {boot}\n", 1)[-1]
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def kill(self) -> None:
+        """The machine dies: every process on it at once (its namespace's init is killed)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(30)
+
+    def started(self) -> list[str]:
+        """Trials its worker's log says it started (every boot)."""
+        return [
+            line.split("] started ", 1)[1].split(" (", 1)[0]
+            for line in self.log().splitlines()
+            if "] started " in line
+        ]
+
+
+class PrivatePostgres:
+    """A PostgreSQL server of the test's own (initdb in a folder of its own, a free loopback
+    port), which the test may restart: the machine's shared one is never touched."""
+
+    def __init__(self, folder: Path) -> None:
+        found = sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"))
+        if not found:
+            pytest.fail("PostgreSQL's server programs are not installed (postgresql package)")
+        self.bin = found[-1].parent
+        # a folder the postgres user can reach (a test's tmp_path is its owner's alone)
+        self.folder = Path(tempfile.mkdtemp(prefix="bench-pg-"))
+        os.chmod(self.folder, 0o755)
+        self.data = self.folder / "pgdata"
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.url = f"postgres://postgres@127.0.0.1:{self.port}/postgres"
+
+    def _as_postgres(self, *args: str) -> None:
+        prefix = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        subprocess.run([*prefix, *args], check=True, capture_output=True, timeout=120)
+
+    def start(self) -> None:
+        if not self.data.exists():
+            self.data.mkdir()
+            if os.geteuid() == 0:
+                shutil.chown(self.data, "postgres", "postgres")
+            self._as_postgres(
+                str(self.bin / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres"
+            )
+        self._as_postgres(
+            str(self.bin / "pg_ctl"),
+            "-D",
+            str(self.data),
+            "-w",
+            "-l",
+            str(self.data / "server.log"),
+            "-o",
+            f"-p {self.port} -k {self.data} -c listen_addresses=127.0.0.1 -c fsync=off",
+            "start",
+        )
+
+    def restart(self) -> None:
+        """Stopped at once (every connection cut, as a crash), then started again."""
+        self._as_postgres(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "stop")
+        self.start()
+
+    def stop(self) -> None:
+        if self.data.exists():
+            try:
+                self._as_postgres(
+                    str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "stop"
+                )
+            except subprocess.CalledProcessError:
+                pass
+        shutil.rmtree(self.folder, ignore_errors=True)

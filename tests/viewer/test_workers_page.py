@@ -89,3 +89,18 @@ def test_a_trials_page_names_the_worker_each_attempt_ran_on(client, view_root):
     assert "<th>Worker</th>" in page and '<td class="muted">box-b:22</td>' in page
     other = client.get(f"/jobs/{key(job)}/local/").content.decode()
     assert '<td class="muted">in process</td>' in other
+
+
+def test_a_worker_whose_disk_is_full_says_why_it_takes_nothing(client):
+    sick = leases.register_worker("full-box:3", 2, ["benchflow"])
+    leases.worker_trouble(sick, "takes no attempt: no space left on the device (/jobs/x)")
+    assert (
+        Worker.objects.get(pk=sick).queues == []
+    )  # no coordinator counts on it, none hands it one
+    page = client.get("/workers/").content.decode()
+    row = page[page.index("full-box:3") :].split("</tr>", 1)[0]
+    assert "takes no attempt: no space left on the device (/jobs/x)" in row
+    leases.worker_well(sick, ["benchflow"])
+    row = client.get("/workers/").content.decode()
+    assert "no space left" not in row
+    assert Worker.objects.get(pk=sick).queues == ["benchflow"]

@@ -1,0 +1,258 @@
+"""Jobs that heal themselves: a job handed to the worker fleet (`bench run --detach`) goes on when
+a machine of the deployment dies. Each machine is a PID and UTS namespace of its own (tests/e2e/
+scaleout.py: Machine), so a kill takes everything on it at once. The job finishes with no person
+acting, every trial counted once, and no container left."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import job_dirs, results_of, run_args, write_task
+from tests.e2e.scaleout import Cluster, Machine, PrivatePostgres, PrivateRedis, wait_for
+
+pytestmark = [pytest.mark.docker, pytest.mark.database]
+
+SLIM = "FROM debian:bookworm-slim\nWORKDIR /app\n"
+PASSES = "echo 1 > /logs/verifier/reward.txt\n"
+FOUR = ["alpha", "beta", "gamma", "delta"]
+
+
+def sleepers(root: Path, names: list[str], seconds: float) -> None:
+    for name in names:
+        write_task(
+            root / "tasks", name, dockerfile=SLIM, test_sh=PASSES, solve_sh=f"sleep {seconds}\n"
+        )
+
+
+def coordination(cluster: Cluster, job: Path) -> tuple[str, str, int, list]:
+    """(state, host, fence, handovers) of the job's coordination row."""
+    rows = cluster.lease_query(
+        "SELECT state, host, fence, handovers FROM runs_coordination WHERE job_path = %s",
+        str(job.resolve()),
+    )
+    if not rows:
+        return ("", "", 0, [])
+    state, host, fence, handovers = rows[0]
+    return state, host, fence, handovers if isinstance(handovers, list) else json.loads(handovers)
+
+
+def containers_of(docker_client, job: Path) -> list:
+    label = f"benchflow.job_dir={job.resolve()}"
+    return docker_client.containers.list(all=True, filters={"label": label}, sparse=True)
+
+
+def test_the_coordinators_machine_dies_and_another_worker_adopts_the_job(
+    docker_client, cluster, tmp_path
+):
+    # given two machines, each with a worker, and four tasks of 8 s handed to the fleet at -j 2
+    sleepers(tmp_path, FOUR, 8)
+    machines = {m.name: m for m in (Machine(cluster, "m-one"), Machine(cluster, "m-two"))}
+    try:
+        for machine in machines.values():
+            machine.start()
+        detached = cluster.bench(*run_args("oracle", "-j", "2", "--detach"), timeout=120)
+        assert detached.returncode == 0, detached.stdout + detached.stderr
+        assert "handed to the worker fleet" in detached.stdout
+        [job] = job_dirs(tmp_path / "jobs")
+        wait_for(lambda: coordination(cluster, job)[0] == "running", 60, "a worker to take it")
+        wait_for(lambda: sum(len(m.started()) for m in machines.values()) >= 2, 120, "two attempts")
+        # when the coordinator's machine dies (its worker and its attempts with it)
+        _state, lost_host, fence, _ = coordination(cluster, job)
+        machines[lost_host].kill()
+        survivor = next(m for name, m in machines.items() if name != lost_host)
+        # then the other machine adopts the job and finishes it, no person acting
+        wait_for(lambda: coordination(cluster, job)[2] > fence, 60, "another worker to adopt it")
+        wait_for(lambda: coordination(cluster, job)[0] == "ended", 300, "the job to end")
+        # the lost machine comes back: its worker sweeps the containers its dead processes left
+        machines[lost_host].start()
+        wait_for(lambda: containers_of(docker_client, job) == [], 60, "no container of the job")
+        shown = cluster.bench("results", str(job))
+    finally:
+        for machine in machines.values():
+            machine.kill()
+    state, host, _fence, handovers = coordination(cluster, job)
+    assert host == survivor.name
+    [handover] = handovers
+    assert (handover["from"], handover["to"], handover["why"]) == (lost_host, survivor.name, "lost")
+    # every trial counted once: in the results, the summary and its rollout count
+    assert sorted(r["trial_name"] for r in results_of(job)) == sorted(FOUR)
+    counted = Counter(r["trial_name"] for r in results_of(job))
+    assert set(counted.values()) == {1}
+    summary = json.loads((job / "summary.json").read_text())
+    assert (summary["total"], summary["passed"]) == (4, 4)
+    # where it was coordinated, and the handover, as `bench results` says them
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert f"coordinator on {lost_host} lost at " in shown.stdout, shown.stdout
+    assert f"adopted by {survivor.name} at " in shown.stdout, shown.stdout
+
+
+def detach(cluster: Cluster, tmp_path: Path) -> Path:
+    detached = cluster.bench(*run_args("oracle", "-j", "2", "--detach"), timeout=120)
+    assert detached.returncode == 0, detached.stdout + detached.stderr
+    [job] = job_dirs(tmp_path / "jobs")
+    return job
+
+
+def counted_once(job: Path) -> None:
+    """Every trial once in the results and the summary, all passed."""
+    names = [r["trial_name"] for r in results_of(job)]
+    assert sorted(names) == sorted(FOUR), names
+    summary = json.loads((job / "summary.json").read_text())
+    assert (summary["total"], summary["passed"], summary["n_attempts"]) == (4, 4, 4), summary
+
+
+@pytest.fixture
+def private(bench_env, tmp_path) -> Iterator[tuple[Cluster, PrivateRedis, PrivatePostgres]]:
+    """A deployment of the test's own: its own Redis and PostgreSQL, which it may restart."""
+    redis = PrivateRedis(tmp_path)
+    redis.start()
+    pg = PrivatePostgres(tmp_path / "pg")
+    pg.start()
+    env = {**bench_env, "DATABASE_URL": pg.url}
+    cluster = Cluster(env, tmp_path, redis.url, pg.url)
+    try:
+        yield cluster, redis, pg
+    finally:
+        cluster.stop()
+        redis.stop()
+        pg.stop()
+
+
+def pause_redis(redis: PrivateRedis) -> None:
+    subprocess.run(
+        ["redis-cli", "-p", str(redis.port), "CLIENT", "PAUSE", "30000", "ALL"],
+        check=True,
+        capture_output=True,
+    )
+
+
+FAULTS: dict[str, Callable[[PrivateRedis, PrivatePostgres], None]] = {
+    "redis restarted": lambda redis, pg: (redis.stop(), time.sleep(2), redis.start()),
+    "redis paused 30 s": lambda redis, pg: pause_redis(redis),
+    "postgresql restarted": lambda redis, pg: pg.restart(),
+}
+
+
+@pytest.mark.parametrize("fault", list(FAULTS))
+def test_the_job_finishes_through_a_fault_of_redis_or_postgresql(
+    docker_client, private, tmp_path, fault
+):
+    # given two machines and four tasks of 8 s on the fleet, on a Redis and PostgreSQL of its own
+    cluster, redis, pg = private
+    sleepers(tmp_path, FOUR, 8)
+    machines = [Machine(cluster, "m-one").start(), Machine(cluster, "m-two").start()]
+    try:
+        job = detach(cluster, tmp_path)
+        wait_for(lambda: sum(len(m.started()) for m in machines) >= 2, 120, "two attempts")
+        # when the fault happens mid-job
+        FAULTS[fault](redis, pg)
+        # then the job finishes with no person acting, each trial counted once, no container left
+        wait_for(lambda: coordination(cluster, job)[0] == "ended", 300, "the job to end")
+        wait_for(lambda: containers_of(docker_client, job) == [], 60, "no container of the job")
+    finally:
+        for machine in machines:
+            machine.kill()
+    counted_once(job)
+
+
+def test_a_workers_machine_dies_and_its_attempts_run_again_counted_once(
+    docker_client, cluster, tmp_path
+):
+    # given two machines and four tasks of 8 s on the fleet
+    sleepers(tmp_path, FOUR, 8)
+    machines = {m.name: m for m in (Machine(cluster, "m-one"), Machine(cluster, "m-two"))}
+    try:
+        for machine in machines.values():
+            machine.start()
+        job = detach(cluster, tmp_path)
+        wait_for(lambda: coordination(cluster, job)[0] == "running", 60, "a worker to take it")
+        coordinator_host = coordination(cluster, job)[1]
+        other = next(m for name, m in machines.items() if name != coordinator_host)
+        wait_for(lambda: len(other.started()) >= 1, 120, "an attempt on the other machine")
+        # when the machine that runs attempts but does not coordinate dies
+        other.kill()
+        # then the job finishes, the lost attempts run again elsewhere, counted once
+        wait_for(lambda: coordination(cluster, job)[0] == "ended", 300, "the job to end")
+        other.start()  # back: it sweeps what its dead processes left
+        wait_for(lambda: containers_of(docker_client, job) == [], 60, "no container of the job")
+    finally:
+        for machine in machines.values():
+            machine.kill()
+    assert coordination(cluster, job)[3] == []  # its coordinator never changed
+    counted_once(job)
+
+
+def test_the_web_servers_machine_dies_after_a_launch_and_the_job_goes_on(
+    docker_client, cluster, tmp_path
+):
+    # given a worker machine, and a web machine that hands a job to the fleet as the launch form
+    # does (the same Launcher), then dies at once
+    sleepers(tmp_path, FOUR, 4)
+    worker = Machine(cluster, "m-one").start()
+    try:
+        web = subprocess.Popen(
+            [
+                "unshare",
+                "-fpu",
+                "--mount-proc",
+                "--kill-child",
+                "--",
+                "sh",
+                "-c",
+                'hostname web && exec "$@"',
+                "web",
+                *cluster_bench_argv(),
+                *run_args("oracle", "-j", "2", "--detach"),
+            ],
+            cwd=tmp_path,
+            env=cluster.env,
+        )
+        assert web.wait(120) == 0
+        web.kill()  # nothing of the job is left there: the web machine holds no job state
+        [job] = job_dirs(tmp_path / "jobs")
+        # then the job finishes on the fleet with no person acting
+        wait_for(lambda: coordination(cluster, job)[0] == "ended", 300, "the job to end")
+        wait_for(lambda: containers_of(docker_client, job) == [], 60, "no container of the job")
+    finally:
+        worker.kill()
+    counted_once(job)
+
+
+def cluster_bench_argv() -> list[str]:
+    import sys
+
+    return [sys.executable, "-m", "benchflow_site.cli"]
+
+
+def test_an_operator_drains_the_coordinators_machine_and_the_job_moves(
+    docker_client, cluster, tmp_path
+):
+    # given two machines and four tasks of 8 s on the fleet
+    sleepers(tmp_path, FOUR, 8)
+    machines = [Machine(cluster, "m-one").start(), Machine(cluster, "m-two").start()]
+    try:
+        job = detach(cluster, tmp_path)
+        wait_for(lambda: coordination(cluster, job)[0] == "running", 60, "a worker to take it")
+        wait_for(lambda: sum(len(m.started()) for m in machines) >= 2, 120, "two attempts")
+        host = coordination(cluster, job)[1]
+        # when an operator drains that machine
+        drained = cluster.bench("drain", host)
+        assert drained.returncode == 0, drained.stdout + drained.stderr
+        assert f"{job.name}: moves off {host}" in drained.stdout
+        # then a worker elsewhere takes the job over, and it finishes, each trial counted once
+        wait_for(lambda: coordination(cluster, job)[1] not in ("", host), 60, "the handover")
+        wait_for(lambda: coordination(cluster, job)[0] == "ended", 300, "the job to end")
+        wait_for(lambda: containers_of(docker_client, job) == [], 60, "no container of the job")
+    finally:
+        for machine in machines:
+            machine.kill()
+    [handover] = coordination(cluster, job)[3]
+    assert (handover["from"], handover["why"]) == (host, "drained")
+    counted_once(job)
