@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -60,16 +61,29 @@ def test_the_job_page_searches_its_trials_and_links_the_hit_to_its_step(client, 
     page = client.get(f"/jobs/{key(first)}/?q=segfault").content.decode()
     assert '<input type="search" name="q" value="segfault"' in page
     assert "1 trial(s)" in page  # alpha only: gamma is another job's
-    assert "/alpha/?attempt=alpha__00000001#e2" in page
+    assert "/alpha/?attempt=alpha__00000001#c2" in page
     assert "Segfault in parse()" in page
     assert "beta" not in page.split("<tbody>")[1]
+
+
+def test_a_hits_anchor_names_the_stream_item_of_its_model_call(client, jobs):
+    first, _ = jobs
+    page = client.get(f"/jobs/{key(first)}/?q=segfault").content.decode()
+    anchor = re.search(r"/alpha/\?attempt=alpha__00000001#(c\d+)", page)
+    assert anchor is not None
+    trial = client.get(f"/jobs/{key(first)}/alpha/?attempt=alpha__00000001").content.decode()
+    # the item holding the call's marker is the one whose reply mentions the segfault
+    item = trial.split(f'id="{anchor.group(1)}"', 1)[1].split("</details>", 1)[0]
+    after = trial.split(f'id="{anchor.group(1)}"', 1)[1].split('data-call="', 2)
+    assert 'class="en"' in item and "model call" in item
+    assert "Segfault in parse()" in after[1] and (len(after) < 3 or "Segfault" not in after[2])
 
 
 def test_search_across_jobs_finds_each_trial_with_its_snippet_and_anchor(client, jobs):
     page = client.get("/search/?q=SEGFAULT").content.decode()
     assert "2 trial(s) found" in page
-    assert "/alpha/?attempt=alpha__00000001#e2" in page
-    assert "/gamma/?attempt=gamma__00000004#e0" in page
+    assert "/alpha/?attempt=alpha__00000001#c2" in page
+    assert "/gamma/?attempt=gamma__00000004#c0" in page
     assert "segfault again" in page and "2026-11-30__12-00-00" in page
     one = client.get("/search/?q=segfault&job=2026-11-29__12-00-00").content.decode()
     assert "1 trial(s) found" in one and "gamma" not in one
