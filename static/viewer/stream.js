@@ -22,7 +22,9 @@
       var b = ev.target.closest("button[data-tab]");
       if (b) show(b.dataset.tab);
     });
-    show("stream");
+    // the stream first; an attempt without one (a script agent's) opens on its files, where its
+    // output is
+    show(tabs.dataset.first || "stream");
   }
   if (!stream || !bar) return;
 
