@@ -151,9 +151,12 @@ class Found:
     step: int
     label: str
     text: str
+    at: str = ""  # a note's step (`e<n>`): the anchor of a hit in a person's note
 
     @property
     def anchor(self) -> str:
+        if self.at:
+            return f"#{self.at}"
         return f"#c{self.step}" if self.step >= 0 else ""
 
 
@@ -182,6 +185,7 @@ def found_in(q: str, hits: list[search.Hit]) -> list[Found]:
                 where.step,
                 where.label,
                 where.text,
+                where.at,
             )
         )
     return out

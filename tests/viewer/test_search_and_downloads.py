@@ -118,8 +118,40 @@ def test_one_trial_downloads_as_json_with_its_result_and_transcript(client, jobs
     assert attempt["result"]["rewards"] == {"reward": 1.0}
     assert len(attempt["transcript"]) == 3
     assert "Segfault" in json.dumps(attempt["transcript"][2])
-    assert doc["notes"] == []
+    assert doc["notes"] == [] and doc["verdict"] is None
     assert client.get(f"/jobs/{key(first)}/nobody/trial.json").status_code == 404
+
+
+def test_a_note_is_in_the_trials_download_and_its_words_are_found_by_search(
+    client, jobs, django_user_model
+):
+    # given a person's note on beta's step e3, written on the trial page
+    first, _ = jobs
+    client.force_login(django_user_model.objects.create_user("vic", password="pw-vic-12345678"))
+    response = client.post(
+        f"/jobs/{key(first)}/beta/note/",
+        {"text": "Flaky: a Heisenbug in the fixture", "tags": "flaky", "step": "e3"},
+    )
+    assert response.status_code == 302
+    # when the trial is downloaded
+    body = b"".join(client.get(f"/jobs/{key(first)}/beta/trial.json").streaming_content)
+    doc = json.loads(body)
+    # then its note and tags are in it
+    [note] = doc["notes"]
+    assert (note["text"], note["tags"], note["step"]) == (
+        "Flaky: a Heisenbug in the fixture",
+        ["flaky"],
+        3,
+    )
+    assert note["author"] == "vic"
+    # and search finds the trial by the note's words, linked to its step
+    page = client.get("/search/?q=heisenbug").content.decode()
+    assert "1 trial(s) found" in page
+    assert "/beta/?attempt=beta__00000002#e3" in page and "Heisenbug" in page
+    assert "1 trial(s)" in client.get(f"/jobs/{key(first)}/?q=heisenbug+fixture").content.decode()
+    # a tag is a word of the note too; words of calls and of notes are not mixed in one hit
+    assert "1 trial(s) found" in client.get("/search/?q=flaky").content.decode()
+    assert "0 trial(s) found" in client.get("/search/?q=heisenbug+segfault").content.decode()
 
 
 def test_every_view_keeps_its_state_in_its_url(client, jobs):
