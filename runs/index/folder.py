@@ -20,8 +20,8 @@ from django.db import transaction
 
 from runs import events as ev
 from runs.index import rows as index_rows
-from runs.index.projector import Projector
 from runs.index import search
+from runs.index.projector import Projector
 from runs.index.replay import BATCH
 from runs.jobfolder import LOCK_FILE
 from runs.models import Job, ReviewNote, Trial, TrialVerdict, Verdict

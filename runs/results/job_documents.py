@@ -40,7 +40,7 @@ def read_reviews(job_dir: str | os.PathLike[str]) -> tuple[dict[str, dict[str, A
     doc = read_object(path)
     trials = doc.get("trials") if doc is not None else None
     if not isinstance(trials, dict):
-        return {}, f"{path}: not a reviews document (an object with \"trials\"); left as it is"
+        return {}, f'{path}: not a reviews document (an object with "trials"); left as it is'
     return {str(k): v for k, v in trials.items() if isinstance(v, dict)}, ""
 
 
