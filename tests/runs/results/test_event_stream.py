@@ -119,6 +119,8 @@ def test_a_claude_subagent_is_nested_under_the_task_call_that_spawned_it(tmp_pat
     # then
     assert source == es.Source("claude", "agent/sessions/projects/-app/s1.jsonl")
     assert [e.kind for e in events] == ["prompt", "call", "tool", "message"]
+    # the log's first model call stands for the trajectory's first line (a search hit's `#c0`)
+    assert [e.call_anchor for e in events] == ["", "c0", "", ""]
     task = events[2]
     assert (task.tool, task.status, task.output, task.duration_s) == ("task", "ok", "found it", 60)
     assert [c.kind for c in task.children] == ["prompt", "tool"]
