@@ -21,7 +21,7 @@ from runs.jobfolder import read_object, write_json
 from runs.problems import UserError
 from runs.results.attempt_folder import RESULT
 from runs.results.harbor import write as harbor
-from runs.results.job_documents import is_job_folder, not_a_job, read_job
+from runs.results.job_documents import REVIEWS, is_job_folder, not_a_job, read_job
 from runs.results.load import Trial, load_job
 from runs.tasks.load import folder_digest
 
@@ -130,5 +130,9 @@ def export_harbor(job_dir: Path, out: Path) -> Exported:
             trials,
         ),
     )
+    # people's notes, tags and verdicts, keyed by trial name as the copy's trials are (`bench index`
+    # of the copy reads them back)
+    if (job_dir / REVIEWS).is_file() and not (job_dir / REVIEWS).is_symlink():
+        shutil.copyfile(job_dir / REVIEWS, out / REVIEWS)
     report.trials = len(trials)
     return report

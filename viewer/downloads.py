@@ -24,6 +24,7 @@ from django.http import HttpRequest, StreamingHttpResponse
 from django.utils.http import content_disposition_header
 
 from runs.results import attempt_folder, attempt_page, files
+from runs.review import human
 from viewer import queries
 
 try:
@@ -90,6 +91,7 @@ def _json(job: queries.Job, sort: str, show: str, q: str) -> Iterator[bytes]:
 
 def _trial(job: queries.Job, trial: queries.Trial) -> Iterator[bytes]:
     """The trial as one JSON document, an attempt and a model call at a time."""
+    notes, verdicts = human.trial_reviews(trial)
     head = {
         "job": job.name,
         "key": job.key,
@@ -97,9 +99,10 @@ def _trial(job: queries.Job, trial: queries.Trial) -> Iterator[bytes]:
             **{name: _value(getattr(trial, field)) for name, field in COLUMNS},
             "best_attempt": None,
         },
-        # Notes are not in the index yet: when they are, a trial's go here (and into the search,
-        # runs/index/search.py, as pieces of kind "note").
-        "notes": [],
+        # people's notes and tags, and verdicts, as reviews.json holds them (runs/review/human.py)
+        "notes": [human.note_record(n) for n in notes],
+        "verdict": verdicts[-1].verdict if verdicts else None,
+        "verdicts": [human.verdict_record(v) for v in verdicts],
     }
     attempts = queries.attempts(trial)
     best = next((a.rollout_name for a in attempts if a.pk == trial.best_id), None)

@@ -142,7 +142,7 @@ def trials_page(
 @dataclass(frozen=True)
 class Found:
     """Where a search found a trial: its attempt and step (the model call's 0-based line in the
-    trajectory: the trial page's `#e<step>` anchor; -1 for the attempt's own words), and the
+    trajectory: the trial page's `#c<step>` anchor, on the stream item of that call; -1 for the attempt's own words), and the
     words around the first it found."""
 
     job_key: str
@@ -152,10 +152,13 @@ class Found:
     step: int
     label: str
     text: str
+    at: str = ""  # a note's step (`e<n>`): the anchor of a hit in a person's note
 
     @property
     def anchor(self) -> str:
-        return f"#e{self.step}" if self.step >= 0 else ""
+        if self.at:
+            return f"#{self.at}"
+        return f"#c{self.step}" if self.step >= 0 else ""
 
 
 def found_in(q: str, hits: list[search.Hit]) -> list[Found]:
@@ -183,6 +186,7 @@ def found_in(q: str, hits: list[search.Hit]) -> list[Found]:
                 where.step,
                 where.label,
                 where.text,
+                where.at,
             )
         )
     return out

@@ -11,6 +11,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonRes
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from runs.index import search
 from runs.problems import UserError
 from runs.review import human
 from viewer import queries
@@ -32,7 +33,7 @@ def add_note(request: HttpRequest, job: str, trial: str) -> HttpResponse:
     step = STEP.fullmatch(request.POST.get("step", "").strip())
     rollout = request.POST.get("attempt", "")[:300]
     try:
-        human.add_note(
+        note = human.add_note(
             row,
             text=request.POST.get("text", ""),
             tags=human.parse_tags(request.POST.get("tags", "")),
@@ -40,6 +41,7 @@ def add_note(request: HttpRequest, job: str, trial: str) -> HttpResponse:
             rollout_name=rollout,
             step=int(step.group(1)) if step else None,
         )
+        search.index_notes([note])  # its words findable at once, in the same transaction
     except UserError as exc:
         messages.error(request, str(exc))
     return _back(job, trial, rollout)

@@ -12,6 +12,7 @@ import fcntl
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +20,14 @@ from django.db import transaction
 
 from runs import events as ev
 from runs.index import rows as index_rows
+from runs.index import search
 from runs.index.projector import Projector
 from runs.index.replay import BATCH
 from runs.jobfolder import LOCK_FILE
-from runs.models import Job, Trial
+from runs.models import Job, ReviewNote, Trial, TrialVerdict, Verdict
 from runs.results import job_documents
 from runs.results.attempt_folder import AttemptRecord, job_attempts
-from runs.results.job_documents import read_job
+from runs.results.job_documents import read_job, read_reviews
 
 
 def is_job_folder(path: Path) -> bool:
@@ -68,6 +70,61 @@ class Indexed:
     attempts: int
     trials: int
     live: bool
+    reviews: int = 0  # notes and verdicts read back from reviews.json
+    problem: str = ""  # why reviews.json was not read
+
+
+def _when(value: Any) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(value)) if value else None
+    except ValueError:
+        return None
+
+
+def restore_reviews(job: Job, trials: dict[str, dict[str, Any]]) -> int:
+    """The notes and verdicts of reviews.json as rows, for each trial that has none (a new index,
+    a copied folder): the dashboard's index can be rebuilt from folders, people's review too. A
+    trial with rows keeps them (they are what wrote the file). Returns how many rows were made."""
+    rows = {t.name: t for t in Trial.objects.filter(job=job, name__in=list(trials))}
+    reviewed = set(
+        ReviewNote.objects.filter(trial__job=job).values_list("trial__name", flat=True)
+    ) | set(TrialVerdict.objects.filter(trial__job=job).values_list("trial__name", flat=True))
+    made, notes = 0, []
+    for name, entry in trials.items():
+        trial = rows.get(name)
+        if trial is None or name in reviewed:
+            continue
+        for v in entry.get("verdicts") or ():
+            if not isinstance(v, dict) or v.get("verdict") not in Verdict.values:
+                continue
+            row = TrialVerdict.objects.create(
+                trial=trial,
+                verdict=v["verdict"],
+                note=str(v.get("note") or ""),
+                author_name=str(v.get("author") or "")[:150],
+            )
+            if (at := _when(v.get("created_at"))) is not None:
+                TrialVerdict.objects.filter(pk=row.pk).update(created_at=at)
+            made += 1
+        for n in entry.get("notes") or ():
+            if not isinstance(n, dict):
+                continue
+            tags = [w for t in n.get("tags") or () if isinstance(t, str) for w in t.lower().split()]
+            step = n.get("step")
+            note = ReviewNote.objects.create(
+                trial=trial,
+                rollout_name=str(n.get("rollout_name") or "")[:300],
+                step=step if isinstance(step, int) and not isinstance(step, bool) else None,
+                text=str(n.get("text") or ""),
+                tags=f" {' '.join(tags)} " if tags else "",
+                author_name=str(n.get("author") or "")[:150],
+            )
+            if (at := _when(n.get("created_at"))) is not None:
+                ReviewNote.objects.filter(pk=note.pk).update(created_at=at)
+            notes.append(note)
+            made += 1
+    search.index_notes(notes)
+    return made
 
 
 def _row(record: AttemptRecord, live: bool) -> dict[str, Any]:
@@ -131,9 +188,11 @@ def index_job(job_dir: Path) -> Indexed:
         if batch:
             projector.apply(ev.AttemptFoldersRead(tuple(batch)))
         projector.apply(ev.Indexed(job_dir.name, str(job_dir), count))
-    job = Job.objects.get(path=str(job_dir))
+        job = Job.objects.get(path=str(job_dir))
+        reviews, problem = read_reviews(job_dir)
+        restored = restore_reviews(job, reviews) if reviews else 0
     trials = Trial.objects.filter(job=job, n_attempts__gt=0).count()
-    return Indexed(job, count, trials, live)
+    return Indexed(job, count, trials, live, restored, problem)
 
 
 def index_path(path: Path, say: Callable[[str], None] = lambda _line: None) -> list[Indexed]:
@@ -144,6 +203,9 @@ def index_path(path: Path, say: Callable[[str], None] = lambda _line: None) -> l
         say(
             f"{job_dir.name}: {report.attempts} attempts, {report.trials} trials with attempts"
             + (" (running)" if report.live else "")
+            + (f", {report.reviews} notes and verdicts from reviews.json" if report.reviews else "")
         )
+        if report.problem:
+            say(report.problem)
         done.append(report)
     return done

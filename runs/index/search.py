@@ -11,6 +11,10 @@ word, never the text); on PostgreSQL they are SearchDoc rows, their words in the
 a query finds the same trials on either. A query's words must all be in one piece; which call of
 the piece holds them is found when a hit is shown (`locate`), from the folder.
 
+A person's note (runs.models.ReviewNote: its text and tags) is a piece of its own, in the same
+index under the id minus the note's id (notes are appended, never edited, so a piece is written
+once): a hit there is at piece -<note id>, and is shown with the note's words and its step.
+
 Filled when an attempt finishes or is cancelled (the projector's handlers) and by `bench index`
 (runs/index/replay.py), once per attempt (Attempt.searched). A deleted attempt's pieces go with it
 on PostgreSQL; on SQLite they stay in the FTS table, and a query, which joins each piece to its
@@ -26,7 +30,7 @@ from typing import Any
 
 from django.db import connections, router
 
-from runs.models import Attempt, Job, SearchDoc, job_key
+from runs.models import Attempt, Job, ReviewNote, SearchDoc, job_key
 from runs.results import search_text
 from runs.results.search_text import BLOCK, Piece
 
@@ -100,6 +104,44 @@ def add(batch: Iterable[Pieces]) -> int:
     return len(rows)
 
 
+def note_words(note: ReviewNote) -> str:
+    return f"{note.text}\n{note.tags}"
+
+
+def _note_attempt(note: ReviewNote) -> int | None:
+    """The attempt a note is on: the one it names, else its trial's latest."""
+    rows = Attempt.objects.filter(trial_id=note.trial_id).order_by("-id")
+    named = rows.filter(rollout_name=note.rollout_name).first() if note.rollout_name else None
+    row = named or rows.first()
+    return row.pk if row is not None else None
+
+
+def index_notes(notes: Iterable[ReviewNote]) -> int:
+    """Each note's words as a piece of its own (id: minus the note's id); called once a note, when
+    its row is made (a note is never edited). A note of a trial without an attempt is not indexed
+    (nothing to show it on). Returns how many were indexed."""
+    rows = [
+        (-n.pk, attempt, body)
+        for n in notes
+        if (body := " ".join(search_text.words(note_words(n))))
+        and (attempt := _note_attempt(n)) is not None
+    ]
+    connection = _connection()
+    with connection.cursor() as cursor:
+        if rows and connection.vendor == "postgresql":
+            cursor.executemany(
+                f"INSERT INTO {SearchDoc._meta.db_table} (id, attempt_id, body) "
+                "VALUES (%s, %s, strip(to_tsvector('simple', %s))) ON CONFLICT (id) DO NOTHING",
+                rows,
+            )
+        elif rows:
+            cursor.executemany(
+                f"INSERT INTO {FTS} (rowid, body) VALUES (%s, %s)",
+                [(pk, body) for pk, _attempt, body in rows],
+            )
+    return len(rows)
+
+
 def settle() -> None:
     """After a whole job folder is indexed: the FTS5 index's segments merged into one (about a
     fifth smaller, and a query reads one list a word); PostgreSQL's GIN index needs nothing."""
@@ -138,11 +180,21 @@ def _match(words: list[str]) -> tuple[str, list[Any]]:
         ids = f"SELECT rowid AS pk FROM {FTS} WHERE {FTS} MATCH %s"
         params = [" ".join(f'"{w}"' for w in words)]
     attempt, trial = Attempt._meta.db_table, Attempt.trial.field.related_model._meta.db_table
+    note = ReviewNote._meta.db_table
+    on_note = (
+        f"COALESCE((SELECT MAX(a.id) FROM {attempt} a WHERE a.trial_id = n.trial_id "
+        f"AND a.rollout_name = n.rollout_name), (SELECT MAX(a.id) FROM {attempt} a "
+        "WHERE a.trial_id = n.trial_id))"
+    )
     return (
         f"SELECT a.id AS attempt_id, m.pk / {ATTEMPTS} AS piece, a.trial_id AS trial_id, "
         f"t.job_id AS job_id FROM ({ids}) m "
-        f"JOIN {attempt} a ON a.id = m.pk %% {ATTEMPTS} JOIN {trial} t ON t.id = a.trial_id",
-        params,
+        f"JOIN {attempt} a ON a.id = m.pk %% {ATTEMPTS} JOIN {trial} t ON t.id = a.trial_id "
+        "WHERE m.pk > 0 "
+        f"UNION ALL SELECT {on_note} AS attempt_id, m.pk AS piece, n.trial_id AS trial_id, "
+        f"t.job_id AS job_id FROM ({ids}) m "
+        f"JOIN {note} n ON n.id = -m.pk JOIN {trial} t ON t.id = n.trial_id WHERE m.pk < 0",
+        [*params, *params],
     )
 
 
@@ -223,6 +275,7 @@ class Shown:
     step: int
     label: str  # the part they are in: instruction, user, assistant, tool, reply, tool call, ...
     text: str
+    at: str = ""  # a note's step on the trial page (`e<n>`), when it is on one
 
 
 def locate(q: str, hits: Sequence[Hit]) -> dict[tuple[int, int], Shown]:
@@ -241,6 +294,9 @@ def locate(q: str, hits: Sequence[Hit]) -> dict[tuple[int, int], Shown]:
             continue
         path, rollout, error, verifier_error = rows[hit.attempt_id]
         folder = Path(path) / rollout
+        if hit.piece < 0:
+            out[(hit.attempt_id, hit.piece)] = _shown_note(-hit.piece, words)
+            continue
         if hit.piece == 0:
             piece: Piece | None = search_text.own_words(
                 folder, (error, verifier_error), instruction=not search_text.has_calls(folder)
@@ -250,6 +306,15 @@ def locate(q: str, hits: Sequence[Hit]) -> dict[tuple[int, int], Shown]:
         if piece is not None:
             out[(hit.attempt_id, hit.piece)] = Shown(piece.step, *search_text.snippet(piece, words))
     return out
+
+
+def _shown_note(note_id: int, words: list[str]) -> Shown:
+    note = ReviewNote.objects.filter(pk=note_id).first()
+    if note is None:
+        return Shown(-1, "note", "")
+    piece = Piece(-1, (("note", note.text), ("tags", note.tags.strip())))
+    label, text = search_text.snippet(piece, words)
+    return Shown(-1, label, text, f"e{note.step}" if note.step else "")
 
 
 def job_keys(job_ids: Iterable[int]) -> dict[int, tuple[str, str]]:

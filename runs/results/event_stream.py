@@ -87,10 +87,15 @@ class Event:
     agent_id: str = ""  # a Task call's subagent (Claude Code)
     sidechain: bool = False
     children: list[Event] = field(default_factory=list)
+    call: int = -1  # a model call's 0-based line in the trajectory (`#c<line>`), else -1
 
     @property
     def anchor(self) -> str:
         return f"e{self.n}"
+
+    @property
+    def call_anchor(self) -> str:
+        return f"c{self.call}" if self.call >= 0 else ""
 
     @property
     def search_text(self) -> str:
@@ -106,12 +111,14 @@ class Cursor:
     t0: float | None = None
     pending: dict[str, int] = field(default_factory=dict)  # tool id -> its event's number
     message: str = ""  # Claude Code: the message whose entries are being read
+    calls: int = 0  # model calls numbered so far (a session log's stand-in for trajectory lines)
 
     def query(self) -> str:
         from urllib.parse import urlencode
 
         open_ids = ",".join(f"{k}:{v}" for k, v in list(self.pending.items())[-PENDING_MAX:])
         params = {"line": self.line, "at": self.offset, "e": self.n, "prev": self.prev}
+        params["c"] = self.calls
         return urlencode({**params, "t0": "" if self.t0 is None else self.t0, "open": open_ids})
 
     @classmethod
@@ -131,7 +138,7 @@ class Cursor:
             key, _, value = pair.rpartition(":")
             if key and value.isdigit():
                 pending[key[:200]] = int(value)
-        return cls(num("line"), num("at"), num("e"), num("prev"), t0, pending)
+        return cls(num("line"), num("at"), num("e"), num("prev"), t0, pending, calls=num("c"))
 
 
 @dataclass
@@ -211,6 +218,7 @@ class Item:
     meta: str = ""
     agent_id: str = ""
     sidechain: bool = False
+    model_call: bool = False  # the marker of one model call (failed or not)
 
 
 def _thoughts(response: Any, sse: Any) -> list[str]:
@@ -296,7 +304,7 @@ def trajectory_items(line: Any, cursor: Cursor) -> list[Item]:
     )
     meta = " · ".join(x for x in (str(line.get("model") or ""), tokens) if x)
     status = line.get("status")
-    call = Item("call", "model call", meta=meta, at=started, duration_s=took)
+    call = Item("call", "model call", meta=meta, at=started, duration_s=took, model_call=True)
     if line.get("error") or line.get("refused") or (isinstance(status, int) and status >= 400):
         call.kind, call.is_error = "error", True
         call.title = "refused call" if line.get("refused") else f"failed call (HTTP {status})"
@@ -586,6 +594,11 @@ def _walk(
                 continue
             cursor.n += 1
             event = _event(cursor.n, item, line)
+            if item.kind == "call" or item.model_call:
+                # the trajectory has one call a line; a session log's k-th call stands for the
+                # trajectory's k-th line (the nearest item a search hit can name)
+                event.call = line - 1 if source.kind == "trajectory" else cursor.calls
+                cursor.calls += 1
             events.append(event)
             if event.kind == "tool" and event.tool_id:
                 tools[event.tool_id] = event

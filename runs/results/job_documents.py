@@ -28,6 +28,20 @@ JOB_FILES = (
     "reviews.json",
 )
 LOGS = ("console.log", "job.log")
+REVIEWS = "reviews.json"  # people's notes and verdicts, by trial (runs/review/human.py writes it)
+
+
+def read_reviews(job_dir: str | os.PathLike[str]) -> tuple[dict[str, dict[str, Any]], str]:
+    """reviews.json's trials (name -> {"notes": [...], "verdicts": [...]}) and, when the file is
+    there but not one, why (a line naming it); ({}, "") when the job has none."""
+    path = os.path.join(job_dir, REVIEWS)
+    if not os.path.isfile(path):
+        return {}, ""
+    doc = read_object(path)
+    trials = doc.get("trials") if doc is not None else None
+    if not isinstance(trials, dict):
+        return {}, f'{path}: not a reviews document (an object with "trials"); left as it is'
+    return {str(k): v for k, v in trials.items() if isinstance(v, dict)}, ""
 
 
 @dataclass

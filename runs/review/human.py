@@ -105,7 +105,7 @@ def filter_trials(rows: QuerySet[Trial], tag: str = "", verdict: str = "") -> Qu
     return rows
 
 
-def _note(n: ReviewNote) -> dict[str, Any]:
+def note_record(n: ReviewNote) -> dict[str, Any]:
     return {
         "text": n.text,
         "tags": n.tags.split(),
@@ -116,7 +116,7 @@ def _note(n: ReviewNote) -> dict[str, Any]:
     }
 
 
-def _verdict(v: TrialVerdict) -> dict[str, Any]:
+def verdict_record(v: TrialVerdict) -> dict[str, Any]:
     return {
         "verdict": v.verdict,
         "note": v.note or None,
@@ -134,10 +134,10 @@ def job_reviews(job: Job) -> dict[str, Any]:
 
     for v in TrialVerdict.objects.filter(trial__job=job).select_related("trial"):
         e = entry(v.trial.name)
-        e["verdicts"].append(_verdict(v))
+        e["verdicts"].append(verdict_record(v))
         e["verdict"] = v.verdict  # ordered oldest first: the last is the latest
     for n in ReviewNote.objects.filter(trial__job=job).select_related("trial"):
-        entry(n.trial.name)["notes"].append(_note(n))
+        entry(n.trial.name)["notes"].append(note_record(n))
     return {"schema": SCHEMA, "job": job.name, "trials": dict(sorted(trials.items()))}
 
 

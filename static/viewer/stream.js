@@ -1,4 +1,5 @@
-// The trial page's event stream: tabs, Focus/Full, per-kind filters, search, #e<n> anchors and the
+// The trial page's event stream: tabs, Focus/Full, per-kind filters, search, #e<n> anchors (and
+// #c<line>, a model call by its trajectory line) and the
 // keys j/k (next/previous step) and / (search). The server sends the stream a page at a time; the
 // next page is asked for when the end of the last comes into view (or an anchor or a key needs it).
 (function () {
@@ -21,7 +22,9 @@
       var b = ev.target.closest("button[data-tab]");
       if (b) show(b.dataset.tab);
     });
-    show("stream");
+    // the stream first; an attempt without one (a script agent's) opens on its files, where its
+    // output is
+    show(tabs.dataset.first || "stream");
   }
   if (!stream || !bar) return;
 
@@ -105,15 +108,32 @@
     var step = document.getElementById("note-step");
     if (step) step.value = el.id; // a note written now is on this step
   }
+  // #c<line>: the item of the model call on that line of the trajectory (a search hit's link);
+  // a stream read from a session log numbers its calls in order, so a call it lacks falls back to
+  // the nearest call before it.
+  function callItem(line) {
+    var best = null;
+    stream.querySelectorAll(":scope > details.ev > summary > span.ca").forEach(function (s) {
+      if (+s.dataset.call <= line) best = s;
+    });
+    return best;
+  }
+  function passed(line) {
+    var last = stream.querySelectorAll(":scope > details.ev > summary > span.ca");
+    return last.length && +last[last.length - 1].dataset.call >= line;
+  }
   async function goTo(id) {
+    var call = /^c(\d+)$/.exec(id);
     for (var tries = 0; !document.getElementById(id) && tries < 1000; tries++) {
+      if (call && passed(+call[1])) break;
       if (!(await loadMore())) break;
     }
-    var el = document.getElementById(id);
+    var el = document.getElementById(id) || (call && callItem(+call[1]));
+    if (el) el = el.closest("details.ev");
     if (el) { show("stream"); select(el, false); }
   }
   function fromHash() {
-    var m = /^#(e\d+)$/.exec(location.hash);
+    var m = /^#([ec]\d+)$/.exec(location.hash);
     if (m) goTo(m[1]);
   }
   window.addEventListener("hashchange", fromHash);

@@ -99,7 +99,9 @@ def test_a_trial_transcript_reads_as_messages_and_tool_calls(
     page.goto(viewer.base + "/")
     page.click('#jobs-table a[href^="/jobs/"]')
     page.click("#trials a:text('hello-world')")
-    # then its model calls read as a transcript: the tool call, its result, tokens per call
+    # then its model calls, in the Files tab, read as a transcript: the tool call, its result,
+    # tokens per call
+    page.click('#tabs button[data-tab="files"]')
     try:
         page.wait_for_selector("#transcript .call", timeout=60_000)
     except Exception as exc:  # noqa: BLE001 - say what the page showed

@@ -229,3 +229,15 @@ def test_bench_export_states_what_it_writes_and_refuses_to_merge(tmp_path, bench
     assert out.returncode == 2 and "out already exists" in out.stderr
     with pytest.raises(UserError, match="is not a job folder"):
         export_harbor(tmp_path / "out", tmp_path / "elsewhere")
+
+
+def test_the_export_carries_the_jobs_reviews(tmp_path):
+    # given a job whose trials people reviewed (reviews.json, keyed by trial name)
+    job = write_job(tmp_path, plan=["a"])
+    write_attempt(job, "a__00000001", result_doc("a", "a__00000001", 1.0))
+    reviews = {"schema": "benchflow-site.reviews/1", "trials": {"a": {"notes": [{"text": "ok"}]}}}
+    (job / "reviews.json").write_text(json.dumps(reviews))
+    # when
+    report = export_harbor(job, tmp_path / "out")
+    # then the copy has them, for `bench index` of the copy to read back
+    assert json.loads((report.out / "reviews.json").read_text()) == reviews

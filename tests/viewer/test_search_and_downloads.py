@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -60,16 +61,29 @@ def test_the_job_page_searches_its_trials_and_links_the_hit_to_its_step(client, 
     page = client.get(f"/jobs/{key(first)}/?q=segfault").content.decode()
     assert '<input type="search" name="q" value="segfault"' in page
     assert "1 trial(s)" in page  # alpha only: gamma is another job's
-    assert "/alpha/?attempt=alpha__00000001#e2" in page
+    assert "/alpha/?attempt=alpha__00000001#c2" in page
     assert "Segfault in parse()" in page
     assert "beta" not in page.split("<tbody>")[1]
+
+
+def test_a_hits_anchor_names_the_stream_item_of_its_model_call(client, jobs):
+    first, _ = jobs
+    page = client.get(f"/jobs/{key(first)}/?q=segfault").content.decode()
+    anchor = re.search(r"/alpha/\?attempt=alpha__00000001#(c\d+)", page)
+    assert anchor is not None
+    trial = client.get(f"/jobs/{key(first)}/alpha/?attempt=alpha__00000001").content.decode()
+    # the item holding the call's marker is the one whose reply mentions the segfault
+    item = trial.split(f'id="{anchor.group(1)}"', 1)[1].split("</details>", 1)[0]
+    after = trial.split(f'id="{anchor.group(1)}"', 1)[1].split('data-call="', 2)
+    assert 'class="en"' in item and "model call" in item
+    assert "Segfault in parse()" in after[1] and (len(after) < 3 or "Segfault" not in after[2])
 
 
 def test_search_across_jobs_finds_each_trial_with_its_snippet_and_anchor(client, jobs):
     page = client.get("/search/?q=SEGFAULT").content.decode()
     assert "2 trial(s) found" in page
-    assert "/alpha/?attempt=alpha__00000001#e2" in page
-    assert "/gamma/?attempt=gamma__00000004#e0" in page
+    assert "/alpha/?attempt=alpha__00000001#c2" in page
+    assert "/gamma/?attempt=gamma__00000004#c0" in page
     assert "segfault again" in page and "2026-11-30__12-00-00" in page
     one = client.get("/search/?q=segfault&job=2026-11-29__12-00-00").content.decode()
     assert "1 trial(s) found" in one and "gamma" not in one
@@ -104,8 +118,40 @@ def test_one_trial_downloads_as_json_with_its_result_and_transcript(client, jobs
     assert attempt["result"]["rewards"] == {"reward": 1.0}
     assert len(attempt["transcript"]) == 3
     assert "Segfault" in json.dumps(attempt["transcript"][2])
-    assert doc["notes"] == []
+    assert doc["notes"] == [] and doc["verdict"] is None
     assert client.get(f"/jobs/{key(first)}/nobody/trial.json").status_code == 404
+
+
+def test_a_note_is_in_the_trials_download_and_its_words_are_found_by_search(
+    client, jobs, django_user_model
+):
+    # given a person's note on beta's step e3, written on the trial page
+    first, _ = jobs
+    client.force_login(django_user_model.objects.create_user("vic", password="pw-vic-12345678"))
+    response = client.post(
+        f"/jobs/{key(first)}/beta/note/",
+        {"text": "Flaky: a Heisenbug in the fixture", "tags": "flaky", "step": "e3"},
+    )
+    assert response.status_code == 302
+    # when the trial is downloaded
+    body = b"".join(client.get(f"/jobs/{key(first)}/beta/trial.json").streaming_content)
+    doc = json.loads(body)
+    # then its note and tags are in it
+    [note] = doc["notes"]
+    assert (note["text"], note["tags"], note["step"]) == (
+        "Flaky: a Heisenbug in the fixture",
+        ["flaky"],
+        3,
+    )
+    assert note["author"] == "vic"
+    # and search finds the trial by the note's words, linked to its step
+    page = client.get("/search/?q=heisenbug").content.decode()
+    assert "1 trial(s) found" in page
+    assert "/beta/?attempt=beta__00000002#e3" in page and "Heisenbug" in page
+    assert "1 trial(s)" in client.get(f"/jobs/{key(first)}/?q=heisenbug+fixture").content.decode()
+    # a tag is a word of the note too; words of calls and of notes are not mixed in one hit
+    assert "1 trial(s) found" in client.get("/search/?q=flaky").content.decode()
+    assert "0 trial(s) found" in client.get("/search/?q=heisenbug+segfault").content.decode()
 
 
 def test_every_view_keeps_its_state_in_its_url(client, jobs):

@@ -53,6 +53,11 @@ def test_filters_keys_anchors_and_search_on_the_trial_page(chromium, trial_url):
     page.goto(trial_url + "#e400")
     page.locator("#e400.cur").wait_for()
     assert page.locator("#e400").evaluate("d => d.open") is True
+    # a search hit's link names a model call by its trajectory line (`#c<line>`): the pages before
+    # it load and its item is the current one
+    page.goto(trial_url + "?attempt=hello__00000001#c140")
+    page.locator("#stream details.ev.cur #c140").wait_for(state="attached")
+    assert page.locator("#stream details.ev.cur").get_attribute("data-kind") == "call"
     # / searches the whole trial; a hit not yet loaded is a link that loads it
     page.goto(trial_url)
     page.wait_for_selector("#e1", state="attached")

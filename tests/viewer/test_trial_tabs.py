@@ -70,3 +70,15 @@ def test_the_rubric_tab_shows_criteria_verdicts_the_score_and_the_reviewers_cost
     assert "not_publishable" in tab and "$0.0393, 38,792 tokens" in tab
     # the job's own cost line is not the reviewer's
     assert "0.0393" not in client.get(f"/jobs/{key(job)}/").content.decode()
+
+
+def test_an_attempt_without_a_stream_opens_on_its_files_where_its_output_is(client, job):
+    # given an attempt that kept no model calls (a script agent's)
+    folder = job / "hello__00000001"
+    assert not (folder / "trajectory").exists()
+    # when
+    page = client.get(f"/jobs/{key(job)}/hello/").content.decode()
+    # then the Files tab is the one shown first, and the Stream tab says where to look
+    assert 'data-first="files"' in page
+    assert '<button type="button" data-tab="files" class="on">' in page
+    assert "What the agent wrote is in the Files tab." in page

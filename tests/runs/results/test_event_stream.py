@@ -119,6 +119,8 @@ def test_a_claude_subagent_is_nested_under_the_task_call_that_spawned_it(tmp_pat
     # then
     assert source == es.Source("claude", "agent/sessions/projects/-app/s1.jsonl")
     assert [e.kind for e in events] == ["prompt", "call", "tool", "message"]
+    # the log's first model call stands for the trajectory's first line (a search hit's `#c0`)
+    assert [e.call_anchor for e in events] == ["", "c0", "", ""]
     task = events[2]
     assert (task.tool, task.status, task.output, task.duration_s) == ("task", "ok", "found it", 60)
     assert [c.kind for c in task.children] == ["prompt", "tool"]
@@ -212,3 +214,16 @@ def test_tool_kinds_give_the_hue() -> None:
 
 def test_offsets_read_as_minutes_and_seconds() -> None:
     assert [es.offset_label(s) for s in (0, 9.9, 61, 3600)] == ["+0:00", "+0:09", "+1:01", "+60:00"]
+
+
+def test_each_model_call_carries_its_trajectory_line_across_pages(tmp_path: Path) -> None:
+    # given a trajectory of 40 calls, read 7 events a page
+    trajectory(tmp_path, 40)
+    source = es.Source("trajectory", es.TRAJECTORY)
+    # when
+    events = all_events(tmp_path, source, per_page=7)
+    # then the k-th call's item is `#c<k>` (its 0-based line), every other item has none
+    calls = [e for e in events if e.call >= 0]
+    assert [e.call for e in calls] == list(range(40))
+    assert all(e.kind == "call" and e.call_anchor == f"c{e.line - 1}" for e in calls)
+    assert all(e.call_anchor == "" for e in events if e.kind != "call")
