@@ -6,10 +6,12 @@ An attempt's words are indexed as pieces: piece 0 its own words (its task's inst
 of its agent's output, its errors), piece n its model calls from (n - 1) * BLOCK on. A piece's id
 is n times ATTEMPTS plus the attempt's id. On SQLite the ids are the rows of the FTS5 table
 `runs_searchdoc_fts` (contentless and without positions: the index holds which pieces have a
-word, never the text); on PostgreSQL they are SearchDoc rows, their words in the `body` tsvector
-(stripped of positions) under a GIN index. Both are given the same words (search_text.words), so
-a query finds the same trials on either. A query's words must all be in one piece; which call of
-the piece holds them is found when a hit is shown (`locate`), from the folder.
+word, never the text); on PostgreSQL they are SearchDoc rows, `body` the piece's distinct words
+sorted and joined by spaces (compressed in the row), under a GIN index on them as an array
+(`string_to_array(body, ' ')`, queried with `@>`: the words exactly, no parser of PostgreSQL's
+between). Both are given the same words (search_text.words), so a query finds the same trials on
+either. A query's words must all be in one piece; which call of the piece holds them is found when
+a hit is shown (`locate`), from the folder.
 
 Filled when an attempt finishes or is cancelled (the projector's handlers) and by `bench index`
 (runs/index/replay.py), once per attempt (Attempt.searched). A deleted attempt's pieces go with it
@@ -79,14 +81,14 @@ def add(batch: Iterable[Pieces]) -> int:
         (piece_number(p.step) * ATTEMPTS + b.attempt_id, b.attempt_id, body)
         for b in batch
         for p in b.pieces
-        if (body := " ".join(search_text.words(p.text)))
+        if (body := " ".join(sorted(set(search_text.words(p.text)))))
     ]
     connection = _connection()
     with connection.cursor() as cursor:
         if rows and connection.vendor == "postgresql":
             cursor.executemany(
                 f"INSERT INTO {SearchDoc._meta.db_table} (id, attempt_id, body) "
-                "VALUES (%s, %s, strip(to_tsvector('simple', %s))) ON CONFLICT (id) DO NOTHING",
+                "VALUES (%s, %s, %s) ON CONFLICT (id) DO NOTHING",
                 rows,
             )
         elif rows:
@@ -131,9 +133,9 @@ def _match(words: list[str]) -> tuple[str, list[Any]]:
     if _connection().vendor == "postgresql":
         ids = (
             f"SELECT id AS pk FROM {SearchDoc._meta.db_table} "
-            "WHERE body @@ to_tsquery('simple', %s)"
-        )
-        params: list[Any] = [" & ".join(words)]
+            "WHERE string_to_array(body, ' ') @> %s::text[]"
+        )  # the index's expression, as the migration (0010_find) has it
+        params: list[Any] = [words]
     else:
         ids = f"SELECT rowid AS pk FROM {FTS} WHERE {FTS} MATCH %s"
         params = [" ".join(f'"{w}"' for w in words)]
