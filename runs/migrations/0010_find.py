@@ -1,9 +1,10 @@
 """Search: the full-text index of the words of attempts, the database's own. On SQLite an FTS5
 table (contentless, without positions: which pieces have a word, not the text, which stays in the
-attempt folder); on PostgreSQL SearchDoc's `body`, the piece's distinct words sorted and joined by
-spaces (compressed in its row: toast_tuple_target 128), under a GIN index on its words as an array
-(fastupdate off: the pending list's pages would stay in the index's file after they are merged,
-three times its size). Attempt.searched marks an attempt whose words are in."""
+attempt folder). On PostgreSQL SearchDoc's `body`: the numbers of the piece's distinct words (their
+rows in `runs_searchword`) sorted, as varint-coded differences (runs/index/search.py `packed`),
+under a GIN index on the numbers `runs_searchdoc_words(body)` decodes (fastupdate off: the pending
+list's pages would stay in the index's file after they are merged, three times its size).
+Attempt.searched marks an attempt whose words are in."""
 
 import django.db.models.deletion
 from django.db import migrations, models
@@ -14,15 +15,39 @@ SQLITE = [
 ]
 SQLITE_BACK = ["DROP TABLE IF EXISTS runs_searchdoc_fts"]
 POSTGRES = [
-    "ALTER TABLE runs_searchdoc ADD COLUMN body text NOT NULL",
-    "ALTER TABLE runs_searchdoc SET (toast_tuple_target = 128)",
+    "CREATE TABLE runs_searchword (id serial PRIMARY KEY, word text NOT NULL UNIQUE)",
+    """CREATE FUNCTION runs_searchdoc_words(body bytea) RETURNS int4[]
+    LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    DECLARE
+        numbers int4[] := '{}';
+        n int4 := 0;
+        step int4 := 0;
+        shift int := 0;
+        b int;
+    BEGIN
+        FOR i IN 0 .. length(body) - 1 LOOP
+            b := get_byte(body, i);
+            step := step | ((b & 127) << shift);
+            IF b < 128 THEN
+                n := n + step;
+                numbers := numbers || n;
+                step := 0;
+                shift := 0;
+            ELSE
+                shift := shift + 7;
+            END IF;
+        END LOOP;
+        RETURN numbers;
+    END $$""",
+    "ALTER TABLE runs_searchdoc ADD COLUMN body bytea NOT NULL",
     "CREATE INDEX runs_searchdoc_body ON runs_searchdoc "
-    "USING gin (string_to_array(body, ' ')) WITH (fastupdate = off)",
+    "USING gin (runs_searchdoc_words(body)) WITH (fastupdate = off)",
 ]
 POSTGRES_BACK = [
     "DROP INDEX IF EXISTS runs_searchdoc_body",
-    "ALTER TABLE runs_searchdoc RESET (toast_tuple_target)",
     "ALTER TABLE runs_searchdoc DROP COLUMN IF EXISTS body",
+    "DROP FUNCTION IF EXISTS runs_searchdoc_words(bytea)",
+    "DROP TABLE IF EXISTS runs_searchword",
 ]
 
 
