@@ -402,8 +402,10 @@ def measure_postgres(job_dir: str, url: str, requests: int) -> dict[str, Any]:
         )
         heap, indexes, gin = cursor.fetchone()
     search_bytes = sizes.pop("runs_searchdoc", 0)
+    out["search_word_bytes"] = sizes.pop("runs_searchword", 0)  # each word and its number, once
+    search_bytes += out["search_word_bytes"]
     out["search_heap_bytes"] = heap  # the rows; the rest: TOAST, free-space maps
-    out["search_toast_bytes"] = search_bytes - heap - indexes
+    out["search_toast_bytes"] = search_bytes - out["search_word_bytes"] - heap - indexes
     out["search_gin_bytes"] = gin
     out["search_other_index_bytes"] = indexes - gin  # the primary key's, attempt_id's
     rest = sum(sizes.values())
