@@ -9,7 +9,8 @@ is n times ATTEMPTS plus the attempt's id. On SQLite the ids are the rows of the
 word, never the text); on PostgreSQL they are SearchDoc rows, `body` the numbers of the piece's
 distinct words (each word's row in `runs_searchword`, made the first time it is indexed), sorted,
 as the varint-coded differences between them (about a byte a word), under a GIN index on the
-numbers the SQL function `runs_searchdoc_words(body)` decodes, queried with `@>` (see `packed`).
+numbers the SQL function `runs_searchdoc_words(body)` decodes, queried with `@>` (see `packed`)
+through `runs_searchdoc_having`, which always asks the index.
 Both are given the same words (search_text.words), so a query finds the same trials on
 either. A query's words must all be in one piece; which call of the piece holds them is found when
 a hit is shown (`locate`), from the folder.
@@ -169,12 +170,11 @@ def _match(words: list[str]) -> tuple[str, list[Any]]:
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             number = _word_numbers(cursor, words, make=False)
-        ids = f"SELECT id AS pk FROM {SearchDoc._meta.db_table} WHERE "
         if len(number) < len(words):  # a word never indexed: no piece has it
-            ids += "false"
+            ids = f"SELECT id AS pk FROM {SearchDoc._meta.db_table} WHERE false"
             params: list[Any] = []
-        else:  # the index's expression, as the migration (0010_find) has it
-            ids += "runs_searchdoc_words(body) @> %s::int4[]"
+        else:  # the migration's (0010_find) function: the GIN index's answer
+            ids = "SELECT h.pk FROM runs_searchdoc_having(%s::int4[]) AS h(pk)"
             params = [sorted(number.values())]
     else:
         ids = f"SELECT rowid AS pk FROM {FTS} WHERE {FTS} MATCH %s"
