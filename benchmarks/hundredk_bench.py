@@ -396,7 +396,18 @@ def measure_postgres(job_dir: str, url: str, requests: int) -> dict[str, Any]:
             "WHERE n.nspname = 'public' AND c.relkind = 'r'"
         )
         sizes = dict(cursor.fetchall())
+        cursor.execute(
+            "SELECT pg_relation_size('runs_searchdoc'), pg_indexes_size('runs_searchdoc'), "
+            "pg_relation_size('runs_searchdoc_body')"
+        )
+        heap, indexes, gin = cursor.fetchone()
     search_bytes = sizes.pop("runs_searchdoc", 0)
+    out["search_word_bytes"] = sizes.pop("runs_searchword", 0)  # each word and its number, once
+    search_bytes += out["search_word_bytes"]
+    out["search_heap_bytes"] = heap  # the rows; the rest: TOAST, free-space maps
+    out["search_toast_bytes"] = search_bytes - out["search_word_bytes"] - heap - indexes
+    out["search_gin_bytes"] = gin
+    out["search_other_index_bytes"] = indexes - gin  # the primary key's, attempt_id's
     rest = sum(sizes.values())
     out["db_bytes_without_search"] = rest
     out["search_bytes"] = search_bytes
@@ -414,14 +425,34 @@ def measure_postgres(job_dir: str, url: str, requests: int) -> dict[str, Any]:
 
 
 def _postgres(root: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """The PostgreSQL figures, each the median of `--runs` runs, every run in a fresh process on
+    a fresh database (the URL's name with `_<run>` added, dropped after)."""
     job = root / "search" / "jobs" / "2026-11-30__10-00-00"
-    got = subprocess.run(
-        [sys.executable, __file__, "--_postgres", str(job), args.postgres, str(args.requests)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return dict(json.loads(got.stdout.strip().splitlines()[-1]))
+    if not (job / "evaluation.json").exists():
+        build_job(job, args.search_trials, args.calls, seed=11)
+    pgdb = [sys.executable, str(REPO / "scripts" / "pgdb.py")]
+    runs = []
+    for i in range(args.runs):
+        url = f"{args.postgres}_{i}"
+        subprocess.run([*pgdb, "create", url], check=True)
+        try:
+            got = subprocess.run(
+                [sys.executable, __file__, "--_postgres", str(job), url, str(args.requests)],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+        finally:
+            subprocess.run([*pgdb, "drop", url], check=True)
+        runs.append(dict(json.loads(got.stdout.strip().splitlines()[-1])))
+    out: dict[str, Any] = {}
+    for key, value in runs[0].items():
+        if key.endswith("_found"):
+            out[key] = value
+        else:
+            out[key] = statistics.median(r[key] for r in runs)
+            out[key + "_runs"] = [r[key] for r in runs]
+    return out
 
 
 def main() -> None:
@@ -436,8 +467,8 @@ def main() -> None:
     parser.add_argument("--keep", help="build the folders here and keep them")
     parser.add_argument(
         "--postgres",
-        help="also index the 10,000-trial job into this (new, empty) PostgreSQL database and time "
-        "the search's queries there",
+        help="also index the 10,000-trial job into PostgreSQL (a new database per run, named this "
+        "URL's with _<run> added) and time the search's queries there",
     )
     parser.add_argument("--postgres-only", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--_index", nargs=2, help=argparse.SUPPRESS)

@@ -191,11 +191,11 @@ class Attempt(models.Model):
 
 
 class SearchDoc(models.Model):
-    """The words of one piece of an attempt, on PostgreSQL: its `body` tsvector (a column the
-    migration adds there, under a GIN index). The id says which piece: the piece's number times
-    2**40 plus the attempt's id (0: the attempt's own words, instruction, output and errors; n: its
-    model calls from (n-1) * BLOCK on). On SQLite the same ids are the rows of the FTS5
-    table `runs_searchdoc_fts`, and this table stays empty (runs/index/search.py)."""
+    """The words of one piece of an attempt, on PostgreSQL: its `body`, the distinct words sorted
+    and joined by spaces (a column the migration adds there, under a GIN index on them as an
+    array). The id says which piece: the piece's number times 2**40 plus the attempt's id (0: the
+    attempt's own words, instruction, output and errors; n: its model calls from (n-1) * BLOCK
+    on). On SQLite the same ids are the rows of the FTS5 table `runs_searchdoc_fts`, and this table stays empty (runs/index/search.py)."""
 
     id = models.BigIntegerField(primary_key=True)
     attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE, related_name="+")

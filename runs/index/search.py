@@ -6,10 +6,14 @@ An attempt's words are indexed as pieces: piece 0 its own words (its task's inst
 of its agent's output, its errors), piece n its model calls from (n - 1) * BLOCK on. A piece's id
 is n times ATTEMPTS plus the attempt's id. On SQLite the ids are the rows of the FTS5 table
 `runs_searchdoc_fts` (contentless and without positions: the index holds which pieces have a
-word, never the text); on PostgreSQL they are SearchDoc rows, their words in the `body` tsvector
-(stripped of positions) under a GIN index. Both are given the same words (search_text.words), so
-a query finds the same trials on either. A query's words must all be in one piece; which call of
-the piece holds them is found when a hit is shown (`locate`), from the folder.
+word, never the text); on PostgreSQL they are SearchDoc rows, `body` the numbers of the piece's
+distinct words (each word's row in `runs_searchword`, made the first time it is indexed), sorted,
+as the varint-coded differences between them (about a byte a word), under a GIN index on the
+numbers the SQL function `runs_searchdoc_words(body)` decodes, queried with `@>` (see `packed`)
+through `runs_searchdoc_having`, which always asks the index.
+Both are given the same words (search_text.words), so a query finds the same trials on
+either. A query's words must all be in one piece; which call of the piece holds them is found when
+a hit is shown (`locate`), from the folder.
 
 A person's note (runs.models.ReviewNote: its text and tags) is a piece of its own, in the same
 index under the id minus the note's id (notes are appended, never edited, so a piece is written
@@ -41,6 +45,34 @@ PIECES = 1 << 7  # piece numbers an attempt has room for: its own words, CALLS_M
 # index stores in a byte each.
 ATTEMPTS = 1 << 40
 FTS = "runs_searchdoc_fts"
+WORDS = "runs_searchword"  # PostgreSQL: (id, word), each word indexed once
+
+
+def packed(numbers: Iterable[int]) -> bytes:
+    """Distinct positive numbers as SearchDoc.body holds them: sorted, each the difference from the
+    one before as a varint (7 bits a byte, lowest first, the high bit set on all but the last);
+    the migration's `runs_searchdoc_words` decodes it."""
+    out = bytearray()
+    before = 0
+    for n in sorted(set(numbers)):
+        step, before = n - before, n
+        while step >= 0x80:
+            out.append(step & 0x7F | 0x80)
+            step >>= 7
+        out.append(step)
+    return bytes(out)
+
+
+def _word_numbers(cursor: Any, words: list[str], make: bool) -> dict[str, int]:
+    """The numbers of these words on PostgreSQL (missing words are made if `make`; inserted in
+    sorted order, so two batches at once never wait on each other in a circle)."""
+    if make:
+        cursor.execute(
+            f"INSERT INTO {WORDS} (word) SELECT unnest(%s::text[]) ON CONFLICT (word) DO NOTHING",
+            [sorted(words)],
+        )
+    cursor.execute(f"SELECT word, id FROM {WORDS} WHERE word = ANY(%s::text[])", [words])
+    return dict(cursor.fetchall())
 
 
 def _connection() -> Any:
@@ -83,15 +115,21 @@ def add(batch: Iterable[Pieces]) -> int:
         (piece_number(p.step) * ATTEMPTS + b.attempt_id, b.attempt_id, body)
         for b in batch
         for p in b.pieces
-        if (body := " ".join(search_text.words(p.text)))
+        if (body := " ".join(sorted(set(search_text.words(p.text)))))
     ]
     connection = _connection()
     with connection.cursor() as cursor:
         if rows and connection.vendor == "postgresql":
+            number = _word_numbers(
+                cursor, list({w for *_, body in rows for w in body.split(" ")}), make=True
+            )
             cursor.executemany(
                 f"INSERT INTO {SearchDoc._meta.db_table} (id, attempt_id, body) "
-                "VALUES (%s, %s, strip(to_tsvector('simple', %s))) ON CONFLICT (id) DO NOTHING",
-                rows,
+                "VALUES (%s, %s, %s) ON CONFLICT (id) DO NOTHING",
+                [
+                    (pk, attempt, packed(number[w] for w in body.split(" ")))
+                    for pk, attempt, body in rows
+                ],
             )
         elif rows:
             cursor.executemany(
@@ -170,12 +208,16 @@ def index_attempt(attempt_id: int) -> int:
 
 def _match(words: list[str]) -> tuple[str, list[Any]]:
     """The statement giving (attempt_id, piece, trial_id, job_id) of each matching piece."""
-    if _connection().vendor == "postgresql":
-        ids = (
-            f"SELECT id AS pk FROM {SearchDoc._meta.db_table} "
-            "WHERE body @@ to_tsquery('simple', %s)"
-        )
-        params: list[Any] = [" & ".join(words)]
+    connection = _connection()
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            number = _word_numbers(cursor, words, make=False)
+        if len(number) < len(words):  # a word never indexed: no piece has it
+            ids = f"SELECT id AS pk FROM {SearchDoc._meta.db_table} WHERE false"
+            params: list[Any] = []
+        else:  # the migration's (0010_find) function: the GIN index's answer
+            ids = "SELECT h.pk FROM runs_searchdoc_having(%s::int4[]) AS h(pk)"
+            params = [sorted(number.values())]
     else:
         ids = f"SELECT rowid AS pk FROM {FTS} WHERE {FTS} MATCH %s"
         params = [" ".join(f'"{w}"' for w in words)]

@@ -1,5 +1,5 @@
 """Search: the words of model calls, tool calls, agent output, instructions and errors found in the
-database's full-text index (FTS5 on SQLite, a tsvector on PostgreSQL), filled by `bench index`
+database's full-text index (FTS5 on SQLite, GIN over word numbers on PostgreSQL), filled by `bench index`
 and by the live index as attempts end; each hit at its step (the call's line in the trajectory)."""
 
 from __future__ import annotations
@@ -216,3 +216,16 @@ def test_an_attempt_without_model_calls_is_found_by_its_tasks_instruction(tmp_pa
     hits, _ = search.search("frobnitz", None, 10)
     shown = search.locate("frobnitz", hits)[(hits[0].attempt_id, 0)]
     assert shown.label == "instruction" and "Frobnitz checksum" in shown.text
+
+
+def test_a_pieces_word_numbers_are_packed_as_the_database_reads_them():
+    """PostgreSQL keeps a piece's word numbers as varint-coded differences; its SQL function gives
+    back the same numbers, a byte each or several (a large vocabulary)."""
+    numbers = [1, 2, 127, 128, 300, 16_384, 2**21, 2**31 - 1]
+    body = search.packed([300, *reversed(numbers)])
+    assert body[:3] == bytes([1, 1, 125])  # 1, then +1, then +125
+    assert len(body) < 4 * len(numbers)
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT runs_searchdoc_words(%s)", [body])
+            assert cursor.fetchone()[0] == numbers
