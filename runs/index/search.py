@@ -108,18 +108,14 @@ def read_pieces(folder: str | Path, errors: tuple[str, ...] = ()) -> list[Piece]
     return ([own] if own.parts else []) + calls
 
 
-def add(batch: Iterable[Pieces]) -> int:
-    """Index the pieces of each attempt and mark it searched; returns how many were indexed."""
-    batch = list(batch)
-    rows = [
-        (piece_number(p.step) * ATTEMPTS + b.attempt_id, b.attempt_id, body)
-        for b in batch
-        for p in b.pieces
-        if (body := " ".join(sorted(set(search_text.words(p.text)))))
-    ]
+def _insert(rows: list[tuple[int, int, str]]) -> None:
+    """Index pieces given as (id, attempt id, their distinct words sorted and joined by spaces):
+    an FTS5 row on SQLite, the words' numbers packed on PostgreSQL (see `packed`)."""
+    if not rows:
+        return
     connection = _connection()
     with connection.cursor() as cursor:
-        if rows and connection.vendor == "postgresql":
+        if connection.vendor == "postgresql":
             number = _word_numbers(
                 cursor, list({w for *_, body in rows for w in body.split(" ")}), make=True
             )
@@ -131,11 +127,23 @@ def add(batch: Iterable[Pieces]) -> int:
                     for pk, attempt, body in rows
                 ],
             )
-        elif rows:
+        else:
             cursor.executemany(
                 f"INSERT INTO {FTS} (rowid, body) VALUES (%s, %s)",
                 [(pk, body) for pk, _attempt, body in rows],
             )
+
+
+def add(batch: Iterable[Pieces]) -> int:
+    """Index the pieces of each attempt and mark it searched; returns how many were indexed."""
+    batch = list(batch)
+    rows = [
+        (piece_number(p.step) * ATTEMPTS + b.attempt_id, b.attempt_id, body)
+        for b in batch
+        for p in b.pieces
+        if (body := " ".join(sorted(set(search_text.words(p.text)))))
+    ]
+    _insert(rows)
     ids = [b.attempt_id for b in batch]
     for i in range(0, len(ids), 500):
         Attempt.objects.filter(pk__in=ids[i : i + 500]).update(searched=True)
@@ -161,22 +169,10 @@ def index_notes(notes: Iterable[ReviewNote]) -> int:
     rows = [
         (-n.pk, attempt, body)
         for n in notes
-        if (body := " ".join(search_text.words(note_words(n))))
+        if (body := " ".join(sorted(set(search_text.words(note_words(n))))))
         and (attempt := _note_attempt(n)) is not None
     ]
-    connection = _connection()
-    with connection.cursor() as cursor:
-        if rows and connection.vendor == "postgresql":
-            cursor.executemany(
-                f"INSERT INTO {SearchDoc._meta.db_table} (id, attempt_id, body) "
-                "VALUES (%s, %s, strip(to_tsvector('simple', %s))) ON CONFLICT (id) DO NOTHING",
-                rows,
-            )
-        elif rows:
-            cursor.executemany(
-                f"INSERT INTO {FTS} (rowid, body) VALUES (%s, %s)",
-                [(pk, body) for pk, _attempt, body in rows],
-            )
+    _insert(rows)
     return len(rows)
 
 
