@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import run_bench
 from tests.jobfolders import name_in
-from tests.operate.server import PASSWORD, Served
+from tests.runs.operations.server import PASSWORD, Served
 
 pytestmark = [pytest.mark.browser, pytest.mark.docker, pytest.mark.database]
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from tests.operate.server import PASSWORD, Served
+from tests.runs.operations.server import PASSWORD, Served
 
 _CSRF = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 
 from tests.conftest import job_dirs
-from tests.operate.server import Served
+from tests.runs.operations.server import Served
 from tests.security.served import Operator
 
 LOGIN = "sk-ant-oat01-the-servers-own-login-0123456789abcdef"

@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import EXAMPLES, run_args, run_bench
 from tests.e2e.browser import Viewer
 from tests.jobfolders import result_doc, write_attempt, write_job, write_summary
-from tests.operate.conftest import done_job, roots, users  # noqa: F401 - fixtures
+from tests.runs.operations.conftest import done_job, roots, users  # noqa: F401 - fixtures
 from tests.security.site import bench_env
 
 

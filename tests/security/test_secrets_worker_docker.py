@@ -14,7 +14,7 @@ import time
 import pytest
 
 from tests.e2e.scaleout import Cluster, shared_redis
-from tests.operate.server import Served
+from tests.runs.operations.server import Served
 from tests.security.leaks import database_dump, leaks
 from tests.security.served import Operator
 

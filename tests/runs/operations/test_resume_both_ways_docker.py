@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import EXAMPLES, REPO, run_bench
 from tests.jobfolders import name_in
-from tests.operate.server import PASSWORD, Served, containers_of
+from tests.runs.operations.server import PASSWORD, Served, containers_of
 
 pytestmark = [pytest.mark.docker, pytest.mark.database]
 

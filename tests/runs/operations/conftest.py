@@ -34,7 +34,7 @@ def roots(tmp_path, settings, monkeypatch):
     jobs.mkdir()
     settings.BENCHFLOW_TASK_ROOTS = str(tasks)
     settings.BENCHFLOW_JOBS_DIR = str(jobs)
-    settings.BENCHFLOW_LAUNCHER = "tests.operate.conftest.RecordingLauncher"
+    settings.BENCHFLOW_LAUNCHER = "tests.runs.operations.conftest.RecordingLauncher"
     settings.BENCHFLOW_VIEW_ROOT = ""
     monkeypatch.setattr("runs.operations.launch.docker_client", lambda: object())
     STARTED.clear()

@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import run_bench
 from tests.jobfolders import name_in
-from tests.operate.server import Served, containers_of
+from tests.runs.operations.server import Served, containers_of
 
 pytestmark = [pytest.mark.browser, pytest.mark.docker, pytest.mark.database]
 

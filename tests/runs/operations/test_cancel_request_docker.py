@@ -12,7 +12,7 @@ import time
 import pytest
 
 from tests.conftest import EXAMPLES, job_dirs, make_agent
-from tests.operate.server import containers_of
+from tests.runs.operations.server import containers_of
 
 pytestmark = [pytest.mark.docker, pytest.mark.database]
 

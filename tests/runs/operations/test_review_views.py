@@ -8,7 +8,7 @@ import json
 from django.test import Client
 
 from tests.jobfolders import key
-from tests.operate.conftest import STARTED
+from tests.runs.operations.conftest import STARTED
 
 RUBRIC = {"criteria": [{"name": "ok", "description": "d", "guidance": "is it ok?"}]}
 

@@ -16,7 +16,7 @@ from django.test import Client
 
 from runs.models import Job
 from tests.jobfolders import key
-from tests.operate.conftest import STARTED
+from tests.runs.operations.conftest import STARTED
 
 LOGIN = "django.contrib.auth.middleware.LoginRequiredMiddleware"
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.operate.server import Served
+from tests.runs.operations.server import Served
 
 pytestmark = [pytest.mark.browser, pytest.mark.database]
 
