@@ -68,11 +68,27 @@
       if (d.points.some(function (p) { return p.reward != null && p.means[m] != null; })) { radios[i].checked = true; return; }
     }
   }
+  function fromUrl(box) {  // the measure a link or a reload names (?pareto=sandbox_s), if shown
+    var m = new URLSearchParams(location.search).get("pareto");
+    var radio = m && box.querySelector("input[name='pareto-x'][value='" + m.replace(/[^a-z_]/g, "") + "']");
+    if (radio) { radio.checked = true; return true; }
+    return false;
+  }
+  function remember(box) {  // the view's state lives in its URL: the measure ticked goes there
+    var on = box.querySelector("input[name='pareto-x']:checked");
+    if (!on || !/^https?:$/.test(location.protocol)) return;  // an exported file keeps its address
+    var params = new URLSearchParams(location.search);
+    params.set("pareto", on.value);
+    history.replaceState(history.state, "", location.pathname + "?" + params.toString() + location.hash);
+  }
   function all() {
     document.querySelectorAll(".pareto").forEach(function (box) {
-      if (!box._wired) firstMeasure(box);
+      if (!box._wired && !fromUrl(box)) firstMeasure(box);
       draw(box);
-      if (!box._wired) { box._wired = true; box.addEventListener("change", function () { draw(box); }); }
+      if (!box._wired) {
+        box._wired = true;
+        box.addEventListener("change", function () { draw(box); remember(box); });
+      }
     });
   }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", all); else all();

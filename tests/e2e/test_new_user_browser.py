@@ -100,6 +100,13 @@ def test_a_new_user_launches_watches_compares_and_exports(
     page.wait_for_selector(".pareto canvas[data-points='2']")  # on wall time: the oracle costs $0
     assert page.locator("#pass1 tbody tr").count() == 2
     _shot(page, shots, "outcomes")
+    # the Pareto view's measure is in the URL: ticked, then kept by a reload
+    page.check(".pareto input[value='sandbox_s']")
+    page.wait_for_url("**pareto=sandbox_s**")
+    page.reload()
+    page.wait_for_selector(".pareto canvas[data-drawn='1']")
+    page.wait_for_selector("#grid canvas[data-drawn='1']")
+    assert page.locator(".pareto input[value='sandbox_s']").is_checked()
     box = page.locator("#grid canvas").bounding_box()
     assert box is not None
     first = min(240, max(80, box["width"] * 0.22)) + 5  # the first column's first square
