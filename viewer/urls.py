@@ -44,6 +44,7 @@ urlpatterns = [
     path("search/", views.search, name="search"),
     path("outcomes/", outcomes_views.outcomes_page, name="outcomes"),
     path("workers/", workers_views.workers, name="workers"),
+    path("workers/drain/", workers_views.drain, name="workers-drain"),
     path(
         "login/",
         auth_views.LoginView.as_view(

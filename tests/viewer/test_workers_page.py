@@ -104,3 +104,52 @@ def test_a_worker_whose_disk_is_full_says_why_it_takes_nothing(client):
     row = client.get("/workers/").content.decode()
     assert "no space left" not in row
     assert Worker.objects.get(pk=sick).queues == ["benchflow"]
+
+
+def _logged_in(role: str):
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    from runs.operations import roles
+
+    roles.add_user(role, role, f"pw-{role}-drain-123")
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(get_user_model().objects.get(username=role))
+    return client
+
+
+def _csrf(page: str) -> str:
+    return page.split('name="csrfmiddlewaretoken" value="', 1)[1].split('"', 1)[0]
+
+
+def test_an_operators_drain_button_moves_the_machines_jobs_and_a_viewers_press_is_refused():
+    # given a job coordinated on the machine alpha, whose worker is up
+    from runs.models import Coordination
+    from runs.workers import coordination
+
+    Worker.objects.filter(pk=leases.register_worker("alpha:101", 2, ["benchflow"])).update(
+        host="alpha"
+    )
+    pk = coordination.submit("/jobs/2026-01-01__00-00-00", "benchflow", {})
+    assert pk is not None and coordination.take(pk, "alpha:101", 20, host="alpha") is not None
+    # when a viewer presses Drain (the page shows them no button), it is refused
+    viewer = _logged_in("viewer")
+    page = viewer.get("/workers/").content.decode()
+    assert "/workers/drain/" not in page
+    refused = viewer.post("/workers/drain/", {"host": "alpha", "csrfmiddlewaretoken": _csrf(page)})
+    assert refused.status_code == 403
+    assert Coordination.objects.get(pk=pk).avoid_host == ""
+    # and a post without the CSRF token drains nothing
+    operator = _logged_in("operator")
+    assert operator.post("/workers/drain/", {"host": "alpha"}).status_code == 403
+    assert Coordination.objects.get(pk=pk).avoid_host == ""
+    # when an operator presses the Drain button on alpha's row
+    page = operator.get("/workers/").content.decode()
+    row = page[page.index("alpha:101") :].split("</tr>", 1)[0]
+    assert 'action="/workers/drain/"' in row and 'name="host" value="alpha"' in row
+    pressed = operator.post(
+        "/workers/drain/", {"host": "alpha", "csrfmiddlewaretoken": _csrf(page)}, follow=True
+    )
+    # then the job is to move off alpha, as `bench drain alpha` does, and the page says so
+    assert Coordination.objects.get(pk=pk).avoid_host == "alpha"
+    assert "Draining alpha: 2026-01-01__00-00-00" in pressed.content.decode()
