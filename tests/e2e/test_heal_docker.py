@@ -16,6 +16,8 @@ import pytest
 
 from tests.conftest import job_dirs, results_of, run_args, write_task
 from tests.e2e.scaleout import Cluster, Machine, PrivatePostgres, PrivateRedis, wait_for
+from tests.runs.operations.server import Served
+from tests.security.served import Operator
 
 pytestmark = [pytest.mark.docker, pytest.mark.database]
 
@@ -192,43 +194,29 @@ def test_a_workers_machine_dies_and_its_attempts_run_again_counted_once(
 def test_the_web_servers_machine_dies_after_a_launch_and_the_job_goes_on(
     docker_client, cluster, tmp_path
 ):
-    # given a worker machine, and a web machine that hands a job to the fleet as the launch form
-    # does (the same Launcher), then dies at once
-    sleepers(tmp_path, FOUR, 4)
+    # given a worker machine, and a web machine running `bench serve` on which an operator logs in
+    # and launches a job from the form (over HTTP, as a browser posts it, CSRF token and all)
     worker = Machine(cluster, "m-one").start()
+    served = Served(tmp_path, cluster.env, machine="web")
+    operator = Operator(served)
     try:
-        web = subprocess.Popen(
-            [
-                "unshare",
-                "-fpu",
-                "--mount-proc",
-                "--kill-child",
-                "--",
-                "sh",
-                "-c",
-                'hostname web && exec "$@"',
-                "web",
-                *cluster_bench_argv(),
-                *run_args("oracle", "-j", "2", "--detach"),
-            ],
-            cwd=tmp_path,
-            env=cluster.env,
+        sleepers(served.tasks / "fleet", FOUR, 4)
+        page = operator.launch(
+            tasks_dir=str(served.tasks / "fleet" / "tasks"), agent="oracle", concurrency="2"
         )
-        assert web.wait(120) == 0
-        web.kill()  # nothing of the job is left there: the web machine holds no job state
-        [job] = job_dirs(tmp_path / "jobs")
+        assert page.status_code == 303, page.text[-2000:]
+        [job] = job_dirs(served.jobs)
+        # when the web machine dies at once (the server holds no job state)
+        served.kill()
         # then the job finishes on the fleet with no person acting
         wait_for(lambda: coordination(cluster, job)[0] == "ended", 300, "the job to end")
         wait_for(lambda: containers_of(docker_client, job) == [], 60, "no container of the job")
     finally:
+        operator.close()
+        served.kill()
         worker.kill()
+    assert coordination(cluster, job)[1] == "m-one"
     counted_once(job)
-
-
-def cluster_bench_argv() -> list[str]:
-    import sys
-
-    return [sys.executable, "-m", "benchflow_site.cli"]
 
 
 def test_an_operator_drains_the_coordinators_machine_and_the_job_moves(

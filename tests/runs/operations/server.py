@@ -18,7 +18,10 @@ PASSWORD = "pw-for-the-tests-1"
 
 
 class Served:
-    def __init__(self, tmp_path: Path, env: dict[str, str]):
+    """`machine`: run it on a machine of its own (a PID and UTS namespace with that host name, as
+    tests/e2e/scaleout.py's Machine), so that `kill` takes the whole server at once."""
+
+    def __init__(self, tmp_path: Path, env: dict[str, str], machine: str | None = None):
         self.tasks = tmp_path / "tasks"
         shutil.copytree(EXAMPLES, self.tasks / "examples")
         self.jobs = tmp_path / "jobs"
@@ -36,8 +39,19 @@ class Served:
         self.base = f"http://127.0.0.1:{self.port}"
         self.log = tmp_path / "server.log"
         with self.log.open("w") as out:  # the child keeps its own copy
+            on = ["unshare", "-fpu", "--mount-proc", "--kill-child", "--", "sh", "-c"]
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "benchflow_site.cli", "serve", "--port", str(self.port)],
+                [
+                    *([*on, 'hostname "$0" && exec "$@"', machine] if machine else []),
+                    *(
+                        sys.executable,
+                        "-m",
+                        "benchflow_site.cli",
+                        "serve",
+                        "--port",
+                        str(self.port),
+                    ),
+                ],
                 cwd=tmp_path,
                 env=self.env,
                 # a file, not an unread pipe: a full pipe would block the server
@@ -71,6 +85,11 @@ class Served:
         page.click("button[type=submit], input[type=submit]")
         page.wait_for_url(self.base + "/")
         return page
+
+    def kill(self) -> None:
+        """The server's machine dies: every process on it at once."""
+        self.proc.kill()
+        self.proc.wait(30)
 
     def stop(self) -> None:
         self.proc.terminate()
