@@ -40,6 +40,13 @@ def leaks(
     return out
 
 
+# Real tables only: a virtual table (the search index's FTS5 table, contentless) cannot be read
+# row by row; what it holds is in its shadow tables (`<name>_data`, ...), which are read.
+SQLITE_TABLES = (
+    "SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE 'CREATE VIRTUAL%'"
+)
+
+
 def database_dump(env: dict[str, str], database: str | None) -> str:
     """Every row of every table of the index (SQLite in BENCHFLOW_HOME, or the test's PostgreSQL
     database), as text."""
@@ -50,10 +57,7 @@ def database_dump(env: dict[str, str], database: str | None) -> str:
     for file in ("benchflow.sqlite3", "benchflow.leases.sqlite3"):
         sqlite = str(home / file)
         if database is None:
-            tables = [
-                r[0]
-                for r in query(None, sqlite, "SELECT name FROM sqlite_master WHERE type = 'table'")
-            ]
+            tables = [r[0] for r in query(None, sqlite, SQLITE_TABLES)]
         else:
             tables = [
                 r[0]
