@@ -341,7 +341,19 @@ def test_a_token_cap_holds_across_workers(docker_client, cluster, tmp_path):
     assert budget["spent"]["tokens"] == sum(finished) + sum(cancelled)
     assert budget["spent"]["tokens"] >= 5000
     assert budget["spent"]["rollouts"] == len(finished) + len(cancelled) < len(names)
-    wait_for(lambda: containers_of(docker_client, job) == [], 30, "no container of the job")
+    # the cancelled attempts' sandboxes are removed by their workers, in the background (once in
+    # CI one was still listed after 30 s: this says which, in what state, and what the workers said)
+    try:
+        wait_for(lambda: containers_of(docker_client, job) == [], 60, "no container of the job")
+    except AssertionError:
+        left = [
+            (c.name, c.status, c.labels.get("benchflow.trial"))
+            for c in docker_client.containers.list(
+                all=True, filters={"label": f"benchflow.job_dir={job.resolve()}"}
+            )
+        ]
+        logs = "\n".join(cluster.log(w)[-3000:] for w in (first, second))
+        raise AssertionError(f"containers left: {left}\nworkers' logs (ends):\n{logs}") from None
 
 
 def test_a_per_trial_budget_holds_on_a_worker_as_in_process(docker_client, cluster, tmp_path):
