@@ -43,6 +43,8 @@ SUB_EVENTS = 300  # of one subagent, nested under its Task call
 PENDING_MAX = 40  # calls without a result carried to the next page
 SEARCH_LINES = 4_000  # lines one search request reads
 SEARCH_HITS = 50
+CALL_FIELDS = ("started_at", "duration_s", "model", "status", "usage", "error", "refused")
+CALL_FIELDS += ("response", "response_sse")
 CALL_LOOKAHEAD = 40  # trajectory lines read past a page's own model calls, to find them
 TRAJECTORY = "trajectory/llm_trajectory.jsonl"
 SESSIONS = "agent/sessions/"
@@ -743,7 +745,9 @@ def _merge(
     end = True
     with fh:
         for line, after, value in _read_lines(fh, cursor.toffset, cursor.tline):
-            value = value if isinstance(value, dict) else {}
+            # what a call's marker and reply need; its request (the whole conversation so far)
+            # is let go at once, not kept alive for the garbage collector to walk on every parse
+            value = {k: value.get(k) for k in CALL_FIELDS} if isinstance(value, dict) else {}
             keys, tools = call_keys(value)
             calls.append((line - 1, after, value, tools))
             for key in keys:
