@@ -2,12 +2,19 @@
 calls (each with its result, status and duration), in order, with `+m:ss` offsets and numbers that
 stay the same on every visit (`#e42`).
 
-It is read from the agent's own session log when the attempt kept one that says more than the proxy
-saw (Claude Code's, with its subagents' events nested under the Task call that spawned them; Codex's
-main thread), else from the proxy's trajectory/llm_trajectory.jsonl (every agent's model calls).
+It is one stream from two sources when the attempt has both. The agent's own session log (Claude
+Code's, with its subagents' events nested under the Task/Agent call that spawned them; Codex's
+main thread), kept for every attempt of an agent that writes one, gives the steps: prompts,
+messages, thoughts, tool calls and their results. The proxy's trajectory/llm_trajectory.jsonl
+gives each model call's model, tokens, duration and status: a call the log shows takes them (and
+`#c<line>`, its trajectory line), and a call the log lacks (a failed or refused call, a side call,
+a Codex sub-agent's thread) comes as its own event, its reply nested, where the proxy's order puts
+it; nothing comes twice. Calls are matched by id, not by time or by count (see _merge). An agent
+without a session log (or an attempt from before logs were always kept) has the trajectory alone,
+read as the stream itself.
 
 A page is read from a cursor (line, byte offset, events numbered so far, calls still waiting for a
-result), never from the start of the file: a trial of 2,000 calls paints its first page after
+result, and merged, the trajectory's line and offset), never from the start of a file: a trial of 2,000 calls paints its first page after
 reading its first lines, and the next page goes on where the last stopped. Everything is bounded as
 on the rest of the trial page: a line read (LINE_MAX), the lines a page looks ahead for results,
 and the bytes of HTML a page carries (an item past its share keeps its head and a link to the raw
