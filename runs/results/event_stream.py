@@ -731,12 +731,15 @@ def _merge(
     `#c<line>`); a call the log lacks (a failed or refused call, a side call, a thread the log does
     not nest) comes as its own event, its reply nested under it, where the proxy's order puts it.
 
-    A call is matched by id, not by time or count: the reply id Claude Code logs, the tool call
-    ids Codex logs (clocks and the order of parallel subagents cannot shift that). A call with
-    neither (a Codex answer without tool calls) takes the first unmatched call without tool calls
-    after the one matched before it. The trajectory is read from the cursor's place, at most
-    CALL_LOOKAHEAD lines past the page's own calls; calls after the last one matched wait for the
-    next page, so paging does not change where anything goes."""
+    A call is matched by what both sides record of it, not by time or by count (clocks differ by
+    the log's write delay, and the k-th call of a log is not the proxy's k-th once a call fails, a
+    side call is made or subagents run): the reply id Claude Code logs (the API's message id), the
+    tool call ids and the input and output tokens Codex logs. A call with neither takes the first
+    unmatched call without tool calls after the one matched before it. The trajectory is read from
+    the cursor's place, at most CALL_LOOKAHEAD lines past the page's own calls, and calls after the
+    last one matched wait for the next page: paging changes neither what is shown nor its numbers
+    (only, in Codex's log, a call it lacks just past a page's last call goes at the next page's
+    start rather than the end of this one)."""
     fh = files.open_file(folder, source.proxy)
     if fh is None:
         return events, done
