@@ -437,7 +437,9 @@ def claude_items(line: Any, cursor: Cursor) -> list[Item]:
                 )
             )
     usage = message.get("usage") if isinstance(message.get("usage"), dict) else None
-    if line.get("type") == "assistant" and usage and items and items[0].kind != "call":
+    # a message without tokens is the CLI's own (an API error it shows), not a model call
+    used = usage and any(isinstance(v, int) and v > 0 for v in usage.values())
+    if line.get("type") == "assistant" and used and items and items[0].kind != "call":
         tokens = (
             f"{usage.get('input_tokens', 0) or 0:,} in · {usage.get('output_tokens', 0) or 0:,} out"
         )
@@ -824,8 +826,9 @@ def _proxy_only(index: int, line: dict[str, Any]) -> Event:
 
 def _placed(events: list[Event], extra: list[Event], trailing: bool) -> list[Event]:
     """`extra` (proxy-only calls) among `events` in the proxy's order: each just before the first
-    call the proxy made after it, or, where a log writes a call's marker after its reply (`trailing`:
-    Codex's token counts), just after the last call made before it."""
+    call the proxy made after it (with none, before the first later event of the log), or, where a
+    log writes a call's marker after its reply (`trailing`: Codex's token counts), just after the
+    last call made before it."""
     marks = [
         (i, e.call) for i, e in enumerate(events) if e.kind in ("call", "error") and e.call >= 0
     ]
@@ -835,13 +838,21 @@ def _placed(events: list[Event], extra: list[Event], trailing: bool) -> list[Eve
             before = [i for i, call in marks if call < x.call]
             at = before[-1] + 1 if before else 0
         else:
-            at = next((i for i, call in marks if call > x.call), len(events))
+            at = next((i for i, call in marks if call > x.call), -1)
+            if at < 0:
+                last = max((i for i, call in marks if call < x.call), default=-1)
+                later = (i for i, e in enumerate(events) if i > last and _after(e, x))
+                at = next(later, len(events))
         slots.setdefault(at, []).append(x)
     out: list[Event] = []
     for i, event in enumerate(events):
         out += slots.get(i, [])
         out.append(event)
     return out + slots.get(len(events), [])
+
+
+def _after(event: Event, call: Event) -> bool:
+    return event.at is not None and call.at is not None and event.at > call.at
 
 
 def _renumbered(events: list[Event], cursor: Cursor) -> list[Event]:

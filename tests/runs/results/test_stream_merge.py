@@ -290,3 +290,47 @@ def test_codex_calls_take_the_proxys_usage_and_a_sub_agents_call_shows_once(
     assert events[3].title == "model call · not in the session log"
     assert [(c.kind, c.text) for c in events[3].children] == [("message", "hello")]
     assert events[5].meta == "mock-model · 10,402 in · 1 out"
+
+
+def test_a_refused_call_comes_once_before_the_error_claude_code_shows_for_it(
+    tmp_path: Path,
+) -> None:
+    # given: the proxy refused the second call (the turn budget was spent); Claude Code logs the
+    # error as a message of its own, with no tokens (model <synthetic>)
+    zero = {"input_tokens": 0, "output_tokens": 0, "cache_read_input_tokens": 0}
+    write_jsonl(
+        tmp_path,
+        SESSION,
+        [
+            claude("user", 1, "Task hello."),
+            assistant(3, "msg_a", [{"type": "tool_use", "id": "toolu_0", "name": "Bash"}]),
+            claude("user", 4, [{"type": "tool_result", "tool_use_id": "toolu_0", "content": ""}]),
+            claude(
+                "assistant",
+                6,
+                [{"type": "text", "text": "API Error: 400 trial_budget_spent"}],
+                message={"id": "ffb2742c", "model": "<synthetic>", "usage": zero},
+                isApiErrorMessage=True,
+            ),
+        ],
+    )
+    refusal = {"type": "error", "error": {"message": "trial_budget_spent: the turn budget"}}
+    write_jsonl(
+        tmp_path,
+        es.TRAJECTORY,
+        [
+            proxy_line(2, (19037, 39), messages_sse("msg_a", ("toolu_0", "Bash"))),
+            proxy_line(5, (0, 0), status=400, usage=None, error="trial_budget_spent")
+            | {"refused": True, "stream": False, "response": refusal, "response_sse": None},
+        ],
+    )
+    # when
+    events = read_all(tmp_path, source_of(tmp_path, SESSION), 10_000)
+    # then
+    assert [(e.kind, e.title, e.call) for e in events] == [
+        ("prompt", "user", -1),
+        ("call", "model call", 0),
+        ("tool", "Bash", -1),
+        ("error", "refused call", 1),
+        ("message", "assistant", -1),
+    ]
