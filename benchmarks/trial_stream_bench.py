@@ -1,12 +1,13 @@
 """The trial page of a 2,000-call trial: how soon Chromium paints its first screen, and what each
 later page of its event stream costs, against the same page of a trial with no model calls.
 
-    .venv/bin/python benchmarks/trial_stream_bench.py [--calls 2000] [--runs 7]
+    .venv/bin/python benchmarks/trial_stream_bench.py [--calls 2000] [--runs 7] [--session-log]
 
 The trial's trajectory/llm_trajectory.jsonl is shaped as an agent's: each call sends the whole
 conversation so far (a prompt, then the thinking, tool call and result of every step before it),
-so the file grows with the square of the calls (about 330 MB at 2,000). A real `bench view`
-serves it. Measured, each the median of --runs rounds on a warm server:
+so the file grows with the square of the calls (about 330 MB at 2,000). With --session-log the
+trial also has Claude Code's own session log of the same calls (agent/sessions/-app/s1.jsonl), so
+the stream is the log with the proxy's calls merged in. A real `bench view` serves it. Measured, each the median of --runs rounds on a warm server:
 - first paint: Chromium's first-contentful-paint of the trial page, and the time until its first
   event (#e1) is in the page (target: under 500 ms);
 - the server's time for the page (whole HTML), beside the same page of a trial with no calls;
@@ -48,6 +49,28 @@ def _stamp(seconds: int) -> str:
     return f"2026-12-04T12:{seconds // 60 % 60:02d}:{seconds % 60:02d}+00:00"
 
 
+def write_session_log(path: Path, calls: int) -> None:
+    """Claude Code's log of the same conversation: the prompt, then each call's reply (its message
+    id as the proxy saw it) and its tool's result."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+
+    def entry(kind: str, n: int, content: object, **message: object) -> str:
+        doc = {"type": kind, "sessionId": "s1", "isSidechain": False, "timestamp": _stamp(n)}
+        return json.dumps({**doc, "message": {"role": kind, "content": content, **message}})
+
+    usage = {"input_tokens": 1, "output_tokens": 1}
+    with path.open("w") as out:
+        out.write(entry("user", 0, "fix the failing test in src/") + "\n")
+        for n in range(calls):
+            reply = [
+                {"type": "thinking", "thinking": f"step {n}: look at the next file"},
+                {"type": "tool_use", "id": f"t{n}", "name": "Bash", "input": {"cmd": f"cat f{n}"}},
+            ]
+            out.write(entry("assistant", n, reply, id=f"msg_{n}", usage=usage) + "\n")
+            result = {"type": "tool_result", "tool_use_id": f"t{n}", "content": f"line {n}\n" * 3}
+            out.write(entry("user", n, [result]) + "\n")
+
+
 def write_trajectory(path: Path, calls: int) -> int:
     """A conversation of `calls` calls, each request holding all before it; returns its bytes."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -66,7 +89,7 @@ def write_trajectory(path: Path, calls: int) -> int:
                 "status": 200,
                 "usage": {"input_tokens": 1000 + n, "output_tokens": 40},
                 "request": "@@",
-                "response": {"content": reply},
+                "response": {"id": f"msg_{n}", "content": reply},
             }
             request = '{"system": "You are a careful engineer.", "messages": [' + ", ".join(sent)
             out.write(json.dumps(line).replace('"@@"', request + "]}") + "\n")
@@ -76,7 +99,7 @@ def write_trajectory(path: Path, calls: int) -> int:
     return path.stat().st_size
 
 
-def make_job(jobs: Path, calls: int) -> int:
+def make_job(jobs: Path, calls: int, session_log: bool = False) -> int:
     job = jobs / JOB
     plan = ["long", "empty"]
     (job).mkdir(parents=True)
@@ -103,6 +126,8 @@ def make_job(jobs: Path, calls: int) -> int:
         (folder / "result.json").write_text(json.dumps(result))
         if task == "long":
             size = write_trajectory(folder / "trajectory/llm_trajectory.jsonl", calls)
+            if session_log:
+                write_session_log(folder / "agent/sessions/-app/s1.jsonl", calls)
     return size
 
 
@@ -145,10 +170,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--session-log", action="store_true", help="with Claude Code's log too")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-stream-") as tmp:
         root = Path(tmp)
-        size = make_job(root / "jobs", args.calls)
+        size = make_job(root / "jobs", args.calls, args.session_log)
         port = _free_port()
         env = {**os.environ, "BENCHFLOW_HOME": str(root / "home"), "PYTHONPATH": str(REPO)}
         env.pop("DATABASE_URL", None)
@@ -194,6 +220,7 @@ def main() -> None:
         "machine": f"{platform.machine()} {os.cpu_count()} cores",
         "calls": args.calls,
         "trajectory_bytes": size,
+        "session_log": args.session_log,
         "events": events,
         "runs": args.runs,
         "target_ms": TARGET_MS,
@@ -206,7 +233,8 @@ def main() -> None:
             "max_ms": max(pages) if pages else None,
         },
     }
-    out = REPO / "benchmarks" / "results" / "trial_stream.json"
+    name = "trial_stream_session.json" if args.session_log else "trial_stream.json"
+    out = REPO / "benchmarks" / "results" / name
     out.write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report, indent=2))
 

@@ -107,7 +107,8 @@ def stream(request: HttpRequest, job: str, trial: str, rollout: str) -> HttpResp
     known = event_stream.is_source_path(rel) and files.safe_file(folder, rel) is not None
     if kind not in event_stream.READERS or not known:
         raise Http404("not a stream of this attempt")
-    source, cursor = event_stream.Source(kind, rel), event_stream.Cursor.parse(request.GET)
+    source = event_stream.source_of(folder, kind, rel)
+    cursor = event_stream.Cursor.parse(request.GET)
     query = request.GET.get("q", "")[:200]
     if query:
         page = event_stream.search(folder, source, query, cursor)

@@ -8,9 +8,13 @@ sub-agent's too, has its own session log ($CODEX_HOME/sessions/YYYY/MM/DD/rollou
 session_meta line says whether the thread is a sub-agent's (source {"subagent": ...}), and a
 token_count event follows each model call with the thread's running total. OpenCode keeps its
 sessions in a SQLite store ($XDG_DATA_HOME/opencode/opencode.db): a subagent's session (its task
-tool's) has a parent session, and each assistant message, one model call, its tokens. As BenchFlow
-does, the log is kept for a trial with a budget, in the trial's agent/sessions folder (secrets the
-trial was given are replaced in it).
+tool's) has a parent session, and each assistant message, one model call, its tokens.
+
+The log is kept for every attempt of an agent that writes one, in the attempt's agent/sessions
+folder (secrets the trial was given are replaced in it): the trial page's event stream reads it
+beside the proxy's trajectory (runs/results/event_stream.py), and a trial with a budget counts its
+subagents' share from it, as BenchFlow does. The copy is bounded (SESSION_LOGS_CAP bytes in all: a
+file that would pass it is left out whole, so no kept file is cut short).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from runs.secrets import redact_tree
 
 OPENCODE_DB = ("opencode.db", "opencode.db-wal", "opencode.db-shm")
 OPENCODE_EXPORT = "opencode-messages.jsonl"
+SESSION_LOGS_CAP = 64 * 1024 * 1024  # bytes of one attempt's session logs kept
 
 
 def keep_session_logs(
@@ -42,14 +47,14 @@ def keep_session_logs(
         if store == "opencode-db":
             with tempfile.TemporaryDirectory(prefix="bench-opencode-") as tmp:
                 for name in OPENCODE_DB:
-                    sandbox.copy_file_to(f"{path}/{name}", Path(tmp) / name)
+                    sandbox.copy_file_to(f"{path}/{name}", Path(tmp) / name, cap=SESSION_LOGS_CAP)
                 rows = opencode_messages(Path(tmp) / OPENCODE_DB[0])
             if rows is None:
                 return []
             dest.mkdir(parents=True, exist_ok=True)
             (dest / OPENCODE_EXPORT).write_text("".join(json.dumps(row) + "\n" for row in rows))
         else:
-            sandbox.copy_dir_to(path, dest)
+            sandbox.copy_dir_to(path, dest, cap=SESSION_LOGS_CAP)
     except Exception:  # noqa: BLE001 - no log is no breakdown: subagents stays null
         return []
     redact_tree(dest, secrets)

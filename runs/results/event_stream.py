@@ -2,12 +2,19 @@
 calls (each with its result, status and duration), in order, with `+m:ss` offsets and numbers that
 stay the same on every visit (`#e42`).
 
-It is read from the agent's own session log when the attempt kept one that says more than the proxy
-saw (Claude Code's, with its subagents' events nested under the Task call that spawned them; Codex's
-main thread), else from the proxy's trajectory/llm_trajectory.jsonl (every agent's model calls).
+It is one stream from two sources when the attempt has both. The agent's own session log (Claude
+Code's, with its subagents' events nested under the Task/Agent call that spawned them; Codex's
+main thread), kept for every attempt of an agent that writes one, gives the steps: prompts,
+messages, thoughts, tool calls and their results. The proxy's trajectory/llm_trajectory.jsonl
+gives each model call's model, tokens, duration and status: a call the log shows takes them (and
+`#c<line>`, its trajectory line), and a call the log lacks (a failed or refused call, a side call,
+a Codex sub-agent's thread) comes as its own event, its reply nested, where the proxy's order puts
+it; nothing comes twice. Calls are matched by id, not by time or by count (see _merge). An agent
+without a session log (or an attempt from before logs were always kept) has the trajectory alone,
+read as the stream itself.
 
 A page is read from a cursor (line, byte offset, events numbered so far, calls still waiting for a
-result), never from the start of the file: a trial of 2,000 calls paints its first page after
+result, and merged, the trajectory's line and offset), never from the start of a file: a trial of 2,000 calls paints its first page after
 reading its first lines, and the next page goes on where the last stopped. Everything is bounded as
 on the rest of the trial page: a line read (LINE_MAX), the lines a page looks ahead for results,
 and the bytes of HTML a page carries (an item past its share keeps its head and a link to the raw
@@ -28,6 +35,7 @@ from runs.results import files
 from runs.results.transcript import (
     LINE_MAX,
     TextBudget,
+    _sse_data,
     _text,
     reply_messages,
     request_messages,
@@ -42,6 +50,9 @@ SUB_EVENTS = 300  # of one subagent, nested under its Task call
 PENDING_MAX = 40  # calls without a result carried to the next page
 SEARCH_LINES = 4_000  # lines one search request reads
 SEARCH_HITS = 50
+CALL_FIELDS = ("started_at", "duration_s", "model", "status", "usage", "error", "refused")
+CALL_FIELDS += ("response", "response_sse")
+CALL_LOOKAHEAD = 40  # trajectory lines read past a page's own model calls, to find them
 TRAJECTORY = "trajectory/llm_trajectory.jsonl"
 SESSIONS = "agent/sessions/"
 
@@ -88,6 +99,9 @@ class Event:
     sidechain: bool = False
     children: list[Event] = field(default_factory=list)
     call: int = -1  # a model call's 0-based line in the trajectory (`#c<line>`), else -1
+    keys: frozenset[str] = (
+        frozenset()
+    )  # a session log's model call: its ids, to find it in the proxy's
 
     @property
     def anchor(self) -> str:
@@ -112,6 +126,9 @@ class Cursor:
     pending: dict[str, int] = field(default_factory=dict)  # tool id -> its event's number
     message: str = ""  # Claude Code: the message whose entries are being read
     calls: int = 0  # model calls numbered so far (a session log's stand-in for trajectory lines)
+    tline: int = 0  # merged: the trajectory's lines taken so far
+    toffset: int = 0  # and the byte offset after them
+    call_ids: list[str] = field(default_factory=list)  # Codex: tool calls since the last call
 
     def query(self) -> str:
         from urllib.parse import urlencode
@@ -119,6 +136,7 @@ class Cursor:
         open_ids = ",".join(f"{k}:{v}" for k, v in list(self.pending.items())[-PENDING_MAX:])
         params = {"line": self.line, "at": self.offset, "e": self.n, "prev": self.prev}
         params["c"] = self.calls
+        params["tl"], params["ta"] = self.tline, self.toffset
         return urlencode({**params, "t0": "" if self.t0 is None else self.t0, "open": open_ids})
 
     @classmethod
@@ -138,13 +156,24 @@ class Cursor:
             key, _, value = pair.rpartition(":")
             if key and value.isdigit():
                 pending[key[:200]] = int(value)
-        return cls(num("line"), num("at"), num("e"), num("prev"), t0, pending, calls=num("c"))
+        return cls(
+            num("line"),
+            num("at"),
+            num("e"),
+            num("prev"),
+            t0,
+            pending,
+            calls=num("c"),
+            tline=num("tl"),
+            toffset=num("ta"),
+        )
 
 
 @dataclass
 class Source:
     kind: str  # trajectory, claude, codex
     rel: str  # the file, relative to the attempt folder
+    proxy: str = ""  # a session log's: the proxy's trajectory merged into it, when there is one
 
 
 @dataclass
@@ -219,6 +248,7 @@ class Item:
     agent_id: str = ""
     sidechain: bool = False
     model_call: bool = False  # the marker of one model call (failed or not)
+    keys: frozenset[str] = frozenset()  # its ids (a reply's id, its tool calls'), to match it
 
 
 def _thoughts(response: Any, sse: Any) -> list[str]:
@@ -285,8 +315,6 @@ def trajectory_items(line: Any, cursor: Cursor) -> list[Item]:
     if not isinstance(line, dict):
         return [Item("error", "unreadable line", "this line is not JSON or is too long")]
     started = _time(line.get("started_at"))
-    took = line.get("duration_s") if isinstance(line.get("duration_s"), int | float) else None
-    ended = started + took if started is not None and took is not None else started
     fresh = request_messages(_new_part(line.get("request"), cursor))
     items: list[Item] = []
     for m in fresh:
@@ -296,6 +324,14 @@ def trajectory_items(line: Any, cursor: Cursor) -> list[Item]:
             items.append(Item("result", text=m.text, at=started, result_for=m.tool_call_id))
         elif m.role == "user" and m.text:
             items.append(Item("prompt", "user", m.text, started))
+    return [*items, call_item(line), *reply_items(line)]
+
+
+def call_item(line: dict[str, Any]) -> Item:
+    """A proxy call's marker: its model, tokens, start, duration and status (a failed or refused
+    call is an error)."""
+    started = _time(line.get("started_at"))
+    took = line.get("duration_s") if isinstance(line.get("duration_s"), int | float) else None
     usage = _dict(line.get("usage"))
     tokens = " · ".join(
         f"{usage[k]:,} {label}"
@@ -309,7 +345,15 @@ def trajectory_items(line: Any, cursor: Cursor) -> list[Item]:
         call.kind, call.is_error = "error", True
         call.title = "refused call" if line.get("refused") else f"failed call (HTTP {status})"
         call.text = str(line.get("error") or "")
-    items.append(call)
+    return call
+
+
+def reply_items(line: dict[str, Any]) -> list[Item]:
+    """What a proxy call answered: its thoughts, text and tool calls, at its end."""
+    started = _time(line.get("started_at"))
+    took = line.get("duration_s") if isinstance(line.get("duration_s"), int | float) else None
+    ended = started + took if started is not None and took is not None else started
+    items: list[Item] = []
     for thought in _thoughts(line.get("response"), line.get("response_sse")):
         items.append(Item("thought", "thinking", thought, ended))
     for m in reply_messages(line.get("response"), line.get("response_sse")):
@@ -393,7 +437,9 @@ def claude_items(line: Any, cursor: Cursor) -> list[Item]:
                 )
             )
     usage = message.get("usage") if isinstance(message.get("usage"), dict) else None
-    if line.get("type") == "assistant" and usage and items and items[0].kind != "call":
+    # a message without tokens is the CLI's own (an API error it shows), not a model call
+    used = usage and any(isinstance(v, int) and v > 0 for v in usage.values())
+    if line.get("type") == "assistant" and used and items and items[0].kind != "call":
         tokens = (
             f"{usage.get('input_tokens', 0) or 0:,} in · {usage.get('output_tokens', 0) or 0:,} out"
         )
@@ -402,7 +448,8 @@ def claude_items(line: Any, cursor: Cursor) -> list[Item]:
         if message.get("id") and message.get("id") == cursor.message:
             return items
         cursor.message = str(message.get("id") or "")
-        items.insert(0, Item("call", "model call", meta=meta, at=at, sidechain=side))
+        keys = frozenset([str(message["id"])] if message.get("id") else [])
+        items.insert(0, Item("call", "model call", meta=meta, at=at, sidechain=side, keys=keys))
     return items
 
 
@@ -418,7 +465,9 @@ def codex_items(line: Any, cursor: Cursor) -> list[Item]:
         if kind == "token_count" and isinstance(p.get("info"), dict):
             last = p["info"].get("last_token_usage") or {}
             meta = f"{last.get('input_tokens', 0):,} in · {last.get('output_tokens', 0):,} out"
-            return [Item("call", "model call", meta=meta, at=at)]
+            tokens = _tokens_key(last.get("input_tokens"), last.get("output_tokens"))
+            keys, cursor.call_ids = frozenset([*cursor.call_ids, tokens]), []
+            return [Item("call", "model call", meta=meta, at=at, keys=keys)]
         return []
     if line.get("type") != "response_item":
         return []
@@ -437,6 +486,8 @@ def codex_items(line: Any, cursor: Cursor) -> list[Item]:
         args = p.get("arguments") or p.get("input") or p.get("action") or ""
         args = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
         name = str(p.get("name") or ("shell" if kind == "local_shell_call" else ""))
+        if p.get("call_id"):  # the call's id, as the proxy saw it in the reply
+            cursor.call_ids.append(str(p["call_id"]))
         return [Item("tool", name, args, at, tool_id=str(p.get("call_id") or ""))]
     if kind in ("function_call_output", "custom_tool_call_output"):
         out = p.get("output")
@@ -472,8 +523,9 @@ def _first_lines(folder: Path, rel: str, count: int = 5) -> list[Any]:
 
 
 def find_source(folder: Path, paths: list[str]) -> Source | None:
-    """The stream's source among the attempt's files: Claude Code's main session log, Codex's main
-    thread, else the proxy's trajectory."""
+    """The stream's source among the attempt's files: Claude Code's main session log or Codex's
+    main thread, with the proxy's trajectory merged in when there is one, else the trajectory."""
+    proxy = TRAJECTORY if TRAJECTORY in paths else ""
     for rel in sorted(p for p in paths if p.startswith(SESSIONS) and p.endswith(".jsonl")):
         if "/subagents/" in rel:
             continue
@@ -482,17 +534,23 @@ def find_source(folder: Path, paths: list[str]) -> Source | None:
             isinstance(v, dict) and "sessionId" in v and v.get("isSidechain") is not True
             for v in head
         ):
-            return Source("claude", rel)
+            return Source("claude", rel, proxy)
         meta = next(
             (v for v in head if isinstance(v, dict) and v.get("type") == "session_meta"), None
         )
         if meta is not None:
             source = (meta.get("payload") or {}).get("source")
             if not (isinstance(source, dict) and "subagent" in source):
-                return Source("codex", rel)
+                return Source("codex", rel, proxy)
     if TRAJECTORY in paths:
         return Source("trajectory", TRAJECTORY)
     return None
+
+
+def source_of(folder: Path, kind: str, rel: str) -> Source:
+    """The source a later page names (its kind and file), merged as find_source merges it."""
+    merged = kind != "trajectory" and files.safe_file(folder, TRAJECTORY) is not None
+    return Source(kind, rel, TRAJECTORY if merged else "")
 
 
 def is_source_path(rel: str) -> bool:
@@ -531,6 +589,7 @@ def _event(n: int, item: Item, line: int) -> Event:
         line=line,
         tool_id=item.tool_id,
         sidechain=item.sidechain,
+        keys=item.keys,
     )
     if item.kind == "tool":
         event.tool, event.status = tool_kind(item.title), "pending"
@@ -540,9 +599,7 @@ def _event(n: int, item: Item, line: int) -> Event:
     return event
 
 
-def _subagent(
-    folder: Path, source: Source, agent_id: str, parent: Event, budget: TextBudget, t0: float | None
-) -> None:
+def _subagent(folder: Path, source: Source, agent_id: str, parent: Event, t0: float | None) -> None:
     """A Claude Code subagent's own log (<session>/subagents/agent-<id>.jsonl), nested under the
     Task call that spawned it."""
     safe = "".join(ch for ch in agent_id if ch.isalnum() or ch in "-_")[:100]
@@ -552,7 +609,7 @@ def _subagent(
         return
     with fh:
         sub = Source("claude", rel)
-        page = _walk(fh, sub, Cursor(t0=t0), SUB_EVENTS, budget, folder, nested=True)
+        page = _walk(fh, sub, Cursor(t0=t0), SUB_EVENTS, TextBudget(0), folder, nested=True)
     for child in page.events:
         child.sidechain = True
     parent.children.extend(page.events)
@@ -597,6 +654,7 @@ def _walk(
             if item.kind == "call" or item.model_call:
                 # the trajectory has one call a line; a session log's k-th call stands for the
                 # trajectory's k-th line (the nearest item a search hit can name)
+                # (merged with the proxy's calls, the one it matches names its own line)
                 event.call = line - 1 if source.kind == "trajectory" else cursor.calls
                 cursor.calls += 1
             events.append(event)
@@ -621,17 +679,195 @@ def _walk(
     top = {e.n for e in events}
     still = {k: v.n for k, v in tools.items() if v.n in top and v in events}
     cursor.pending = dict(list({**carried, **still}.items())[-PENDING_MAX:])
+    if nested or folder is None:
+        return StreamPage(source, events, cursor, done)  # its parent's page finishes it
+    if source.kind == "claude":
+        for event in events:
+            if event.tool == "task" and event.agent_id:
+                _subagent(folder, source, event.agent_id, event, cursor.t0)
+    if source.proxy:
+        events, done = _merge(folder, source, events, cursor, done)
     for event in events:
         _finish(event, cursor.t0, budget)
-        if (
-            source.kind == "claude"
-            and folder is not None
-            and event.tool == "task"
-            and event.agent_id
-            and not nested
-        ):
-            _subagent(folder, source, event.agent_id, event, budget, cursor.t0)
     return StreamPage(source, events, cursor, done)
+
+
+# ---- the proxy's calls merged into a session log ---------------------------------------------------
+
+
+def _tokens_key(given: Any, made: Any) -> str:
+    return f"tokens:{given}/{made}"
+
+
+def call_keys(line: dict[str, Any]) -> tuple[frozenset[str], frozenset[str]]:
+    """A proxy call's ids as a session log names them, and its tool calls' ids: its reply's id
+    (Claude Code logs each reply with the id the API gave it), its tool calls' ids and its tokens
+    (Codex logs each tool call's id, and each call's input and output tokens as the API gave them)."""
+    usage = _dict(line.get("usage"))
+    reply: set[str] = {_tokens_key(usage.get("input_tokens"), usage.get("output_tokens"))}
+    response, sse = line.get("response"), line.get("response_sse")
+    if isinstance(response, dict) and isinstance(response.get("id"), str):
+        reply.add(response["id"])
+    if isinstance(sse, str) and sse:
+        for ev in _sse_data("\n\n".join(sse.split("\n\n", 2)[:2])):  # the opening frames
+            inner = _dict(ev).get("message") or _dict(ev).get("response") or ev
+            if isinstance(_dict(inner).get("id"), str):
+                reply.add(str(inner["id"]))
+                break
+    tools = {
+        str(c["id"]) for m in reply_messages(response, sse) for c in m.tool_calls if c.get("id")
+    }
+    return frozenset(reply | tools), frozenset(tools)
+
+
+def _markers(events: list[Event]) -> list[Event]:
+    """The model calls a page of a session log shows, a subagent's (nested) included, in order."""
+    return [m for e in events for m in (e, *e.children) if m.kind == "call"]
+
+
+def _merge(
+    folder: Path, source: Source, events: list[Event], cursor: Cursor, done: bool
+) -> tuple[list[Event], bool]:
+    """The page's session-log events with the proxy's calls merged in: each model call the log
+    shows takes the proxy's model, tokens, duration and status (and its trajectory line as
+    `#c<line>`); a call the log lacks (a failed or refused call, a side call, a thread the log does
+    not nest) comes as its own event, its reply nested under it, where the proxy's order puts it.
+
+    A call is matched by what both sides record of it, not by time or by count (clocks differ by
+    the log's write delay, and the k-th call of a log is not the proxy's k-th once a call fails, a
+    side call is made or subagents run): the reply id Claude Code logs (the API's message id), the
+    tool call ids and the input and output tokens Codex logs. A call with neither takes the first
+    unmatched call without tool calls after the one matched before it. The trajectory is read from
+    the cursor's place, at most CALL_LOOKAHEAD lines past the page's own calls, and calls after the
+    last one matched wait for the next page: paging changes neither what is shown nor its numbers
+    (only, in Codex's log, a call it lacks just past a page's last call goes at the next page's
+    start rather than the end of this one)."""
+    fh = files.open_file(folder, source.proxy)
+    if fh is None:
+        return events, done
+    markers = _markers(events)
+    for marker in markers:
+        marker.call = -1  # the proxy's own line, once matched
+    waiting: dict[str, Event] = {}
+    for marker in reversed(markers):
+        waiting.update(dict.fromkeys(marker.keys, marker))
+    keyed = {id(m) for m in markers if m.keys}
+    matched: dict[int, int] = {}  # a marker's id -> its call's trajectory line (0-based)
+    calls: list[tuple[int, int, dict[str, Any], frozenset[str]]] = []
+    end = True
+    with fh:
+        for line, after, value in _read_lines(fh, cursor.toffset, cursor.tline):
+            # what a call's marker and reply need; its request (the whole conversation so far)
+            # is let go at once, not kept alive for the garbage collector to walk on every parse
+            value = {k: value.get(k) for k in CALL_FIELDS} if isinstance(value, dict) else {}
+            keys, tools = call_keys(value)
+            calls.append((line - 1, after, value, tools))
+            for key in keys:
+                marker = waiting.get(key)
+                if marker is not None and id(marker) not in matched:
+                    matched[id(marker)] = line - 1
+                    _attach(marker, value, line - 1)
+                    break
+            found = keyed <= matched.keys() and len(calls) >= len(markers)
+            if (found and not done) or len(calls) >= len(markers) + CALL_LOOKAHEAD:
+                end = fh.tell() >= os.fstat(fh.fileno()).st_size
+                break
+    taken = set(matched.values())
+    last = -1
+    for marker in markers:  # keyless: in order, after the call matched before
+        if id(marker) in matched:
+            last = matched[id(marker)]
+            continue
+        if marker.keys:
+            continue
+        for index, _after, value, tools in calls:
+            if index > last and index not in taken and not tools and not _failed(value):
+                matched[id(marker)] = last = index
+                taken.add(index)
+                _attach(marker, value, index)
+                break
+    bound = max(taken, default=-1)
+    if done:  # the log has ended: every call read is placed
+        bound = calls[-1][0] if calls else bound
+    rest = [c for c in calls if c[0] <= bound and c[0] not in taken]
+    if bound >= 0:
+        after = next(a for index, a, _v, _t in calls if index == bound)
+        cursor.tline, cursor.toffset = bound + 1, after
+    extra = [_proxy_only(index, value) for index, _a, value, _t in rest]
+    merged = _placed(events, extra, trailing=source.kind == "codex")
+    return _renumbered(merged, cursor), done and end
+
+
+def _failed(line: dict[str, Any]) -> bool:
+    return call_item(line).is_error
+
+
+def _attach(marker: Event, line: dict[str, Any], index: int) -> None:
+    """A session log's model call with what the proxy saw of it."""
+    item = call_item(line)
+    marker.meta, marker.duration_s, marker.call = item.meta, item.duration_s, index
+    if item.is_error:
+        marker.kind, marker.title, marker.text = "error", item.title, item.text
+
+
+def _proxy_only(index: int, line: dict[str, Any]) -> Event:
+    """A call the session log does not show: its marker, its reply nested under it."""
+    item = call_item(line)
+    if not item.is_error:
+        item.title = "model call · not in the session log"
+    event = _event(0, item, index + 1)
+    event.call = index
+    for n, reply in enumerate(reply_items(line), 1):
+        child = _event(n, reply, index + 1)
+        child.status = "" if child.kind == "tool" else child.status
+        event.children.append(child)
+    return event
+
+
+def _placed(events: list[Event], extra: list[Event], trailing: bool) -> list[Event]:
+    """`extra` (proxy-only calls) among `events` in the proxy's order: each just before the first
+    call the proxy made after it (with none, before the first later event of the log), or, where a
+    log writes a call's marker after its reply (`trailing`: Codex's token counts), just after the
+    last call made before it."""
+    marks = [
+        (i, e.call) for i, e in enumerate(events) if e.kind in ("call", "error") and e.call >= 0
+    ]
+    slots: dict[int, list[Event]] = {}
+    for x in sorted(extra, key=lambda e: e.call):
+        if trailing:
+            before = [i for i, call in marks if call < x.call]
+            at = before[-1] + 1 if before else 0
+        else:
+            at = next((i for i, call in marks if call > x.call), -1)
+            if at < 0:
+                last = max((i for i, call in marks if call < x.call), default=-1)
+                later = (i for i, e in enumerate(events) if i > last and _after(e, x))
+                at = next(later, len(events))
+        slots.setdefault(at, []).append(x)
+    out: list[Event] = []
+    for i, event in enumerate(events):
+        out += slots.get(i, [])
+        out.append(event)
+    return out + slots.get(len(events), [])
+
+
+def _after(event: Event, call: Event) -> bool:
+    return event.at is not None and call.at is not None and event.at > call.at
+
+
+def _renumbered(events: list[Event], cursor: Cursor) -> list[Event]:
+    """The page's events numbered on from the page before's; its open tool calls renamed."""
+    first = cursor.n - sum(1 for e in events if e.n > 0)  # the proxy-only ones had none
+    renamed = {}
+    for k, event in enumerate(events, first + 1):
+        if event.n > 0:
+            renamed[event.n] = k
+        event.n = k
+    cursor.n = first + len(events)
+    cursor.pending = {
+        tool: renamed.get(n, n) if n > first else n for tool, n in cursor.pending.items()
+    }
+    return events
 
 
 def _finish(event: Event, t0: float | None, budget: TextBudget) -> None:

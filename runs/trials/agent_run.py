@@ -294,10 +294,9 @@ async def run_agent(
     run.ran, run.exit_code = True, exec_result.exit_code
     run.tool_calls = watcher.tool_calls
     run.last_tool = redact_obj(watcher.last_tool, secrets)
+    logs = await _keep_logs(agent, sandbox, attempt_dir, secrets)
     if access is not None and proxy is not None:
-        await _take_counted(
-            run, proxy, access.key, agent, sandbox, attempt_dir, budget, watcher, secrets
-        )
+        await _take_counted(run, proxy, access.key, agent, attempt_dir, budget, watcher, logs)
     elif agent.needs_model:  # a login: its calls bypass the proxy, so its own log is all there is
         run.native = await loop.run_in_executor(
             None, agent.native_usage, sandbox, env, watcher.session_id
@@ -398,19 +397,37 @@ async def _watch(
     return result
 
 
+async def _keep_logs(
+    agent: Agent, sandbox: Sandbox, attempt_dir: Path, secrets: list[str]
+) -> list[Path] | None:
+    """The agent's own session log, kept in the attempt's agent/sessions folder for every attempt
+    of an agent that writes one (the trial page's event stream reads it beside the proxy's
+    trajectory; a budget's subagent share is counted from it); None for an agent without one."""
+    if not agent.needs_model or not agent.session_logs:
+        return None
+    return await asyncio.get_running_loop().run_in_executor(
+        None,
+        keep_session_logs,
+        sandbox,
+        agent.session_logs,
+        attempt_dir / "agent" / "sessions",
+        secrets,
+        agent.session_store,
+    )
+
+
 async def _take_counted(
     run: AgentRun,
     proxy: ModelGateway,
     key: str,
     agent: Agent,
-    sandbox: Sandbox,
     attempt_dir: Path,
     budget: TrialBudget,
     watcher: OutputWatcher,
-    secrets: list[str],
+    logs: list[Path] | None,
 ) -> None:
     """What the proxy counted for the attempt, once its calls still in flight settled; for a trial
-    with a budget, its subagents' share from the agent's own session log (kept as BenchFlow does)."""
+    with a budget, its subagents' share from the agent's own session log (`logs`, as kept)."""
     if left := await calls_settled(proxy, attempt_dir.name):
         run.usage_incomplete = {"calls_in_flight": left, "waited_sec": CALLS_SETTLE_S}
     usage = run.counted = proxy.unregister(key)
@@ -421,17 +438,8 @@ async def _take_counted(
     if not budget.active:
         return
     subagents = watcher.subagents()
-    if agent.session_logs:
-        files = await asyncio.get_running_loop().run_in_executor(
-            None,
-            keep_session_logs,
-            sandbox,
-            agent.session_logs,
-            attempt_dir / "agent" / "sessions",
-            secrets,
-            agent.session_store,
-        )
-        subagents = agent.subagents_from(files) or subagents
+    if logs is not None:
+        subagents = agent.subagents_from(logs) or subagents
     run.trial_budget = TrialBudgetRecord(
         budget={"tokens": budget.tokens, "turns": budget.turns},
         source=budget.source,

@@ -7,6 +7,7 @@ provider where a test needs to see what the proxy sends upstream.
 
 from __future__ import annotations
 
+import html
 import itertools
 import json
 import re
@@ -17,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -37,6 +39,7 @@ from tests.conftest import (
     run_bench,
     write_task,
 )
+from tests.e2e.browser import Viewer
 from tests.proxy.fake_upstream import (
     CHAT_USAGE,
     MESSAGES_USAGE,
@@ -70,6 +73,19 @@ def owned_containers(client, job: Path) -> list:
 def trajectory(job: Path, result: dict[str, Any]) -> list[dict[str, Any]]:
     path = job / result["rollout_name"] / "trajectory" / "llm_trajectory.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def trial_page(tmp_path: Path, env: dict[str, str], trial: str) -> str:
+    """The trial page of the run's only job under tmp_path/jobs, as `bench view` serves it."""
+    viewer = Viewer(tmp_path, env, ["jobs"])
+    try:
+        jobs = urllib.request.urlopen(viewer.base + "/", timeout=60).read().decode()
+        found = re.search(r'href="/jobs/([^/"]+)/"', jobs)
+        assert found, jobs
+        url = f"{viewer.base}/jobs/{found.group(1)}/{trial}/"
+        return urllib.request.urlopen(url, timeout=60).read().decode()
+    finally:
+        viewer.stop()
 
 
 def attempt_folders(job: Path) -> list[Path]:
@@ -145,6 +161,21 @@ def test_claude_passes_two_examples_at_j2_with_usage_tools_and_trajectory(
     summary = json.loads((job / "summary.json").read_text())
     assert (summary["total"], summary["passed"], summary["errored"]) == (2, 2, 0)
     assert owned_containers(docker_client, job) == []
+    # without a budget too, Claude Code's own session log is kept, and the trial page's stream
+    # reads it with the proxy's calls merged in: each call once, with the proxy's tokens
+    hello = next(r for r in results if r["task_name"] == "hello-world")
+    assert hello["trial_budget"] is None
+    sessions = job / hello["rollout_name"] / "agent" / "sessions"
+    [log] = [p for p in sessions.rglob("*.jsonl") if "subagents" not in p.parts]
+    page = trial_page(tmp_path, clean_env, hello["trial_name"])
+    assert f"from {log.relative_to(job / hello['rollout_name'])} and the proxy's calls" in page
+    calls = trajectory(job, hello)
+    assert page.count('class="ev k-call') == len(calls)
+    for n, call in enumerate(calls):
+        usage = call["usage"]
+        meta = f"{call['model']} · {usage['input_tokens']:,} in · {usage['output_tokens']:,} out"
+        assert page.count(html.escape(meta)) == 1 and f'id="c{n}"' in page, meta
+    assert page.count('class="ev k-tool') == 1 and 'class="st ok"' in page  # the oracle's Bash call
     # the CLI came in an image layer over the task image (both tasks share one), not a mount
     images = {
         json.loads((job / r["rollout_name"] / "sandbox.json").read_text())["image"] for r in results

@@ -8,6 +8,7 @@ from urllib.parse import unquote
 
 from runs.results import event_stream
 from tests.jobfolders import key
+from tests.runs.results.test_stream_merge import claude_trial
 from tests.trajectories import trajectory
 
 
@@ -67,3 +68,17 @@ def test_what_the_agent_wrote_is_shown_as_text(client, job):
     (folder / event_stream.TRAJECTORY).write_text(text)
     page = client.get(f"/jobs/{key(job)}/hello/").content.decode()
     assert "&lt;script&gt;x()&lt;/script&gt;" in page and "<script>x()" not in page
+
+
+def test_a_session_log_and_the_proxys_calls_read_as_one_stream(client, job):
+    # given: Claude Code's session log with its subagent's, and the proxy's trajectory
+    claude_trial(job / "hello__00000001")
+    # when
+    page = client.get(f"/jobs/{key(job)}/hello/").content.decode()
+    # then: the log's steps, each model call with the proxy's tokens, the failed call it lacks
+    assert "Task t." in page and "Done." in page and "Say hello." in page
+    assert "mock-model · 19,066 in · 20 out" in page  # the main agent's first call
+    assert "mock-model · 11,286 in · 1 out" in page  # its subagent's, nested
+    assert "failed call (HTTP 529)" in page
+    assert page.count('id="c1"') == 1 and 'id="e6"' in page and 'id="e7"' not in page
+    assert "End of the stream." in page

@@ -117,7 +117,7 @@ def test_a_claude_subagent_is_nested_under_the_task_call_that_spawned_it(tmp_pat
     source = es.find_source(tmp_path, paths)
     events = es.stream_page(tmp_path, source, es.Cursor()).events
     # then
-    assert source == es.Source("claude", "agent/sessions/projects/-app/s1.jsonl")
+    assert source == es.Source("claude", "agent/sessions/projects/-app/s1.jsonl", es.TRAJECTORY)
     assert [e.kind for e in events] == ["prompt", "call", "tool", "message"]
     # the log's first model call stands for the trajectory's first line (a search hit's `#c0`)
     assert [e.call_anchor for e in events] == ["", "c0", "", ""]
