@@ -87,9 +87,10 @@ def resume_job(
     gateway: ModelGateway | None = None,
     redo: list[str] | None = None,
     broker: Broker | None = None,
+    reviewer_env: dict[str, str] | None = None,
 ) -> int:
     """`bench eval resume JOB`: the job's recorded settings (secret values given again), run as
     `run_job` runs it; `redo`: trials to run again though they have a reward."""
-    spec = resume_spec(job_dir, agent_env, concurrency, redo)
+    spec = resume_spec(job_dir, agent_env, concurrency, redo, reviewer_env)
     spec.quiet = quiet
     return run_job(spec, setup_django=setup_django, gateway=gateway, broker=broker)
