@@ -331,7 +331,9 @@ def mark_reviewer(folder: Path, doc: dict[str, Any], parent: str) -> None:
     write_json(folder / RESULT, {**doc, "purpose": "reviewer", "parent_rollout": parent})
     config = read_object(folder / "config.json")
     if config is not None:
-        write_json(folder / "config.json", {**config, "purpose": "reviewer", "parent_rollout": parent})
+        write_json(
+            folder / "config.json", {**config, "purpose": "reviewer", "parent_rollout": parent}
+        )
 
 
 def _signal(proc: asyncio.subprocess.Process, sig: int) -> None:

@@ -281,7 +281,7 @@ def write_task(
     text = INSTRUCTION.format(weights=weights if rubric.version == "0.2" else "")
     (task / "instruction.md").write_text(text)
     (task / "task.toml").write_text(
-        TOML.format(timeout_sec=timeout_sec, network_mode=network_mode)
+        TOML.format(timeout_sec=f"{timeout_sec:g}", network_mode=network_mode)
     )
     (task / "tests").mkdir(parents=True, exist_ok=True)
     (task / "tests" / "test.sh").write_text(TEST)

@@ -1,0 +1,103 @@
+"""The automatic rubric review's pure part: the scoring record and the gated result.json, and
+which finished attempts are queued for review."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from runs.review import auto
+from runs.review import rubric as rb
+from runs.spec import RunSpec
+
+RUBRIC = rb.parse_rubric(
+    {
+        "criteria": [
+            {"name": "safe", "description": "d", "guidance": "g", "blocker": 1, "weight": 1},
+            {"name": "tidy", "description": "d", "guidance": "g", "blocker": 0, "weight": 3},
+            {"name": "clear", "description": "d", "guidance": "g", "blocker": 0, "weight": 1},
+        ]
+    }
+)
+REVIEWER = {"agent": "claude", "model": "mock/oracle", "run": "scoring/run"}
+USAGE = {"cost_usd": 0.01, "total_tokens": 900}
+
+
+def solver(reward: float, error: str | None = None) -> dict:
+    return {
+        "rollout_name": "t__1",
+        "trial_name": "t",
+        "rewards": {"reward": reward, "x": 2},
+        "error": error,
+    }
+
+
+def answer(**verdicts: str) -> dict:
+    return {
+        "criteria": [{"name": k, "verdict": v, "explanation": "e"} for k, v in verdicts.items()]
+    }
+
+
+def test_a_passing_trial_whose_blockers_pass_gets_the_raw_quality_as_its_reward():
+    record = auto.scoring_record(
+        RUBRIC, solver(1.0), answer(safe="pass", tidy="pass", clear="fail"), None, REVIEWER, USAGE
+    )
+    doc = auto.gated_result(solver(1.0), record, "scoring/t__1.json")
+
+    assert record["raw_quality"] == record["gated_quality"] == 0.75
+    assert record["band"] == "presentable_with_revisions" and record["solver_reward"] == 1.0
+    assert doc["rewards"] == {"reward": 0.75, "x": 2}
+    assert doc["scoring"]["gated_quality"] == 0.75 and doc["scoring"]["solver_reward"] == 1.0
+    assert (
+        doc["scoring"]["reviewer_usage"] == USAGE and doc["scoring"]["file"] == "scoring/t__1.json"
+    )
+
+
+def test_a_failed_blocker_a_partial_reward_or_an_error_gates_the_reward_to_zero():
+    good = answer(safe="pass", tidy="pass", clear="pass")
+    cases = [
+        (solver(1.0), answer(safe="fail", tidy="pass", clear="pass")),
+        (solver(0.5), good),
+        (solver(1.0, error="agent timed out"), good),
+    ]
+    for solved, given in cases:
+        record = auto.scoring_record(RUBRIC, solved, given, None, REVIEWER, USAGE)
+        assert record["raw_quality"] > 0 and record["gated_quality"] == 0.0
+        assert auto.gated_result(solved, record, "f")["rewards"]["reward"] == 0.0
+
+
+def test_a_review_that_failed_or_left_a_criterion_unanswered_keeps_the_solvers_reward():
+    for given, failure in (
+        (None, "the reviewer's run passed 300s"),
+        (answer(safe="pass"), None),
+    ):
+        record = auto.scoring_record(RUBRIC, solver(1.0), given, failure, REVIEWER, USAGE)
+        doc = auto.gated_result(solver(1.0), record, "f")
+        assert record["error"].startswith("scoring error: ") and not record["complete"]
+        assert doc["rewards"]["reward"] == 1.0
+        assert doc["scoring"]["error"] == record["error"]
+        assert "gated_quality" not in doc["scoring"]
+
+
+def test_only_verified_attempts_of_tasks_shipping_a_rubric_are_queued(tmp_path: Path):
+    async def queued() -> list[str]:
+        review = auto.AutoReview(
+            RunSpec(tasks_dir=tmp_path, reviewer_model="mock/oracle"),
+            tmp_path,
+            {"ruled": RUBRIC},
+            {},
+            lambda e: None,
+        )
+        seen: list[str] = []
+
+        async def fake(attempt: Path, task: str) -> None:
+            seen.append(attempt.name)
+
+        review._review = fake  # type: ignore[method-assign]
+        review.queue("ruled__1", "ruled", 1.0)
+        review.queue("ruled__2", "ruled", None)  # errored before its verifier: no reward
+        review.queue("plain__1", "plain", 1.0)  # its task ships no rubric
+        await review.drain()
+        return seen
+
+    assert asyncio.run(queued()) == ["ruled__1"]
