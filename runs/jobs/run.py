@@ -117,6 +117,7 @@ class JobRun:
         self.signals: list[str] = []
         self.coordinator: Coordinator | None = None
         self.reviews: AutoReview | None = None
+        self.on_server = False  # launched from bench serve (check_run's): so are its reviewers
         self.machine_stopped = False  # a full disk (or the like) stopped the job
         self.remaining = len(tasks) * spec.trials  # trials not done yet (known once planned)
 
@@ -209,7 +210,7 @@ class JobRun:
         bus.subscribe(coordinator.observe)
         # the automatic rubric review: each verified attempt of a task shipping a rubric is
         # reviewed as it finishes, while the other trials run; the summary waits for them
-        reviews = AutoReview.for_job(spec, job_dir, self.tasks, bus.emit)
+        reviews = AutoReview.for_job(spec, job_dir, self.tasks, bus.emit, self.on_server)
         self.reviews = reviews
         if reviews is not None:
             bus.subscribe(reviews.observe)

@@ -68,6 +68,7 @@ def run_job(
         job = JobRun(
             spec, found.tasks, found.agent, reporter, client, gateway, bus, scale_out, found.host
         )
+        job.on_server = on_server  # its reviewers (runs/review/auto.py) run as it does
         return job.execute()
     except JobLocked as exc:
         raise UserError(

@@ -5,7 +5,7 @@ verified, while the job's other trials go on, and gates its reward on the review
 The job's coordinator emits AttemptFinished when an attempt's result.json is written and counted;
 `AutoReview.observe` queues a review of it, at most --reviewer-concurrency at once, and the job
 awaits `drain()` before it writes its summary. A review is a job of its own (`bench _operate
-run`, the reviewer's settings on its stdin, so a secret --reviewer-agent-env value is never on a
+reviewer`, the reviewer's settings on its stdin, so a secret --reviewer-agent-env value is never on a
 command line or in a file) under the attempt's scoring/ folder: its tokens and cost are counted
 there, never in the reviewed job's cost line or caps; its result.json is marked `purpose:
 reviewer` with `parent_rollout`, which every reader of a job's attempts leaves out.
@@ -136,6 +136,7 @@ class AutoReview:
         rubrics: dict[str, rb.Rubric],
         tasks: dict[str, Task],
         emit: Callable[[ev.Event], None],
+        on_server: bool = False,
     ):
         self.spec, self.job_dir, self.rubrics, self.tasks, self.emit = (
             spec,
@@ -144,13 +145,19 @@ class AutoReview:
             tasks,
             emit,
         )
+        self.on_server = on_server  # the job was launched from bench serve: so is its reviewer
         self.slots = asyncio.Semaphore(spec.reviewer_concurrency)
         self.pending: set[asyncio.Task[None]] = set()
         self.procs: set[asyncio.subprocess.Process] = set()
 
     @classmethod
     def for_job(
-        cls, spec: RunSpec, job_dir: Path, tasks: list[Task], emit: Callable[[ev.Event], None]
+        cls,
+        spec: RunSpec,
+        job_dir: Path,
+        tasks: list[Task],
+        emit: Callable[[ev.Event], None],
+        on_server: bool = False,
     ) -> AutoReview | None:
         """None without --reviewer-model or when no task ships a rubric."""
         if not spec.reviewer_model:
@@ -158,7 +165,7 @@ class AutoReview:
         rubrics = {t.name: r for t in tasks if (r := task_rubric(t)) is not None}
         if not rubrics:
             return None
-        return cls(spec, job_dir, rubrics, {t.name: t for t in tasks}, emit)
+        return cls(spec, job_dir, rubrics, {t.name: t for t in tasks}, emit, on_server)
 
     def observe(self, event: ev.Event) -> None:
         if isinstance(event, ev.AttemptFinished):
@@ -274,7 +281,8 @@ class AutoReview:
             retry_attempts=0,
         )
         run_dir.mkdir(parents=True, exist_ok=True)
-        request = Request("run", str(run_dir), spec_payload(spec), "reviewer")
+        body = {**spec_payload(spec), "on_server": self.on_server}
+        request = Request("reviewer", str(run_dir), body, "reviewer")
         failure = await self._launch(request, scoring / LOG)
         answer, usage = None, {"cost_usd": None, "total_tokens": None}
         for entry in sorted(run_dir.iterdir()) if run_dir.is_dir() else []:
@@ -295,11 +303,11 @@ class AutoReview:
         return failure, answer, usage
 
     async def _launch(self, request: Any, log: Path) -> str | None:
-        """`bench _operate run` with the request on stdin, its output in scoring/reviewer.log;
+        """`bench _operate reviewer` with the request on stdin, its output in scoring/reviewer.log;
         stopped past --reviewer-timeout-sec (and the grace its sandbox needs)."""
         with open(log, "ab") as out:
             proc = await asyncio.create_subprocess_exec(
-                *[sys.executable, "-m", "benchflow_site.cli", "_operate", "run"],
+                *[sys.executable, "-m", "benchflow_site.cli", "_operate", "reviewer"],
                 stdin=asyncio.subprocess.PIPE,
                 stdout=out,
                 stderr=asyncio.subprocess.STDOUT,
