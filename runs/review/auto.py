@@ -207,13 +207,12 @@ class AutoReview:
             if solver is None:
                 return
             rubric = self.rubrics[task]
-            run_dir = attempt / SCORING / RUN
             failure, answer, usage = await self._run_reviewer(attempt, task, solver, rubric)
             block = {
                 "agent": self.spec.reviewer_agent,
                 "model": self.spec.reviewer_model,
                 "reasoning_effort": self.spec.reviewer_reasoning_effort,
-                "run": str(run_dir),
+                "run": f"{SCORING}/{RUN}",  # under the attempt: it moves with the job
             }
             scored = scoring_record(rubric, solver, answer, failure, block, usage)
             self.emit(ev.AttemptScored(*self._write(attempt, solver, scored)))
@@ -284,6 +283,7 @@ class AutoReview:
         body = {**spec_payload(spec), "on_server": self.on_server}
         request = Request("reviewer", str(run_dir), body, "reviewer")
         failure = await self._launch(request, scoring / LOG)
+        (scoring / "summary.json").unlink(missing_ok=True)  # the run's copy for its "jobs folder"
         answer, usage = None, {"cost_usd": None, "total_tokens": None}
         for entry in sorted(run_dir.iterdir()) if run_dir.is_dir() else []:
             record = read_attempt(str(entry)) if "__" in entry.name and entry.is_dir() else None
