@@ -83,6 +83,7 @@ def _dispatch(
             setup_django=setup_django,
             gateway=gateway,
             on_server=on_server,
+            indexed=False,
         )
     if request.kind == "regrade":
         from runs.operations.regrade import run_regrade

@@ -34,10 +34,12 @@ def run_job(
     gateway: ModelGateway | None = None,
     broker: Broker | None = None,
     on_server: bool = False,
+    indexed: bool = True,
 ) -> int:
     """Check, install the agent (where the attempts run), then run the job, in this process or on
     workers through `broker`; raises UserError for what stops it first. `on_server`: launched
-    from `bench serve` (check_run's)."""
+    from `bench serve` (check_run's); `indexed`: False for a reviewer's run (runs/review/auto.py),
+    which the index leaves out as `bench index` does (it lies inside the reviewed attempt)."""
     found = check_run(spec, gateway, on_server=on_server)
     if found.problems:
         raise refusal(found.problems)
@@ -63,7 +65,8 @@ def run_job(
         except AgentError as exc:
             raise UserError(f"-a {spec.agent}: {exc}", exit_code=1) from None
     index = Index()
-    bus.subscribe(index)
+    if indexed:
+        bus.subscribe(index)
     try:
         job = JobRun(
             spec, found.tasks, found.agent, reporter, client, gateway, bus, scale_out, found.host

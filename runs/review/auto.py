@@ -149,6 +149,7 @@ class AutoReview:
         self.slots = asyncio.Semaphore(spec.reviewer_concurrency)
         self.pending: set[asyncio.Task[None]] = set()
         self.procs: set[asyncio.subprocess.Process] = set()
+        self.stopping = False
 
     @classmethod
     def for_job(
@@ -196,18 +197,24 @@ class AutoReview:
             await asyncio.gather(*list(self.pending), return_exceptions=True)
 
     def stop(self) -> None:
-        """A signal: the reviewers' runs are asked to stop (each records a scoring error)."""
+        """A signal: the reviewers' runs are asked to stop, and a review cut short records
+        nothing (the attempt keeps its solver's result; a resume reviews it)."""
+        self.stopping = True
         for proc in list(self.procs):
             _signal(proc, signal.SIGTERM)
 
     async def _review(self, attempt: Path, task: str) -> None:
         async with self.slots:
+            if self.stopping:
+                return
             record = read_attempt(str(attempt))
             solver = record.document if record.kind == "ok" else None
             if solver is None:
                 return
             rubric = self.rubrics[task]
             failure, answer, usage = await self._run_reviewer(attempt, task, solver, rubric)
+            if self.stopping:
+                return
             block = {
                 "agent": self.spec.reviewer_agent,
                 "model": self.spec.reviewer_model,
