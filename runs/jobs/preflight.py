@@ -304,7 +304,8 @@ def resume_spec(
             f"fix: pass them again: bench eval resume {job_dir} {flags}"
         )
     reviewer_env = reviewer_env or {}
-    reviewer = recorded.get("reviewer") if isinstance(recorded.get("reviewer"), dict) else {}
+    reviewer = recorded.get("reviewer")
+    reviewer = reviewer if isinstance(reviewer, dict) else {}
     missing = [k for k in reviewer.get("agent_env_secret_keys") or [] if k not in reviewer_env]
     if missing:
         flags = " ".join(f"--reviewer-agent-env {k}=..." for k in missing)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import sys
 from collections.abc import Callable
@@ -70,8 +71,8 @@ def scoring_record(
 ) -> dict[str, Any]:
     """scoring/<attempt>.json: the reviewer's verdicts and the gated reward they give (the solver's
     reward kept, with `error`, when the review failed or left a criterion unanswered)."""
-    rewards = solver.get("rewards") if isinstance(solver.get("rewards"), dict) else {}
-    reward = rewards.get("reward")
+    rewards = solver.get("rewards")
+    reward = rewards.get("reward") if isinstance(rewards, dict) else None
     solver_reward = float(reward) if isinstance(reward, (int, float)) else None
     errored = bool(solver.get("error") or solver.get("verifier_error"))
     answers, problems = rb.check_answers(rubric, answer) if answer is not None else ([], [])
@@ -212,7 +213,10 @@ class AutoReview:
             if solver is None:
                 return
             rubric = self.rubrics[task]
-            failure, answer, usage = await self._run_reviewer(attempt, task, solver, rubric)
+            try:
+                failure, answer, usage = await self._run_reviewer(attempt, task, solver, rubric)
+            except Exception as exc:  # noqa: BLE001 - the review's fault, recorded; the job goes on
+                failure, answer, usage = f"the review could not run ({exc})", None, {}
             if self.stopping:
                 return
             block = {
@@ -291,7 +295,10 @@ class AutoReview:
         request = Request("reviewer", str(run_dir), body, "reviewer")
         failure = await self._launch(request, scoring / LOG)
         (scoring / "summary.json").unlink(missing_ok=True)  # the run's copy for its "jobs folder"
-        answer, usage = None, {"cost_usd": None, "total_tokens": None}
+        # the copy of the attempt's outputs the review's image was built from: the attempt has them
+        shutil.rmtree(task_dir / "environment" / "review" / "outputs", ignore_errors=True)
+        answer: Any = None
+        usage: dict[str, Any] = {"cost_usd": None, "total_tokens": None}
         for entry in sorted(run_dir.iterdir()) if run_dir.is_dir() else []:
             record = read_attempt(str(entry)) if "__" in entry.name and entry.is_dir() else None
             if record is None or record.kind != "ok" or record.raw is None:

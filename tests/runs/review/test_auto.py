@@ -101,3 +101,74 @@ def test_only_verified_attempts_of_tasks_shipping_a_rubric_are_queued(tmp_path: 
         return seen
 
     assert asyncio.run(queued()) == ["ruled__1"]
+
+
+def test_a_reviewed_attempt_keeps_the_solvers_result_its_scoring_and_the_gated_reward(
+    tmp_path: Path,
+):
+    from runs import events as ev
+    from runs.results.attempt_folder import read_attempt
+    from runs.results.load import load_job
+    from tests.jobfolders import result_doc, write_attempt, write_job
+
+    job = write_job(tmp_path / "jobs")
+    attempt = write_attempt(job, "t__00000001", result_doc("t", "t__00000001", 1.0))
+    events: list = []
+    review = auto.AutoReview(
+        RunSpec(tasks_dir=tmp_path, reviewer_model="mock/oracle"),
+        job,
+        {"t": RUBRIC},
+        {},
+        events.append,
+    )
+
+    async def reviewed(attempt: Path, task: str, solver: dict, rubric: rb.Rubric):
+        return None, answer(safe="pass", tidy="pass", clear="fail"), USAGE
+
+    review._run_reviewer = reviewed  # type: ignore[method-assign]
+
+    async def run() -> None:
+        review.queue(attempt.name, "t", 1.0)
+        await review.drain()
+
+    asyncio.run(run())
+
+    solver = read_attempt(str(attempt))
+    assert solver.raw is not None and solver.raw["rewards"]["reward"] == 0.75
+    assert solver.raw["scoring"]["file"] == "scoring/t__00000001.json"
+    assert (attempt / "solver.json").is_file()
+    assert (attempt / "scoring" / "t__00000001.json").is_file()
+    [scored] = events
+    assert isinstance(scored, ev.AttemptScored) and scored.result.reward == 0.75
+    assert scored.band == "presentable_with_revisions"
+    assert [t.reward for t in load_job(job).best_trials] == [0.75]
+
+
+def test_a_review_that_could_not_run_is_a_scoring_error_and_the_reward_stays(tmp_path: Path):
+    from runs.results.attempt_folder import read_attempt
+    from tests.jobfolders import result_doc, write_attempt, write_job
+
+    job = write_job(tmp_path / "jobs")
+    attempt = write_attempt(job, "t__00000001", result_doc("t", "t__00000001", 1.0))
+    review = auto.AutoReview(
+        RunSpec(tasks_dir=tmp_path, reviewer_model="mock/oracle"),
+        job,
+        {"t": RUBRIC},
+        {},
+        lambda e: None,
+    )
+
+    async def broken(*args: object):
+        raise OSError("no space left on device")
+
+    review._run_reviewer = broken  # type: ignore[method-assign]
+
+    async def run() -> None:
+        review.queue(attempt.name, "t", 1.0)
+        await review.drain()
+
+    asyncio.run(run())
+
+    doc = read_attempt(str(attempt)).raw
+    assert doc is not None and doc["rewards"]["reward"] == 1.0
+    assert "scoring error: the review could not run (no space left" in doc["scoring"]["error"]
