@@ -64,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=run_spec.argparse_type(run_spec.env_pair),
         default=[],
         metavar="KEY=VALUE",
-        help="the reviewer's secret env values again (they are never recorded)",
+        help="the reviewer's env values again (evaluation.json keeps only their names)",
     )
     resume.add_argument("-j", "--concurrency", type=run_spec.argparse_type(run_spec.positive_int))
     resume.add_argument("--quiet", action="store_true")

@@ -432,8 +432,9 @@ class RunSpec:
     )
     reviewer_agent_env: dict[str, str] = option(
         flags=("--reviewer-agent-env",),
-        help="environment for the reviewer agent (repeat); kept as --agent-env is: "
-        "secret-looking values never recorded",
+        help="environment for the reviewer agent (repeat); only the names are recorded (bench "
+        "eval resume asks for the values again), secret-looking values are kept out of every "
+        "file as --agent-env's are",
         parse=env_pair,
         metavar="KEY=VALUE",
         kind="env",
@@ -487,15 +488,13 @@ class RunSpec:
         return data
 
     def reviewer_settings(self) -> dict[str, Any]:
-        """evaluation.json's reviewer block: the --reviewer-* settings, the env's secret-looking
-        values left out (their names kept, as for --agent-env)."""
+        """evaluation.json's reviewer block: the --reviewer-* settings, the env's names only (a
+        resume is given its values again)."""
         block: dict[str, Any] = {}
         for f, opt in options():
-            if opt.record and opt.record.startswith(f"{REVIEWER}."):
-                key, value = opt.record.split(".", 1)[1], getattr(self, f.name)
-                block[key] = secrets.public_env(value) if opt.kind == "env" else _copy(value)
+            if opt.record and opt.record.startswith(f"{REVIEWER}.") and opt.kind != "env":
+                block[opt.record.split(".", 1)[1]] = _copy(getattr(self, f.name))
         block["agent_env_keys"] = sorted(self.reviewer_agent_env)
-        block["agent_env_secret_keys"] = secrets.secret_keys(self.reviewer_agent_env)
         return block
 
     @classmethod

@@ -306,11 +306,11 @@ def resume_spec(
     reviewer_env = reviewer_env or {}
     reviewer = recorded.get("reviewer")
     reviewer = reviewer if isinstance(reviewer, dict) else {}
-    missing = [k for k in reviewer.get("agent_env_secret_keys") or [] if k not in reviewer_env]
+    missing = [k for k in reviewer.get("agent_env_keys") or [] if k not in reviewer_env]
     if missing:
         flags = " ".join(f"--reviewer-agent-env {k}=..." for k in missing)
         raise UserError(
-            f"{job_dir} ran with secret --reviewer-agent-env values that are never recorded: "
+            f"{job_dir} ran with --reviewer-agent-env values that are never recorded: "
             f"{', '.join(missing)}; fix: pass them again: bench eval resume {job_dir} {flags}"
         )
     spec = RunSpec.from_recorded(recorded, concurrency=concurrency)

@@ -128,7 +128,7 @@ def test_bench_run_reviews_each_rubric_trial_once_verified_and_gates_its_reward(
     toml = next(job.glob("hello-a__*/scoring/tasks/*/task.toml"))
     assert "timeout_sec = 300" in toml.read_text()
     evaluation = json.loads((job / "evaluation.json").read_text())
-    assert evaluation["reviewer"]["agent_env_secret_keys"] == ["REVIEW_NOTE"]
+    assert evaluation["reviewer"]["agent_env_keys"] == ["REVIEW_NOTE"]
     leaks = [p for p in tmp_path.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
     assert not leaks
     # the summary counts the two solver trials with their gated rewards, no reviewer cost

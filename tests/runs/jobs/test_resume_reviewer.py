@@ -1,4 +1,5 @@
-"""bench eval resume keeps the automatic review's settings, and asks for its secret env again."""
+"""bench eval resume keeps the automatic review's settings, and asks for its env values again
+(evaluation.json keeps their names only)."""
 
 from __future__ import annotations
 
@@ -27,16 +28,18 @@ def a_job(tmp_path: Path) -> Path:
 
 
 def test_a_resumed_job_reviews_with_its_recorded_settings_and_the_secret_given_again(tmp_path):
-    spec = resume_spec(a_job(tmp_path), {}, None, reviewer_env={"NOTE": "sk-live-again"})
+    given = {"MODE": "strict", "NOTE": "sk-live-again"}
+    spec = resume_spec(a_job(tmp_path), {}, None, reviewer_env=given)
 
     assert (spec.reviewer_model, spec.reviewer_timeout_sec) == ("mock/oracle", 120.0)
     assert spec.reviewer_open_network is True
     assert spec.reviewer_agent_env == {"MODE": "strict", "NOTE": "sk-live-again"}
 
 
-def test_a_resume_without_the_reviewers_secret_is_refused_naming_it(tmp_path):
+def test_a_resume_without_the_reviewers_env_values_is_refused_naming_them(tmp_path):
     job = a_job(tmp_path)
     with pytest.raises(UserError) as refused:
-        resume_spec(job, {}, None)
+        resume_spec(job, {}, None, reviewer_env={"MODE": "strict"})
 
     assert "--reviewer-agent-env NOTE=..." in str(refused.value)
+    assert "MODE" not in str(refused.value)
