@@ -249,6 +249,23 @@ class AutoReview:
             record.get("raw_quality"),
         )
 
+    def reviewer_spec(self, tasks_dir: Path, scoring: Path) -> RunSpec:
+        """The reviewer's run: one task, its own job `scoring/run`, the --reviewer-* settings
+        (the agent's timeout and network are its task's, written by reviewer.write_task)."""
+        return RunSpec(
+            tasks_dir=tasks_dir,
+            agent=self.spec.reviewer_agent,
+            model=self.spec.reviewer_model,
+            concurrency=1,
+            jobs_dir=scoring,
+            job=RUN,
+            quiet=True,
+            agent_env=dict(self.spec.reviewer_agent_env),
+            agent_idle_timeout=self.spec.reviewer_idle_timeout,
+            workers="off",
+            retry_attempts=0,
+        )
+
     async def _run_reviewer(
         self, attempt: Path, task: str, solver: dict[str, Any], rubric: rb.Rubric
     ) -> tuple[str | None, Any, dict[str, Any]]:
@@ -277,19 +294,7 @@ class AutoReview:
             timeout_sec=self.spec.reviewer_timeout_sec,
             network_mode="public" if self.spec.reviewer_open_network else network,
         )
-        spec = RunSpec(
-            tasks_dir=task_dir.parent,
-            agent=self.spec.reviewer_agent,
-            model=self.spec.reviewer_model,
-            concurrency=1,
-            jobs_dir=scoring,
-            job=RUN,
-            quiet=True,
-            agent_env=dict(self.spec.reviewer_agent_env),
-            agent_idle_timeout=self.spec.reviewer_idle_timeout,
-            workers="off",
-            retry_attempts=0,
-        )
+        spec = self.reviewer_spec(task_dir.parent, scoring)
         run_dir.mkdir(parents=True, exist_ok=True)
         body = {**spec_payload(spec), "on_server": self.on_server}
         request = Request("reviewer", str(run_dir), body, "reviewer")

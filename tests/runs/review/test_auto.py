@@ -172,3 +172,33 @@ def test_a_review_that_could_not_run_is_a_scoring_error_and_the_reward_stays(tmp
     doc = read_attempt(str(attempt)).raw
     assert doc is not None and doc["rewards"]["reward"] == 1.0
     assert "scoring error: the review could not run (no space left" in doc["scoring"]["error"]
+
+
+def test_the_reviewer_settings_reach_the_reviews_task_and_its_run(tmp_path: Path):
+    from runs.review import reviewer
+    from runs.tasks.load import load_task
+
+    spec = RunSpec(
+        tasks_dir=tmp_path,
+        reviewer_model="mock/oracle",
+        reviewer_agent="claude",
+        reviewer_idle_timeout=None,
+        reviewer_agent_env={"NOTE": "sk-live-abcdefghijklmnop"},
+    )
+    attempt = tmp_path / "t__1"
+    attempt.mkdir()
+    target = reviewer.Target("t", "t", "t__1", attempt, 1.0, False, None)
+    task_dir = tmp_path / "scoring" / "tasks" / "t"
+    reviewer.write_task(
+        task_dir, target, RUBRIC, image="alpine:3", timeout_sec=300.0, network_mode="no-network"
+    )
+
+    task = load_task(task_dir)
+    assert (task_dir / "environment" / "Dockerfile").read_text().startswith("FROM alpine:3\n")
+    assert task.agent.timeout_sec == 300 and task.sandbox.network_mode == "no-network"
+    run = auto.AutoReview(spec, tmp_path, {}, {}, lambda e: None).reviewer_spec(
+        task_dir.parent, tmp_path / "scoring"
+    )
+    assert (run.agent, run.model, run.agent_idle_timeout) == ("claude", "mock/oracle", None)
+    assert run.agent_env == {"NOTE": "sk-live-abcdefghijklmnop"}
+    assert (run.jobs_dir, run.job, run.workers) == (tmp_path / "scoring", "run", "off")
