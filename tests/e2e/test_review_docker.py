@@ -1,6 +1,7 @@
-"""bench review with a real agent CLI (Claude Code) through the proxy to mock/oracle: the reviewer
-answers every criterion in a sandbox, the trial's reward and the job's cost stay as they were,
-and the reviewer's tokens and cost are in its own run."""
+"""Rubric review with a real agent CLI (Claude Code) through the proxy to mock/oracle: `bench
+review` answers every criterion in a sandbox and changes no reward; `bench run --reviewer-model`
+reviews each rubric trial once verified and gates its reward. The reviewer's tokens and cost are
+in its own run, never in the job's."""
 
 from __future__ import annotations
 
