@@ -40,7 +40,6 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run an agent on a folder of tasks.",
     )
     run_spec.add_run_arguments(run)
-    review_cli.add_reviewer_arguments(run)
 
     add_detach(run)
 
@@ -58,6 +57,14 @@ def build_parser() -> argparse.ArgumentParser:
         type=run_spec.argparse_type(run_spec.env_pair),
         default=[],
         metavar="KEY=VALUE",
+    )
+    resume.add_argument(
+        "--reviewer-agent-env",
+        action="append",
+        type=run_spec.argparse_type(run_spec.env_pair),
+        default=[],
+        metavar="KEY=VALUE",
+        help="the reviewer's env values again (evaluation.json keeps only their names)",
     )
     resume.add_argument("-j", "--concurrency", type=run_spec.argparse_type(run_spec.positive_int))
     resume.add_argument("--quiet", action="store_true")
@@ -250,15 +257,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if getattr(args, "detach", False):
         return cmd_detach(args)
-    code = run_job(
+    return run_job(
         run_spec.from_args(args),
         setup_django=setup_django,
         gateway=ProxyGateway(),
         broker=broker(),
     )
-    if getattr(args, "reviewer_model", None):
-        review_cli.auto_review(args)
-    return code
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
@@ -274,6 +278,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
         gateway=ProxyGateway(),
         redo=args.redo,
         broker=broker(),
+        reviewer_env=dict(args.reviewer_agent_env),
     )
 
 

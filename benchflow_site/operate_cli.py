@@ -14,7 +14,7 @@ ARGV = [sys.executable, "-m", "benchflow_site.cli", "_operate"]
 
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser("_operate")  # no help: argparse then leaves it out of the list
-    p.add_argument("kind", choices=["run", "regrade", "review"])
+    p.add_argument("kind", choices=["run", "regrade", "review", "reviewer"])
     c = subparsers.add_parser("_coordinate")  # a worker starts it for a job handed to the fleet
     c.add_argument("job", type=int)
     c.add_argument("fence", type=int)

@@ -56,34 +56,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("-o", "--output", type=Path, help="where review_report.json goes")
 
 
-def add_reviewer_arguments(p: argparse.ArgumentParser) -> None:
-    """bench run's --reviewer-* flags: tasks shipping a rubric are reviewed once verified."""
-    p.add_argument(
-        "--reviewer-model",
-        help="review the trials of tasks that ship verifier/rubric.json (or tests/rubric.json) "
-        "with this model once the job is verified, as bench review (no reward changed)",
-    )
-    p.add_argument("--reviewer-agent", default="opencode", help="the reviewer agent (opencode)")
-    p.add_argument("--reviewer-concurrency", type=positive_int, default=4, help="reviews at once")
-
-
-def auto_review(args: argparse.Namespace) -> None:
-    """After bench run: review the job's trials whose tasks ship a rubric."""
-    from runs.jobfolder import latest_auto_job
-    from runs.problems import UserError
-    from runs.review import reviewer
-
-    job = Path(args.jobs_dir) / args.job if args.job else latest_auto_job(Path(args.jobs_dir))
-    if job is None or not job.is_dir():
-        return
-    try:
-        plan = reviewer.prepare(job, None)
-    except UserError as exc:  # no task ships a rubric: nothing to review
-        print(f"review: none ({exc})")
-        return
-    _review(plan, args.reviewer_agent, args.reviewer_model, args.reviewer_concurrency, None)
-
-
 def run(args: argparse.Namespace) -> int:
     from benchflow_site.django_setup import setup_django
     from runs.review import reviewer

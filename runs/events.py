@@ -324,6 +324,20 @@ class AttemptFinished(Event):
 
 
 @dataclass(frozen=True)
+class AttemptScored(Event):
+    """A rubric review of a finished attempt (runs/review/auto.py): result.json rewritten with the
+    gated reward, or its scoring error (the solver's reward kept)."""
+
+    trial_name: str
+    rollout_name: str
+    result: TrialResult
+    error: str | None = None
+    band: str | None = None
+    gated_quality: float | None = None
+    raw_quality: float | None = None
+
+
+@dataclass(frozen=True)
 class AttemptCancelled(Event):
     """Stopped while it ran (a job cap or a signal): timing.json, no result.json."""
 
@@ -528,6 +542,7 @@ class Regraded(Event):
 # series and the regrades are fetched again too
 FINISHED_KINDS = (
     AttemptFinished.kind,
+    AttemptScored.kind,
     AttemptCancelled.kind,
     JobStarted.kind,
     JobFinished.kind,

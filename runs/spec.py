@@ -20,6 +20,7 @@ from runs.problems import Problem
 DEFAULT_IDLE_TIMEOUT_S = 600.0
 DEFAULT_MAX_ATTEMPT_MB = 1024
 BUDGET = "budget"  # evaluation.json keeps the job caps together under this key
+REVIEWER = "reviewer"  # and the automatic review's settings under this one (with a model)
 
 
 # --- parsers: text (a flag's or a form's) to a value, ValueError with the reason --------------
@@ -89,6 +90,16 @@ def env_pair(text: str) -> tuple[str, str]:
 
 
 AGENT_ENV_FIX = "remove it; give the agent data under a plain name of its own"
+
+REVIEWER_SANDBOXES = ("docker",)
+
+
+def reviewer_sandbox(text: str) -> str:
+    """--reviewer-sandbox: BenchFlow's cloud sandboxes are not ours; docker is the one there is."""
+    value = text.strip().lower()
+    if value not in REVIEWER_SANDBOXES:
+        raise ValueError(f"only docker is supported here, got {text!r}")
+    return value
 
 
 def allowed_name(text: str) -> str:
@@ -347,6 +358,99 @@ class RunSpec:
         record="turn_budget",
     )
 
+    # --- the automatic rubric review (runs/review/auto.py), kept under evaluation.json's reviewer
+    reviewer_model: str | None = option(
+        None,
+        flags=("--reviewer-model",),
+        help="review each trial of a task shipping verifier/rubric.json (or tests/rubric.json) "
+        "with this model as soon as it is verified; its reward becomes the rubric's gated "
+        "quality (mock/oracle: offline)",
+        metavar="MODEL",
+        record="reviewer.model",
+        user_set=False,
+    )
+    reviewer_agent: str = option(
+        "opencode",
+        flags=("--reviewer-agent",),
+        help="the reviewer agent (default opencode)",
+        metavar="AGENT",
+        record="reviewer.agent",
+        user_set=False,
+    )
+    reviewer_reasoning_effort: str | None = option(
+        None,
+        flags=("--reviewer-reasoning-effort",),
+        help="the reviewer's reasoning effort: recorded; none of our agents takes one yet",
+        metavar="LEVEL",
+        record="reviewer.reasoning_effort",
+        user_set=False,
+    )
+    reviewer_sandbox: str = option(
+        "docker",
+        flags=("--reviewer-sandbox",),
+        help="where the reviewer runs: docker (the one supported)",
+        parse=reviewer_sandbox,
+        metavar="docker",
+        record="reviewer.sandbox",
+        user_set=False,
+    )
+    reviewer_timeout_sec: float = option(
+        1800.0,
+        flags=("--reviewer-timeout-sec",),
+        help="seconds a reviewer agent may run (default 1800); past it the review is a scoring "
+        "error and the trial keeps its reward",
+        parse=positive_float,
+        metavar="S",
+        record="reviewer.timeout_sec",
+        user_set=False,
+    )
+    reviewer_idle_timeout: float | None = option(
+        DEFAULT_IDLE_TIMEOUT_S,
+        flags=("--reviewer-idle-timeout",),
+        help="the reviewer's --agent-idle-timeout (default 600; 0 or none: off)",
+        parse=idle_timeout,
+        metavar="S",
+        record="reviewer.idle_timeout_sec",
+        user_set=False,
+    )
+    reviewer_concurrency: int = option(
+        4,
+        flags=("--reviewer-concurrency",),
+        help="reviews at once (default 4), beside the job's -j trials",
+        parse=positive_int,
+        metavar="N",
+        record="reviewer.concurrency",
+        user_set=False,
+    )
+    reviewer_image: str | None = option(
+        None,
+        flags=("--reviewer-image",),
+        help="the reviewer sandbox's image (default debian:bookworm-slim)",
+        metavar="IMAGE",
+        record="reviewer.image",
+        user_set=False,
+    )
+    reviewer_agent_env: dict[str, str] = option(
+        flags=("--reviewer-agent-env",),
+        help="environment for the reviewer agent (repeat); only the names are recorded (bench "
+        "eval resume asks for the values again), secret-looking values are kept out of every "
+        "file as --agent-env's are",
+        parse=env_pair,
+        metavar="KEY=VALUE",
+        kind="env",
+        record="reviewer.agent_env",
+        user_set=False,
+    )
+    reviewer_open_network: bool = option(
+        False,
+        flags=("--reviewer-open-network",),
+        help="give the reviewer's sandbox an open network (default: the reviewed task's "
+        "network_mode)",
+        kind="flag",
+        record="reviewer.open_network",
+        user_set=False,
+    )
+
     # --- derived ------------------------------------------------------------------------------
 
     def budget_caps(self) -> dict[str, Any]:
@@ -368,6 +472,8 @@ class RunSpec:
             if opt.record is None:
                 continue
             value = getattr(self, f.name)
+            if opt.record.startswith(f"{REVIEWER}."):
+                continue
             if opt.record.startswith(f"{BUDGET}."):
                 data[BUDGET] = self.budget_caps()
             elif opt.kind == "env":
@@ -377,19 +483,36 @@ class RunSpec:
             else:
                 data[opt.record] = str(value) if isinstance(value, Path) else _copy(value)
         data["environment"] = "docker"
+        if self.reviewer_model:
+            data[REVIEWER] = self.reviewer_settings()
         return data
+
+    def reviewer_settings(self) -> dict[str, Any]:
+        """evaluation.json's reviewer block: the --reviewer-* settings, the env's names only (a
+        resume is given its values again)."""
+        block: dict[str, Any] = {}
+        for f, opt in options():
+            if opt.record and opt.record.startswith(f"{REVIEWER}.") and opt.kind != "env":
+                block[opt.record.split(".", 1)[1]] = _copy(getattr(self, f.name))
+        block["agent_env_keys"] = sorted(self.reviewer_agent_env)
+        return block
 
     @classmethod
     def from_recorded(cls, data: Mapping[str, Any], **overrides: Any) -> RunSpec:
         """The spec evaluation.json recorded (secret --agent-env values are not in it); a setting it
         lacks keeps its default, and `overrides` that are not None replace recorded values."""
         budget = data.get(BUDGET) or {}
+        reviewer = data.get(REVIEWER) or {}
         values: dict[str, Any] = {}
         for f, opt in options():
             if opt.record is None:
                 continue
             source, key = (
-                (budget, f.name) if opt.record.startswith(f"{BUDGET}.") else (data, opt.record)
+                (budget, f.name)
+                if opt.record.startswith(f"{BUDGET}.")
+                else (reviewer, opt.record.split(".", 1)[1])
+                if opt.record.startswith(f"{REVIEWER}.")
+                else (data, opt.record)
             )
             if key not in source:
                 continue
@@ -452,7 +575,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
 def from_args(args: argparse.Namespace) -> RunSpec:
     """The spec of a parsed `bench run` command line (TASKS is parsed into `tasks`)."""
     values = {f.name: getattr(args, f.name if opt.flags else "tasks") for f, opt in options()}
-    values["agent_env"] = dict(values["agent_env"])
+    for f, opt in options():
+        if opt.kind == "env":
+            values[f.name] = dict(values[f.name])
     return RunSpec(**values)
 
 
@@ -500,6 +625,15 @@ def value_problems(spec: RunSpec) -> list[Problem]:
     for key, value in spec.agent_env.items():
         if why := env_names.env_problem(key, value):
             problems.append(Problem("agent_env", f"--agent-env: {why}; fix: {AGENT_ENV_FIX}"))
+    for key, value in spec.reviewer_agent_env.items():
+        if why := env_names.env_problem(key, value):
+            problems.append(
+                Problem("reviewer_agent_env", f"--reviewer-agent-env: {why}; fix: {AGENT_ENV_FIX}")
+            )
+    try:
+        reviewer_sandbox(spec.reviewer_sandbox)
+    except ValueError as exc:
+        problems.append(Problem("reviewer_sandbox", f"--reviewer-sandbox: {exc}"))
     for name in spec.allow_env:
         try:
             allowed_name(name)

@@ -123,7 +123,9 @@ def usage_counted(p: Projection, e: ev.UsageCounted) -> None:
         p.record(e.kind, e.trial_name, e.to_payload())
 
 
-def attempt_finished(p: Projection, e: ev.AttemptFinished) -> None:
+def attempt_finished(p: Projection, e: ev.AttemptFinished | ev.AttemptScored) -> None:
+    """An attempt's result: its row (and its trial's) from result.json; the same again when a
+    rubric review rewrote it with the gated reward (AttemptScored)."""
     if p.job_id is None:
         return
     payload = e.to_payload()
@@ -136,7 +138,8 @@ def attempt_finished(p: Projection, e: ev.AttemptFinished) -> None:
             result.get("attempt") or 1,
             index_rows.attempt_fields(result),
         )
-        save_trial_budgets(p.job_id, trial, result.get("trial_budget"))
+        if isinstance(e, ev.AttemptFinished):
+            save_trial_budgets(p.job_id, trial, result.get("trial_budget"))
         refresh_trial(trial, True)
         p.changed(e.kind, e.trial_name, payload)
     _searchable(trial, result["rollout_name"])
@@ -248,6 +251,7 @@ HANDLERS: dict[type[ev.Event], Handler] = {
     ev.ToolCalled: tool_called,
     ev.UsageCounted: usage_counted,
     ev.AttemptFinished: attempt_finished,
+    ev.AttemptScored: attempt_finished,
     ev.AttemptCancelled: attempt_cancelled,
     ev.AttemptLost: attempt_lost,
     ev.JobFinished: job_finished,

@@ -301,6 +301,13 @@ def finished(e: ev.AttemptFinished, how: How) -> list[Said]:
     return said
 
 
+def scored(e: ev.AttemptScored, how: How) -> list[Said]:
+    if e.error:
+        return [(WARN, f"[{e.trial_name}] review: {e.error}; its reward stays the verifier's")]
+    quality = f"gated {e.gated_quality or 0:.2f}, raw {e.raw_quality or 0:.2f}"
+    return [(LINE, f"[{e.trial_name}] reviewed: {e.band} ({quality}); reward {e.result.reward}")]
+
+
 def utilization(e: ev.UtilizationReported, how: How) -> list[Said]:
     return [] if how.quiet else [(LINE, line) for line in utilization_lines(e)]
 
@@ -380,6 +387,7 @@ WORDS: dict[type[ev.Event], Callable[[Any, How], list[Said]]] = {
     ev.WorkersChosen: workers,
     ev.AttemptLost: lost,
     ev.AttemptFinished: finished,
+    ev.AttemptScored: scored,
     ev.Heartbeat: heartbeat,
     ev.UtilizationReported: utilization,
     ev.JobFinished: job_finished,

@@ -280,9 +280,11 @@ def resume_spec(
     agent_env: dict[str, str],
     concurrency: int | None,
     redo: list[str] | None = None,
+    reviewer_env: dict[str, str] | None = None,
 ) -> RunSpec:
-    """`bench eval resume JOB`: the job's recorded settings; secret --agent-env values asked for by
-    name; `redo`: trials to run again though they have a reward."""
+    """`bench eval resume JOB`: the job's recorded settings; secret --agent-env (and
+    --reviewer-agent-env) values asked for by name; `redo`: trials to run again though they have
+    a reward."""
     evaluation = job_dir / "evaluation.json"
     if not evaluation.is_file():
         raise UserError(
@@ -301,8 +303,19 @@ def resume_spec(
             f"{job_dir} ran with secret --agent-env values that are never recorded: {', '.join(missing)}; "
             f"fix: pass them again: bench eval resume {job_dir} {flags}"
         )
+    reviewer_env = reviewer_env or {}
+    reviewer = recorded.get("reviewer")
+    reviewer = reviewer if isinstance(reviewer, dict) else {}
+    missing = [k for k in reviewer.get("agent_env_keys") or [] if k not in reviewer_env]
+    if missing:
+        flags = " ".join(f"--reviewer-agent-env {k}=..." for k in missing)
+        raise UserError(
+            f"{job_dir} ran with --reviewer-agent-env values that are never recorded: "
+            f"{', '.join(missing)}; fix: pass them again: bench eval resume {job_dir} {flags}"
+        )
     spec = RunSpec.from_recorded(recorded, concurrency=concurrency)
     spec.agent_env.update(agent_env)
+    spec.reviewer_agent_env.update(reviewer_env)
     spec.jobs_dir = job_dir.parent
     spec.job = job_dir.name
     spec.redo = list(redo or [])

@@ -46,6 +46,7 @@ from runs.jobs.plan import (
 )
 from runs.problems import UserError
 from runs.results import summary as job_summary
+from runs.review.auto import AutoReview
 from runs.sandboxes.docker import Sandbox, SandboxFactory
 from runs.sandboxes.owners import reap_orphans
 from runs.spec import RunSpec
@@ -115,6 +116,8 @@ class JobRun:
         self.live: set[Sandbox] = set()
         self.signals: list[str] = []
         self.coordinator: Coordinator | None = None
+        self.reviews: AutoReview | None = None
+        self.on_server = False  # launched from bench serve (check_run's): so are its reviewers
         self.machine_stopped = False  # a full disk (or the like) stopped the job
         self.remaining = len(tasks) * spec.trials  # trials not done yet (known once planned)
 
@@ -205,6 +208,13 @@ class JobRun:
         )
         self.coordinator = coordinator
         bus.subscribe(coordinator.observe)
+        # the automatic rubric review: each verified attempt of a task shipping a rubric is
+        # reviewed as it finishes, while the other trials run; the summary waits for them
+        reviews = AutoReview.for_job(spec, job_dir, self.tasks, bus.emit, self.on_server)
+        self.reviews = reviews
+        if reviews is not None:
+            bus.subscribe(reviews.observe)
+            reviews.resume_pending()
         bus.emit(
             ev.JobStarted(
                 job_dir.name,
@@ -240,6 +250,8 @@ class JobRun:
                 await judges.stop()
             if remote is not None:
                 await remote.close()
+            if reviews is not None:
+                await reviews.drain()
         finished = {r.trial_name for r in coordinator.results if r.reward is not None}
         self.remaining = max(0, plan.total - len(plan.done) - len(finished))
         if (err := coordinator.machine_error) is not None:
@@ -315,6 +327,8 @@ class JobRun:
             self.bus.emit(ev.SignalReceived(name))
             if self.coordinator is not None:
                 self.coordinator.interrupt()
+            if self.reviews is not None:
+                self.reviews.stop()
         elif len(self.signals) >= 3:
             os._exit(SIGNAL_EXIT.get(self.signals[0], 1))
         # a second signal during clean-up is ignored

@@ -75,6 +75,16 @@ def _dispatch(
         return run_job(
             spec, setup_django=setup_django, gateway=gateway, broker=broker, on_server=True
         )
+    if request.kind == "reviewer":  # bench run's automatic rubric review (runs/review/auto.py)
+        body = dict(request.body)
+        on_server = bool(body.pop("on_server", False))
+        return run_job(
+            spec_from_payload(body),
+            setup_django=setup_django,
+            gateway=gateway,
+            on_server=on_server,
+            indexed=False,
+        )
     if request.kind == "regrade":
         from runs.operations.regrade import run_regrade
 

@@ -43,13 +43,31 @@ def _redis() -> Any:
     return redis.Redis.from_url(redis_url(), socket_connect_timeout=2, socket_timeout=5)
 
 
+REVIEWER_SECRET = "reviewer:"  # a sealed --reviewer-agent-env value's key (no env name has ":")
+
+
 def _split(body: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-    """The settings with the secret --agent-env values out, and those values."""
-    env = {str(k): str(v) for k, v in (body.get("agent_env") or {}).items()}
-    secret = {k: env[k] for k in secret_keys(env)}
+    """The settings with the secret --agent-env (and --reviewer-agent-env) values out, and those
+    values (a reviewer's under REVIEWER_SECRET + its name)."""
     public = dict(body)
-    public["agent_env"] = {k: v for k, v in env.items() if k not in secret}
+    secret: dict[str, str] = {}
+    for field, prefix in (("agent_env", ""), ("reviewer_agent_env", REVIEWER_SECRET)):
+        env = {str(k): str(v) for k, v in (body.get(field) or {}).items()}
+        hidden = set(secret_keys(env))
+        public[field] = {k: v for k, v in env.items() if k not in hidden}
+        secret.update({prefix + k: env[k] for k in hidden})
     return public, secret
+
+
+def _unsplit(secret: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """The sealed values back: the agent's, and the reviewer's."""
+    reviewer = {
+        k.removeprefix(REVIEWER_SECRET): v
+        for k, v in secret.items()
+        if k.startswith(REVIEWER_SECRET)
+    }
+    agent = {k: v for k, v in secret.items() if not k.startswith(REVIEWER_SECRET)}
+    return agent, reviewer
 
 
 def seal_secrets(pk: int, secret: Mapping[str, str]) -> None:
@@ -178,11 +196,13 @@ def _spec_body(pk: int, taken_over: bool) -> tuple[str, dict[str, Any], dict[str
         secret = {}
     body.pop("by", None)
     job_dir = Path(job_path)
+    agent, reviewer = _unsplit(secret)
     if taken_over and (job_dir / "evaluation.json").is_file():
         # as `bench eval resume` would: the recorded settings, the secret values given again
-        spec = resume_spec(job_dir, secret, None, None)
+        spec = resume_spec(job_dir, agent, None, None, reviewer)
         return job_path, spec_payload(spec), secret
-    body["agent_env"] = {**(body.get("agent_env") or {}), **secret}
+    body["agent_env"] = {**(body.get("agent_env") or {}), **agent}
+    body["reviewer_agent_env"] = {**(body.get("reviewer_agent_env") or {}), **reviewer}
     spec_from_payload(body)  # a bad body fails here, not in the run
     return job_path, body, secret
 

@@ -34,10 +34,12 @@ def run_job(
     gateway: ModelGateway | None = None,
     broker: Broker | None = None,
     on_server: bool = False,
+    indexed: bool = True,
 ) -> int:
     """Check, install the agent (where the attempts run), then run the job, in this process or on
     workers through `broker`; raises UserError for what stops it first. `on_server`: launched
-    from `bench serve` (check_run's)."""
+    from `bench serve` (check_run's); `indexed`: False for a reviewer's run (runs/review/auto.py),
+    which the index leaves out as `bench index` does (it lies inside the reviewed attempt)."""
     found = check_run(spec, gateway, on_server=on_server)
     if found.problems:
         raise refusal(found.problems)
@@ -63,11 +65,13 @@ def run_job(
         except AgentError as exc:
             raise UserError(f"-a {spec.agent}: {exc}", exit_code=1) from None
     index = Index()
-    bus.subscribe(index)
+    if indexed:
+        bus.subscribe(index)
     try:
         job = JobRun(
             spec, found.tasks, found.agent, reporter, client, gateway, bus, scale_out, found.host
         )
+        job.on_server = on_server  # its reviewers (runs/review/auto.py) run as it does
         return job.execute()
     except JobLocked as exc:
         raise UserError(
@@ -87,9 +91,10 @@ def resume_job(
     gateway: ModelGateway | None = None,
     redo: list[str] | None = None,
     broker: Broker | None = None,
+    reviewer_env: dict[str, str] | None = None,
 ) -> int:
     """`bench eval resume JOB`: the job's recorded settings (secret values given again), run as
     `run_job` runs it; `redo`: trials to run again though they have a reward."""
-    spec = resume_spec(job_dir, agent_env, concurrency, redo)
+    spec = resume_spec(job_dir, agent_env, concurrency, redo, reviewer_env)
     spec.quiet = quiet
     return run_job(spec, setup_django=setup_django, gateway=gateway, broker=broker)

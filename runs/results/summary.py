@@ -181,6 +181,8 @@ def build_summary(
     excl = passed + failed
     summary: dict[str, Any] = {
         "job_name": job_name,
+        # the automatic rubric review's settings, when it ran (its cost is never in this job's)
+        **({"reviewer": cfg["reviewer"]} if cfg.get("reviewer") else {}),
         "agent": cfg.get("agent"),
         "model": cfg.get("model"),
         "environment": cfg.get("environment") or "docker",

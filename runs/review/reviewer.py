@@ -198,14 +198,17 @@ TOML = """version = "1.0"
 category = "review"
 
 [agent]
-timeout_sec = 900
+timeout_sec = {timeout_sec}
 
 [verifier]
 timeout_sec = 60
+
+[environment]
+network_mode = "{network_mode}"
 """
 
 
-def _task_name(target: Target) -> str:
+def task_name(target: Target) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "-" for c in target.trial_name)[:150]
 
 
@@ -230,7 +233,7 @@ def prepare(
             continue
         plan.targets.append(target)
         plan.rubrics[target.trial_name] = rubric
-        _write_task(plan.tasks_dir / _task_name(target), target, rubric)
+        write_task(plan.tasks_dir / task_name(target), target, rubric)
     if not plan.targets:
         raise UserError(
             "no rubric: the tasks ship no verifier/rubric.json or tests/rubric.json; "
@@ -239,7 +242,17 @@ def prepare(
     return plan
 
 
-def _write_task(task: Path, target: Target, rubric: rb.Rubric) -> None:
+def write_task(
+    task: Path,
+    target: Target,
+    rubric: rb.Rubric,
+    *,
+    image: str | None = None,
+    timeout_sec: float = 900,
+    network_mode: str = "public",
+) -> None:
+    """The review's task: the trial's evidence under /review in `image` (default BASE_IMAGE), the
+    reviewer's instruction, the check that copies its answer out, and mock/oracle's solution."""
     review = task / "environment" / "review"
     review.mkdir(parents=True, exist_ok=True)
     _copy_outputs(target.folder, review / "outputs")
@@ -262,12 +275,14 @@ def _write_task(task: Path, target: Target, rubric: rb.Rubric) -> None:
     }
     write_json(review / "trial.json", trial)
     (task / "environment" / "Dockerfile").write_text(
-        f"FROM {BASE_IMAGE}\nWORKDIR /app\nCOPY review /review\n"
+        f"FROM {image or BASE_IMAGE}\nWORKDIR /app\nCOPY review /review\n"
     )
     weights = "; v0.2: blocker 1 means it must pass, weight 1..10 its importance"
     text = INSTRUCTION.format(weights=weights if rubric.version == "0.2" else "")
     (task / "instruction.md").write_text(text)
-    (task / "task.toml").write_text(TOML)
+    (task / "task.toml").write_text(
+        TOML.format(timeout_sec=f"{timeout_sec:g}", network_mode=network_mode)
+    )
     (task / "tests").mkdir(parents=True, exist_ok=True)
     (task / "tests" / "test.sh").write_text(TEST)
     answer = json.dumps(oracle_answer(rubric, target.reward), indent=1)
@@ -295,7 +310,7 @@ def collect(
     reviews: list[dict[str, Any]] = []
     for target in plan.targets:
         rubric = plan.rubrics[target.trial_name]
-        run = by_task.get(_task_name(target), {})
+        run = by_task.get(task_name(target), {})
         answer_file = run["folder"] / "verifier" / "review.json" if run else None
         try:
             doc = json.loads(answer_file.read_text()) if answer_file else None

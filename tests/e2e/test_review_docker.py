@@ -1,6 +1,7 @@
-"""bench review with a real agent CLI (Claude Code) through the proxy to mock/oracle: the reviewer
-answers every criterion in a sandbox, the trial's reward and the job's cost stay as they were,
-and the reviewer's tokens and cost are in its own run."""
+"""Rubric review with a real agent CLI (Claude Code) through the proxy to mock/oracle: `bench
+review` answers every criterion in a sandbox and changes no reward; `bench run --reviewer-model`
+reviews each rubric trial once verified and gates its reward. The reviewer's tokens and cost are
+in its own run, never in the job's."""
 
 from __future__ import annotations
 
@@ -66,16 +67,22 @@ def test_a_reviewer_agent_scores_a_trial_through_the_proxy_and_changes_no_reward
     assert (job / "summary.json").read_bytes() == summary_before
 
 
-def test_a_task_shipping_a_rubric_is_reviewed_after_bench_run_with_reviewer_model(
+def test_bench_run_reviews_each_rubric_trial_once_verified_and_gates_its_reward(
     tmp_path, bench_env, docker_client
 ):
-    # given hello-world shipping tests/rubric.json (the Harbor layout)
+    # given two tasks shipping tests/rubric.json: hello-world (reward 1) and a copy whose tests
+    # give half a reward (the gates need 1.0)
     import shutil
 
     tasks = tmp_path / "tasks"
-    shutil.copytree(EXAMPLES / "hello-world", tasks / "hello-world")
-    (tasks / "hello-world" / "tests" / "rubric.json").write_text(json.dumps(RUBRIC))
-    # when bench run is given a reviewer model
+    for name in ("hello-a", "hello-half"):
+        shutil.copytree(EXAMPLES / "hello-world", tasks / name)
+        (tasks / name / "tests" / "rubric.json").write_text(json.dumps(RUBRIC))
+    (tasks / "hello-half" / "tests" / "test.sh").write_text(
+        "#!/bin/bash\nmkdir -p /logs/verifier\necho 0.5 > /logs/verifier/reward.txt\n"
+    )
+    secret = "sk-ant-api03-" + "Q" * 40
+    # when bench run is given a reviewer model, a reviewer timeout and a secret reviewer env
     run = run_bench(
         run_args(
             "oracle",
@@ -84,18 +91,51 @@ def test_a_task_shipping_a_rubric_is_reviewed_after_bench_run_with_reviewer_mode
             "mock/oracle",
             "--reviewer-agent",
             "claude",
+            "--reviewer-timeout-sec",
+            "300",
+            "--reviewer-agent-env",
+            f"REVIEW_NOTE={secret}",
             tasks=tasks,
         ),
         env=bench_env,
         cwd=tmp_path,
     )
-    # then its trial is reviewed once verified, and its reward is the verifier's
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "hello-world: publishable" in run.stdout
     job = next(p for p in (tmp_path / "jobs").iterdir() if p.is_dir())
-    attempt = next(job.glob("hello-world__*"))
-    assert json.loads((attempt / "review.json").read_text())["gated_quality"] == 1.0
-    assert json.loads((attempt / "result.json").read_text())["rewards"] == {"reward": 1.0}
+    # then each attempt keeps the solver's result, then its scoring, and its reward is gated
+    rewards = {}
+    for name, solver_reward, gated, band in (
+        ("hello-a", 1.0, 1.0, "publishable"),
+        ("hello-half", 0.5, 0.0, "not_publishable"),
+    ):
+        attempt = next(job.glob(f"{name}__*"))
+        assert (
+            json.loads((attempt / "solver.json").read_text())["rewards"]["reward"] == solver_reward
+        )
+        scoring = json.loads((attempt / "scoring" / f"{attempt.name}.json").read_text())
+        assert (scoring["gated_quality"], scoring["band"]) == (gated, band)
+        result = json.loads((attempt / "result.json").read_text())
+        assert result["rewards"]["reward"] == gated
+        assert result["scoring"]["solver_reward"] == solver_reward
+        # the reviewer's rollout is its own, named as such, with its own cost
+        reviewer = next((attempt / "scoring" / "run").glob(f"{name}__*"))
+        reviewed = json.loads((reviewer / "result.json").read_text())
+        assert (reviewed["purpose"], reviewed["parent_rollout"]) == ("reviewer", attempt.name)
+        assert scoring["reviewer_usage"]["cost_usd"] > 0
+        rewards[name] = gated
+        # and the review happened before the job ended (its line before the job's last ones)
+        assert run.stdout.index(f"[{name}] reviewed: {band}") < run.stdout.index("Job complete:")
+    # the reviewer's timeout reached its task, and its secret reached no file
+    toml = next(job.glob("hello-a__*/scoring/tasks/*/task.toml"))
+    assert "timeout_sec = 300" in toml.read_text()
+    evaluation = json.loads((job / "evaluation.json").read_text())
+    assert evaluation["reviewer"]["agent_env_keys"] == ["REVIEW_NOTE"]
+    leaks = [p for p in tmp_path.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
+    assert not leaks
+    # the summary counts the two solver trials with their gated rewards, no reviewer cost
+    summary = json.loads((job / "summary.json").read_text())
+    assert (summary["total"], summary["passed"], summary["failed"]) == (2, 1, 1)
+    assert not summary.get("total_cost_usd")
 
 
 def test_a_review_from_the_dashboard_runs_out_of_the_request(tmp_path, bench_env, docker_client):

@@ -132,3 +132,65 @@ def test_values_out_of_range_are_problems_of_their_field():
     spec = RunSpec(tasks_dir=Path("t"), concurrency=0, max_cost_usd=-1.0)
 
     assert [p.field for p in run_spec.value_problems(spec)] == ["concurrency", "max_cost_usd"]
+
+
+def test_the_reviewer_flags_have_benchflows_defaults_and_parse_into_the_spec():
+    default = run_spec.from_args(parser().parse_args(["tasks"]))
+    assert (default.reviewer_agent, default.reviewer_model, default.reviewer_sandbox) == (
+        "opencode",
+        None,
+        "docker",
+    )
+    assert (default.reviewer_timeout_sec, default.reviewer_idle_timeout) == (1800.0, 600.0)
+    assert (default.reviewer_concurrency, default.reviewer_open_network) == (4, False)
+
+    args = parser().parse_args(
+        "tasks --reviewer-model mock/oracle --reviewer-agent claude --reviewer-reasoning-effort "
+        "high --reviewer-sandbox docker --reviewer-timeout-sec 300 --reviewer-idle-timeout none "
+        "--reviewer-concurrency 2 --reviewer-image alpine:3 --reviewer-agent-env A=1 "
+        "--reviewer-agent-env NOTE=sk-live-abcdefghijklmnop --reviewer-open-network".split()
+    )
+    spec = run_spec.from_args(args)
+
+    assert spec == RunSpec(
+        tasks_dir=Path("tasks"),
+        reviewer_model="mock/oracle",
+        reviewer_agent="claude",
+        reviewer_reasoning_effort="high",
+        reviewer_timeout_sec=300.0,
+        reviewer_idle_timeout=None,
+        reviewer_concurrency=2,
+        reviewer_image="alpine:3",
+        reviewer_agent_env={"A": "1", "NOTE": "sk-live-abcdefghijklmnop"},
+        reviewer_open_network=True,
+    )
+
+
+def test_a_reviewer_sandbox_other_than_docker_is_refused_naming_the_flag():
+    with pytest.raises(argparse.ArgumentError) as refused:
+        parser().parse_args(["tasks", "--reviewer-sandbox", "modal"])
+
+    assert "--reviewer-sandbox" in str(refused.value)
+    assert "only docker is supported here, got 'modal'" in str(refused.value)
+    problems = run_spec.value_problems(RunSpec(tasks_dir=Path("t"), reviewer_sandbox="daytona"))
+    assert [p.field for p in problems] == ["reviewer_sandbox"]
+
+
+def test_the_reviewer_settings_are_recorded_with_env_names_only_and_come_back():
+    spec = RunSpec(
+        tasks_dir=Path("tasks"),
+        reviewer_model="mock/oracle",
+        reviewer_timeout_sec=300.0,
+        reviewer_image="alpine:3",
+        reviewer_agent_env={"MODE": "strict", "NOTE": "sk-live-abcdefghijklmnop"},
+    )
+
+    recorded = spec.recorded()
+    back = RunSpec.from_recorded(recorded)
+
+    block = recorded["reviewer"]
+    assert block["model"] == "mock/oracle" and block["timeout_sec"] == 300.0
+    assert block["agent_env_keys"] == ["MODE", "NOTE"] and "agent_env" not in block
+    assert "sk-live" not in str(recorded) and "strict" not in str(recorded)
+    assert back == dataclasses.replace(spec, reviewer_agent_env={})
+    assert "reviewer" not in RunSpec(tasks_dir=Path("t")).recorded()  # no review, no block
