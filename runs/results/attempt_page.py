@@ -188,8 +188,27 @@ CRITERIA_SHOWN = 200
 
 
 def rubric_review(folder: Path) -> dict[str, Any] | None:
-    """The attempt's latest rubric review (review.json, written by bench review), for its tab."""
-    head = files.head_of(folder, "review.json", REVIEW_BYTES)
+    """The attempt's latest rubric review, for its tab: bench review's review.json (report only),
+    or the automatic review's scoring/<attempt>.json (`bench run --reviewer-model`, whose gated
+    quality became the reward), whichever was written last."""
+    found = []
+    for rel, gated in (("review.json", False), (f"scoring/{folder.name}.json", True)):
+        try:
+            found.append(((folder / rel).stat().st_mtime, rel, gated))
+        except OSError:
+            continue
+    if not found:
+        return None
+    _, rel, gated = max(found)
+    review = _review_file(folder, rel)
+    if review is not None and not review.get("unreadable"):
+        review["gated_reward"] = gated
+        review.setdefault("reviewed_at", review.get("scored_at"))
+    return review
+
+
+def _review_file(folder: Path, rel: str) -> dict[str, Any] | None:
+    head = files.head_of(folder, rel, REVIEW_BYTES)
     if head is None or head.cut:
         return None if head is None else {"unreadable": True}
     try:

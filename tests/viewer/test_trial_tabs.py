@@ -82,3 +82,44 @@ def test_an_attempt_without_a_stream_opens_on_its_files_where_its_output_is(clie
     assert 'data-first="files"' in page
     assert '<button type="button" data-tab="files" class="on">' in page
     assert "What the agent wrote is in the Files tab." in page
+
+
+def test_the_rubric_tab_shows_the_automatic_review_that_gated_the_reward(client, job):
+    # given an attempt reviewed once verified (bench run --reviewer-model): its scoring file as
+    # the automatic review writes it
+    from runs.review import auto
+    from runs.review import rubric as rb
+
+    rubric = rb.parse_rubric(
+        {
+            "criteria": [
+                {"name": "safe", "description": "d", "guidance": "g", "blocker": 1, "weight": 1},
+                {
+                    "name": "tidy",
+                    "description": "d",
+                    "guidance": "tidy?",
+                    "blocker": 0,
+                    "weight": 2,
+                },
+            ]
+        }
+    )
+    answer = {
+        "criteria": [
+            {"name": "safe", "verdict": "pass", "explanation": "nothing removed"},
+            {"name": "tidy", "verdict": "fail", "explanation": "left <tmp> files"},
+        ]
+    }
+    solver = {"rewards": {"reward": 1.0}, "error": None}
+    usage = {"cost_usd": 0.0125, "total_tokens": 4200}
+    record = auto.scoring_record(rubric, solver, answer, None, {"agent": "opencode"}, usage)
+    folder = job / "hello__00000001"
+    (folder / "scoring").mkdir()
+    (folder / "scoring" / "hello__00000001.json").write_text(json.dumps(record))
+    # when
+    page = client.get(f"/jobs/{key(job)}/hello/").content.decode()
+    # then the tab shows its verdicts, and says the reward is the gated quality
+    tab = page[page.index('id="tab-rubric"') : page.index('id="tab-metrics"')]
+    assert 'class="verdict-fail">fail' in tab and "left &lt;tmp&gt; files" in tab
+    assert "the reward is the gated quality, 0.00 (the solver's was 1.0)" in tab
+    assert "$0.0125, 4,200 tokens" in tab
