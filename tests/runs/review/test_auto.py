@@ -202,3 +202,47 @@ def test_the_reviewer_settings_reach_the_reviews_task_and_its_run(tmp_path: Path
     assert (run.agent, run.model, run.agent_idle_timeout) == ("claude", "mock/oracle", None)
     assert run.agent_env == {"NOTE": "sk-live-abcdefghijklmnop"}
     assert (run.jobs_dir, run.job, run.workers) == (tmp_path / "scoring", "run", "off")
+
+
+def test_no_more_than_reviewer_concurrency_reviews_run_at_once(tmp_path: Path):
+    from tests.jobfolders import result_doc, write_attempt, write_job
+
+    job = write_job(tmp_path / "jobs")
+    names = [f"t__0000000{i}" for i in range(5)]
+    for name in names:
+        write_attempt(job, name, result_doc("t", name, 1.0))
+    review = auto.AutoReview(
+        RunSpec(tasks_dir=tmp_path, reviewer_model="mock/oracle", reviewer_concurrency=2),
+        job,
+        {"t": RUBRIC},
+        {},
+        lambda e: None,
+    )
+    running: set[str] = set()
+    most = 0
+    go_on = asyncio.Event()
+
+    async def held(attempt: Path, task: str, solver: dict, rubric: rb.Rubric):
+        nonlocal most
+        running.add(attempt.name)
+        most = max(most, len(running))
+        await go_on.wait()
+        running.discard(attempt.name)
+        return None, answer(safe="pass", tidy="pass", clear="pass"), USAGE
+
+    review._run_reviewer = held  # type: ignore[method-assign]
+
+    async def run() -> int:
+        for name in names:
+            review.queue(name, "t", 1.0)
+        for _ in range(20):  # every queued review gets its turn to start, if it may
+            await asyncio.sleep(0)
+        started = len(running)
+        go_on.set()
+        await review.drain()
+        return started
+
+    # while the first reviews are held, only two have started; all five end
+    assert asyncio.run(run()) == 2
+    assert most == 2
+    assert all((job / name / "solver.json").is_file() for name in names)
