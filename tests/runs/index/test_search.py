@@ -219,13 +219,42 @@ def test_an_attempt_without_model_calls_is_found_by_its_tasks_instruction(tmp_pa
 
 
 def test_a_pieces_word_numbers_are_packed_as_the_database_reads_them():
-    """PostgreSQL keeps a piece's word numbers as varint-coded differences; its SQL function gives
-    back the same numbers, a byte each or several (a large vocabulary)."""
-    numbers = [1, 2, 127, 128, 300, 16_384, 2**21, 2**31 - 1]
+    """PostgreSQL keeps a piece's word numbers as differences in 3-bit groups, a nibble each; its
+    SQL function gives back the same numbers, however large (a large vocabulary)."""
+    numbers = [1, 2, 9, 73, 300, 16_384, 2**21, 2**31 - 1]
     body = search.packed([300, *reversed(numbers)])
-    assert body[:3] == bytes([1, 1, 125])  # 1, then +1, then +125
+    # 1 and +1, then +7 (7), then +64 (0 and 8 set, 0 and 8 set, 1)
+    assert body[:3] == bytes([1 | 1 << 4, 7 | 8 << 4, 8 | 1 << 4])
     assert len(body) < 4 * len(numbers)
+    assert len(search.packed([1, 2, 3])) == 2  # three nibbles, the last byte's high half 0
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
+            for given in (numbers, [1, 2, 3], [5]):
+                cursor.execute("SELECT runs_searchdoc_words(%s)", [search.packed(given)])
+                assert cursor.fetchone()[0] == given
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_to_nibbles_keeps_what_each_query_finds(tmp_path):
+    """0012_pgsearch re-codes every piece's word numbers on PostgreSQL (and back, migrating
+    backwards): the same queries find the same trials, at the same steps, before and after."""
+    from django.db.migrations.executor import MigrationExecutor
+
+    index_path(a_job(tmp_path))
+    queries = ("zerodivisionerror", "semicolons", "quuxification", "oomkilled", "sort list")
+    before = {q: found(q) for q in queries}
+    assert before["semicolons"] == [("parser", 0)] and before["sort list"] == [("other", 0)]
+    executor = MigrationExecutor(connection)
+    executor.migrate([("runs", "0011_heal")])
+    if connection.vendor == "postgresql":  # the old form: 7-bit groups, a byte each
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT body FROM runs_searchdoc WHERE id > 0 ORDER BY id LIMIT 1")
+            body = bytes(cursor.fetchone()[0])
             cursor.execute("SELECT runs_searchdoc_words(%s)", [body])
-            assert cursor.fetchone()[0] == numbers
+            numbers = cursor.fetchone()[0]
+        assert numbers and body != search.packed(numbers)
+    assert {q: found(q) for q in queries} == before
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(executor.loader.graph.leaf_nodes())
+    assert {q: found(q) for q in queries} == before
