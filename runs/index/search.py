@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from django.db import connections, router
+from django.db import DatabaseError, connections, router, transaction
 
 from runs.models import Attempt, Job, ReviewNote, SearchDoc, job_key
 from runs.results import search_text
@@ -46,6 +46,7 @@ PIECES = 1 << 7  # piece numbers an attempt has room for: its own words, CALLS_M
 ATTEMPTS = 1 << 40
 FTS = "runs_searchdoc_fts"
 WORDS = "runs_searchword"  # PostgreSQL: (id, word), each word indexed once
+REBUILD_SHARE = 4  # PostgreSQL: `settle` builds the GIN index again when a run added 1/4 of it
 
 
 def packed(numbers: Iterable[int]) -> bytes:
@@ -181,13 +182,37 @@ def index_notes(notes: Iterable[ReviewNote]) -> int:
     return len(rows)
 
 
-def settle() -> None:
-    """After a whole job folder is indexed: the FTS5 index's segments merged into one (about a
-    fifth smaller, and a query reads one list a word); PostgreSQL's GIN index needs nothing."""
+def settle(added: int) -> None:
+    """After a whole job folder is indexed (`added` pieces): on SQLite the FTS5 index's segments
+    merged into one (about a fifth smaller, and a query reads one list a word). On PostgreSQL,
+    when these pieces are a quarter of all or more, the GIN index built again once the
+    transaction commits (REINDEX CONCURRENTLY: searches and writes go on meanwhile): filled a row
+    at a time its pages end about half full (a full page splits in halves), built at once they are
+    full, 12.3 MB against 14.0 at 10,000 trials of 20 calls. A build reads every row; a quarter
+    bounds it to four times what the run itself wrote."""
     connection = _connection()
-    if connection.vendor == "sqlite":
-        with connection.cursor() as cursor:
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
             cursor.execute(f"INSERT INTO {FTS} ({FTS}) VALUES ('optimize')")
+            return
+        if connection.vendor != "postgresql":
+            return
+        cursor.execute(f"SELECT count(*) FROM {SearchDoc._meta.db_table}")
+        if added * REBUILD_SHARE < cursor.fetchone()[0]:
+            return
+    transaction.on_commit(_rebuild, using=connection.alias)
+
+
+def _rebuild() -> None:
+    """The GIN index of 0010_find built again, beside the one it replaces (outside a
+    transaction: run at once when there is none). Should it fail (another run's build at the
+    same time), the one in use stays, and the half-built one, which every write would keep up
+    to date, goes."""
+    with _connection().cursor() as cursor:
+        try:
+            cursor.execute("REINDEX INDEX CONCURRENTLY runs_searchdoc_body")
+        except DatabaseError:
+            cursor.execute("DROP INDEX IF EXISTS runs_searchdoc_body_ccnew")
 
 
 def index_attempt(attempt_id: int) -> int:

@@ -258,3 +258,25 @@ def test_the_migration_to_nibbles_keeps_what_each_query_finds(tmp_path):
     executor.loader.build_graph()
     executor.migrate(executor.loader.graph.leaf_nodes())
     assert {q: found(q) for q in queries} == before
+
+
+@pytest.mark.django_db(transaction=True)
+def test_bench_index_of_most_of_the_pieces_builds_the_gin_index_again(tmp_path):
+    """On PostgreSQL, `bench index` writing a quarter of the pieces or more builds the GIN index
+    again once it commits (a built index's pages are full): a new index in its place, the only
+    one, valid, and the same hits."""
+
+    def gin_indexes() -> list[tuple[int, str, bool]]:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT c.oid, c.relname, i.indisvalid FROM pg_index i JOIN pg_class c "
+                "ON c.oid = i.indexrelid WHERE c.relname LIKE 'runs_searchdoc_body%%'"
+            )
+            return list(cursor.fetchall())
+
+    before = gin_indexes() if connection.vendor == "postgresql" else []
+    index_path(a_job(tmp_path))
+    assert found("semicolons") == [("parser", 0)] and found("oomkilled") == [("other", -1)]
+    if connection.vendor == "postgresql":
+        [(oid, name, valid)] = gin_indexes()
+        assert (name, valid) == ("runs_searchdoc_body", True) and oid != before[0][0]
