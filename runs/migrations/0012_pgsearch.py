@@ -6,8 +6,9 @@ them as differences too (benchmarks/README.md). Existing rows are re-coded (the 
 once, without its GIN index, which is built again after), and `runs_searchdoc_words` decodes the
 new form.
 
-Also, on either database, the notes made before notes were searchable (0009_review to
-0010_find) are indexed, so that search finds them at once, not only after `bench index`."""
+Also, on either database, each note not in the index yet (made before notes were searchable) is
+indexed, so that search finds it at once. A note made since is in already; one whose trial has
+no attempt is not (nothing to show it on), as when a note is made."""
 
 from django.db import migrations
 
@@ -141,6 +142,72 @@ def _recode(schema_editor, coder: str, decoder: str) -> None:  # type: ignore[no
         schema_editor.execute(sql)
 
 
+def _packed(numbers: list[int]) -> bytes:
+    """runs/index/search.py `packed` as of this migration (a copy: a later form of it must not
+    change what this writes)."""
+    nibbles, before = [], 0
+    for n in sorted(set(numbers)):
+        step, before = n - before, n
+        while step >= 8:
+            nibbles.append(step & 7 | 8)
+            step >>= 3
+        nibbles.append(step)
+    if len(nibbles) % 2:
+        nibbles.append(0)
+    return bytes(low | high << 4 for low, high in zip(nibbles[::2], nibbles[1::2], strict=True))
+
+
+def _note_attempt(attempt_model, note) -> int | None:  # type: ignore[no-untyped-def]
+    """The attempt a note is shown on: the one it names, else its trial's latest."""
+    rows = attempt_model.objects.filter(trial_id=note.trial_id).order_by("-id")
+    named = rows.filter(rollout_name=note.rollout_name).first() if note.rollout_name else None
+    row = named or rows.first()
+    return row.pk if row is not None else None
+
+
+def index_notes(apps, schema_editor):  # type: ignore[no-untyped-def]
+    """Each note not in the index yet as a piece of its own (id: minus the note's id), as
+    runs/index/search.py `index_notes` writes it; a note made since is in already."""
+    from runs.results.search_text import words
+
+    connection = schema_editor.connection
+    if connection.vendor not in ("sqlite", "postgresql"):
+        return
+    note_model = apps.get_model("runs", "ReviewNote")
+    attempt_model = apps.get_model("runs", "Attempt")
+    alias = connection.alias
+    with connection.cursor() as cursor:
+        for note in note_model.objects.using(alias).order_by("id").iterator():
+            found = sorted(set(words(f"{note.text}\n{note.tags}")))
+            attempt = _note_attempt(attempt_model, note) if found else None
+            if attempt is None:
+                continue
+            if connection.vendor == "sqlite":
+                cursor.execute(
+                    "SELECT 1 FROM runs_searchdoc_fts WHERE runs_searchdoc_fts MATCH %s "
+                    "AND rowid = %s",
+                    [f'"{found[0]}"', -note.pk],
+                )
+                if cursor.fetchone() is None:
+                    cursor.execute(
+                        "INSERT INTO runs_searchdoc_fts (rowid, body) VALUES (%s, %s)",
+                        [-note.pk, " ".join(found)],
+                    )
+                continue
+            cursor.execute(
+                "INSERT INTO runs_searchword (word) SELECT unnest(%s::text[]) "
+                "ON CONFLICT (word) DO NOTHING",
+                [found],
+            )
+            cursor.execute("SELECT id FROM runs_searchword WHERE word = ANY(%s::text[])", [found])
+            body = _packed([n for (n,) in cursor.fetchall()])
+            cursor.execute(
+                "INSERT INTO runs_searchdoc (id, attempt_id, body) VALUES (%s, %s, %s) "
+                "ON CONFLICT (id) DO NOTHING",
+                [-note.pk, attempt, body],
+            )
+
+
 def smaller(apps, schema_editor):  # type: ignore[no-untyped-def]
     if schema_editor.connection.vendor == "postgresql":
         _recode(schema_editor, NIBBLES, DECODE_NIBBLES)
@@ -158,4 +225,7 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.RunPython(smaller, larger, hints={"model_name": "searchdoc"}),
+        migrations.RunPython(
+            index_notes, migrations.RunPython.noop, hints={"model_name": "searchdoc"}
+        ),
     ]
