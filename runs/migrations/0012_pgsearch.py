@@ -10,6 +10,8 @@ Also, on either database, each note not in the index yet (made before notes were
 indexed, so that search finds it at once. A note made since is in already; one whose trial has
 no attempt is not (nothing to show it on), as when a note is made."""
 
+from importlib import import_module
+
 from django.db import migrations
 
 # The new form from the old: decoded by 0010's function, then coded again (a function of this
@@ -97,29 +99,12 @@ BEGIN
     END LOOP;
     RETURN numbers;
 END $$"""
-DECODE_BYTES = """CREATE OR REPLACE FUNCTION runs_searchdoc_words(body bytea) RETURNS int4[]
-LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $$
-DECLARE
-    numbers int4[] := '{}';
-    n int4 := 0;
-    step int4 := 0;
-    shift int := 0;
-    b int;
-BEGIN
-    FOR i IN 0 .. length(body) - 1 LOOP
-        b := get_byte(body, i);
-        step := step | ((b & 127) << shift);
-        IF b < 128 THEN
-            n := n + step;
-            numbers := numbers || n;
-            step := 0;
-            shift := 0;
-        ELSE
-            shift := shift + 7;
-        END IF;
-    END LOOP;
-    RETURN numbers;
-END $$"""
+# 0010's own decoder of bytes, put back migrating backwards.
+DECODE_BYTES = (
+    import_module("runs.migrations.0010_find")
+    .POSTGRES[1]
+    .replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1)
+)
 GIN = (
     "CREATE INDEX runs_searchdoc_body ON runs_searchdoc "
     "USING gin (runs_searchdoc_words(body)) WITH (fastupdate = off)"
