@@ -47,7 +47,8 @@ TARGETS = {
 
 
 def measure_index(job_dir: str, home: str) -> dict[str, Any]:
-    """One index run in this (fresh) process."""
+    """One `bench index` in this (fresh) process, on a fresh SQLite index under `home` (also
+    hundredk_bench.py's)."""
     os.environ["BENCHFLOW_HOME"] = home
     os.environ.pop("DATABASE_URL", None)
     from benchflow_site.django_setup import setup_django
@@ -152,7 +153,7 @@ def build_world(root: Path, trials: int) -> dict[str, str]:
     }
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
@@ -161,7 +162,7 @@ def _free_port() -> int:
 def measure_pages(world: dict[str, str], requests: int) -> dict[str, Any]:
     import httpx
 
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "BENCHFLOW_HOME": world["home"]}
     env.pop("DATABASE_URL", None)
     server = subprocess.Popen(
@@ -238,7 +239,7 @@ def cold_transcript(world: dict[str, str]) -> float:
 
     import httpx
 
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "BENCHFLOW_HOME": world["home"]}
     env.pop("DATABASE_URL", None)
     server = subprocess.Popen(

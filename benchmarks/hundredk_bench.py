@@ -27,9 +27,7 @@ import json
 import os
 import platform
 import random
-import resource
 import shutil
-import socket
 import sqlite3
 import statistics
 import subprocess
@@ -43,6 +41,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 sys.path.insert(0, str(REPO))
 
+from dashboard_bench import free_port, measure_index  # noqa: E402
 from results_bench import make_job  # noqa: E402
 
 TARGETS = {
@@ -146,26 +145,6 @@ def build_job(path: Path, attempts: int, calls: int, seed: int) -> Path:
 # --- bench index -------------------------------------------------------------------------------------
 
 
-def measure_index(job_dir: str, home: str) -> dict[str, Any]:
-    """One `bench index` in this (fresh) process."""
-    os.environ["BENCHFLOW_HOME"] = home
-    os.environ.pop("DATABASE_URL", None)
-    from benchflow_site.django_setup import setup_django
-
-    setup_django()
-    from runs.index.folder import index_job
-
-    start = time.perf_counter()
-    report = index_job(Path(job_dir))
-    seconds = time.perf_counter() - start
-    return {
-        "seconds": round(seconds, 3),
-        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-        "attempts": report.attempts,
-        "trials": report.trials,
-    }
-
-
 def _index(job: Path, home: Path) -> dict[str, Any]:
     out = subprocess.run(
         [sys.executable, __file__, "--_index", str(job), str(home)],
@@ -179,19 +158,13 @@ def _index(job: Path, home: Path) -> dict[str, Any]:
 # --- pages -------------------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 class Server:
     """`bench view` (daphne, SQLite) over a jobs folder."""
 
     def __init__(self, home: Path, jobs: Path):
         import httpx
 
-        self.port = _free_port()
+        self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         env = {**os.environ, "BENCHFLOW_HOME": str(home)}
         env.pop("DATABASE_URL", None)

@@ -191,9 +191,9 @@ class Attempt(models.Model):
 
 
 class SearchDoc(models.Model):
-    """The words of one piece of an attempt, on PostgreSQL: its `body`, the distinct words sorted
-    and joined by spaces (a column the migration adds there, under a GIN index on them as an
-    array). The id says which piece: the piece's number times 2**40 plus the attempt's id (0: the
+    """The words of one piece of an attempt, on PostgreSQL: its `body`, the numbers of its
+    distinct words packed (runs/index/search.py `packed`; a column the migration adds there,
+    under a GIN index on the numbers). The id says which piece: the piece's number times 2**40 plus the attempt's id (0: the
     attempt's own words, instruction, output and errors; n: its model calls from (n-1) * BLOCK
     on). On SQLite the same ids are the rows of the FTS5 table `runs_searchdoc_fts`, and this table stays empty (runs/index/search.py)."""
 

@@ -144,7 +144,7 @@ def indexed(p: Projection, e: ev.Indexed) -> None:
             duration_s=replay.duration_s,
         )
     if replay.searched:
-        search.settle()
+        search.settle(replay.searched)
     p.record(e.kind, "", e.to_payload())
     p.replay = None
 

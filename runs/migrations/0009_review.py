@@ -7,6 +7,33 @@ from django.conf import settings
 from django.db import migrations, models
 
 
+def _by_whom_on_which_trial(related_name: str) -> list[tuple[str, models.Field]]:
+    """The fields a note and a verdict share, last in both: when, the author (kept as a name if
+    the user goes) and the trial."""
+    return [
+        ("author_name", models.CharField(blank=True, default="", max_length=150)),
+        ("created_at", models.DateTimeField(auto_now_add=True)),
+        (
+            "author",
+            models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="+",
+                to=settings.AUTH_USER_MODEL,
+            ),
+        ),
+        (
+            "trial",
+            models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name=related_name,
+                to="runs.trial",
+            ),
+        ),
+    ]
+
+
 class Migration(migrations.Migration):
     dependencies = [
         ("runs", "0008_keys_and_money"),
@@ -27,26 +54,7 @@ class Migration(migrations.Migration):
                 ("step", models.IntegerField(blank=True, null=True)),
                 ("text", models.TextField(blank=True, default="")),
                 ("tags", models.CharField(blank=True, db_index=True, default="", max_length=1000)),
-                ("author_name", models.CharField(blank=True, default="", max_length=150)),
-                ("created_at", models.DateTimeField(auto_now_add=True)),
-                (
-                    "author",
-                    models.ForeignKey(
-                        blank=True,
-                        null=True,
-                        on_delete=django.db.models.deletion.SET_NULL,
-                        related_name="+",
-                        to=settings.AUTH_USER_MODEL,
-                    ),
-                ),
-                (
-                    "trial",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="notes",
-                        to="runs.trial",
-                    ),
-                ),
+                *_by_whom_on_which_trial("notes"),
             ],
             options={
                 "ordering": ["created_at", "id"],
@@ -73,26 +81,7 @@ class Migration(migrations.Migration):
                     ),
                 ),
                 ("note", models.TextField(blank=True, default="")),
-                ("author_name", models.CharField(blank=True, default="", max_length=150)),
-                ("created_at", models.DateTimeField(auto_now_add=True)),
-                (
-                    "author",
-                    models.ForeignKey(
-                        blank=True,
-                        null=True,
-                        on_delete=django.db.models.deletion.SET_NULL,
-                        related_name="+",
-                        to=settings.AUTH_USER_MODEL,
-                    ),
-                ),
-                (
-                    "trial",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="verdicts",
-                        to="runs.trial",
-                    ),
-                ),
+                *_by_whom_on_which_trial("verdicts"),
             ],
             options={
                 "ordering": ["created_at", "id"],

@@ -47,32 +47,41 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def start_server(
+    what: str, argv: list[str], cwd: Path, env: dict[str, str], log: Path, answers: str
+) -> subprocess.Popen[bytes]:
+    """A server (`what`: `bench view`, `bench serve`) started from `argv`, its output in `log`,
+    returned once `answers` (a URL of it) answers; if it exits first, or does not answer within
+    60 s, a RuntimeError with its output."""
+    with log.open("w") as out:  # the child keeps its own copy
+        # a file, not an unread pipe: a full pipe would block the server
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(answers, timeout=1)
+            return proc
+        except OSError as exc:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{what} exited: {log.read_text()}") from exc
+            time.sleep(0.2)
+    raise RuntimeError(f"{what} did not answer within 60 s")
+
+
 class Viewer:
     def __init__(self, cwd: Path, env: dict[str, str], paths: list[str]):
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.log = cwd / "server.log"
-        with self.log.open("w") as out:  # the child keeps its own copy
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "benchflow_site.cli", "view", *paths]
-                + ["--port", str(self.port), "--no-browser"],
-                cwd=cwd,
-                env=env,
-                # a file, not an unread pipe: a full pipe would block the server
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                urllib.request.urlopen(self.base + "/", timeout=1)
-                return
-            except OSError as exc:
-                if self.proc.poll() is not None:
-                    output = self.log.read_text()
-                    raise RuntimeError(f"bench view exited: {output}") from exc
-                time.sleep(0.2)
-        raise RuntimeError("bench view did not answer within 60 s")
+        self.proc = start_server(
+            "bench view",
+            [sys.executable, "-m", "benchflow_site.cli", "view", *paths]
+            + ["--port", str(self.port), "--no-browser"],
+            cwd,
+            env,
+            self.log,
+            self.base + "/",
+        )
 
     def stop(self) -> None:
         self.proc.terminate()

@@ -219,13 +219,95 @@ def test_an_attempt_without_model_calls_is_found_by_its_tasks_instruction(tmp_pa
 
 
 def test_a_pieces_word_numbers_are_packed_as_the_database_reads_them():
-    """PostgreSQL keeps a piece's word numbers as varint-coded differences; its SQL function gives
-    back the same numbers, a byte each or several (a large vocabulary)."""
-    numbers = [1, 2, 127, 128, 300, 16_384, 2**21, 2**31 - 1]
+    """PostgreSQL keeps a piece's word numbers as differences in 3-bit groups, a nibble each; its
+    SQL function gives back the same numbers, however large (a large vocabulary)."""
+    numbers = [1, 2, 9, 73, 300, 16_384, 2**21, 2**31 - 1]
     body = search.packed([300, *reversed(numbers)])
-    assert body[:3] == bytes([1, 1, 125])  # 1, then +1, then +125
+    # 1 and +1, then +7 (7), then +64 (0 and 8 set, 0 and 8 set, 1)
+    assert body[:3] == bytes([1 | 1 << 4, 7 | 8 << 4, 8 | 1 << 4])
     assert len(body) < 4 * len(numbers)
+    assert len(search.packed([1, 2, 3])) == 2  # three nibbles, the last byte's high half 0
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
+            for given in (numbers, [1, 2, 3], [5]):
+                cursor.execute("SELECT runs_searchdoc_words(%s)", [search.packed(given)])
+                assert cursor.fetchone()[0] == given
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_to_nibbles_keeps_what_each_query_finds(tmp_path):
+    """0012_pgsearch re-codes every piece's word numbers on PostgreSQL (and back, migrating
+    backwards): the same queries find the same trials, at the same steps, before and after."""
+    from django.db.migrations.executor import MigrationExecutor
+
+    index_path(a_job(tmp_path))
+    queries = ("zerodivisionerror", "semicolons", "quuxification", "oomkilled", "sort list")
+    before = {q: found(q) for q in queries}
+    assert before["semicolons"] == [("parser", 0)] and before["sort list"] == [("other", 0)]
+    executor = MigrationExecutor(connection)
+    executor.migrate([("runs", "0011_heal")])
+    if connection.vendor == "postgresql":  # the old form: 7-bit groups, a byte each
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT body FROM runs_searchdoc WHERE id > 0 ORDER BY id LIMIT 1")
+            body = bytes(cursor.fetchone()[0])
             cursor.execute("SELECT runs_searchdoc_words(%s)", [body])
-            assert cursor.fetchone()[0] == numbers
+            numbers = cursor.fetchone()[0]
+        assert numbers and body != search.packed(numbers)
+    assert {q: found(q) for q in queries} == before
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(executor.loader.graph.leaf_nodes())
+    assert {q: found(q) for q in queries} == before
+
+
+@pytest.mark.django_db(transaction=True)
+def test_bench_index_of_most_of_the_pieces_builds_the_gin_index_again(tmp_path):
+    """On PostgreSQL, `bench index` writing a quarter of the pieces or more builds the GIN index
+    again once it commits (a built index's pages are full): a new index in its place, the only
+    one, valid, and the same hits."""
+
+    def gin_indexes() -> list[tuple[int, str, bool]]:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT c.oid, c.relname, i.indisvalid FROM pg_index i JOIN pg_class c "
+                "ON c.oid = i.indexrelid WHERE c.relname LIKE 'runs_searchdoc_body%%'"
+            )
+            return list(cursor.fetchall())
+
+    before = gin_indexes() if connection.vendor == "postgresql" else []
+    index_path(a_job(tmp_path))
+    assert found("semicolons") == [("parser", 0)] and found("oomkilled") == [("other", -1)]
+    if connection.vendor == "postgresql":
+        [(oid, name, valid)] = gin_indexes()
+        assert (name, valid) == ("runs_searchdoc_body", True) and oid != before[0][0]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_indexes_the_notes_made_before_notes_were_searchable(tmp_path):
+    """0012_pgsearch indexes each note not in the index yet (made before notes were searchable),
+    so search finds it at once; one already in stays once."""
+    from django.db.migrations.executor import MigrationExecutor
+
+    from runs.models import ReviewNote
+
+    index_path(a_job(tmp_path))
+    trial = Trial.objects.get(name="parser")
+    indexed = ReviewNote.objects.create(trial=trial, text="a wibblewobble in the parser")
+    search.index_notes([indexed])
+    executor = MigrationExecutor(connection)
+    executor.migrate([("runs", "0011_heal")])
+    # notes as the index held them before: rows, not in the search
+    old = ReviewNote.objects.create(trial=trial, text="Flakiness seen twice", tags=" slowpoke ")
+    ReviewNote.objects.create(trial=trial, text="")  # no words: nothing to index
+    assert found("flakiness") == [] and found("slowpoke") == []
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(executor.loader.graph.leaf_nodes())
+    hits, total = search.search("flakiness slowpoke", None, 10)
+    assert total == 1 and hits[0].piece == -old.pk
+    hits, total = search.search("wibblewobble", None, 10)
+    assert total == 1 and [h.piece for h in hits] == [-indexed.pk]
+    sql, params = search._match(["wibblewobble"])
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        assert len(cursor.fetchall()) == 1  # its piece once, not written again

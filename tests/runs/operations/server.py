@@ -6,13 +6,11 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 from tests.conftest import EXAMPLES, run_bench
-from tests.e2e.browser import free_port
+from tests.e2e.browser import free_port, start_server
 
 PASSWORD = "pw-for-the-tests-1"
 
@@ -38,37 +36,18 @@ class Served:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.log = tmp_path / "server.log"
-        with self.log.open("w") as out:  # the child keeps its own copy
-            on = ["unshare", "-fpu", "--mount-proc", "--kill-child", "--", "sh", "-c"]
-            self.proc = subprocess.Popen(
-                [
-                    *([*on, 'hostname "$0" && exec "$@"', machine] if machine else []),
-                    *(
-                        sys.executable,
-                        "-m",
-                        "benchflow_site.cli",
-                        "serve",
-                        "--port",
-                        str(self.port),
-                    ),
-                ],
-                cwd=tmp_path,
-                env=self.env,
-                # a file, not an unread pipe: a full pipe would block the server
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                urllib.request.urlopen(self.base + "/login/", timeout=1)
-                return
-            except OSError as exc:
-                if self.proc.poll() is not None:
-                    out = self.log.read_text()
-                    raise RuntimeError(f"bench serve exited: {out}") from exc
-                time.sleep(0.2)
-        raise RuntimeError("bench serve did not answer within 60 s")
+        on = ["unshare", "-fpu", "--mount-proc", "--kill-child", "--", "sh", "-c"]
+        self.proc = start_server(
+            "bench serve",
+            [
+                *([*on, 'hostname "$0" && exec "$@"', machine] if machine else []),
+                *(sys.executable, "-m", "benchflow_site.cli", "serve", "--port", str(self.port)),
+            ],
+            tmp_path,
+            self.env,
+            self.log,
+            self.base + "/login/",
+        )
 
     def login(self, browser: Any, role: str) -> Any:
         """A page of a new browser context, logged in as the user of that role; it records any
