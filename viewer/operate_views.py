@@ -94,12 +94,18 @@ def cancel(request: HttpRequest, job: str) -> HttpResponse:
 @operator_required
 def resume(request: HttpRequest, job: str) -> HttpResponse:
     """Resume (the unfinished and errored trials run again), or rerun the trials named in `trials`
-    though they have a reward. Secret --agent-env values the job ran with come as `env_KEY`."""
+    though they have a reward. Secret --agent-env values the job ran with come as `env_KEY`, its
+    --reviewer-agent-env values as `reviewer_env_KEY`."""
     folder = _folder(job)
     secrets = {
         key: request.POST.get(f"env_{key}", "")
         for key in launching.recorded_secret_keys(folder)
         if request.POST.get(f"env_{key}")
+    }
+    reviewer_env = {
+        key: request.POST.get(f"reviewer_env_{key}", "")
+        for key in launching.recorded_reviewer_env_keys(folder)
+        if request.POST.get(f"reviewer_env_{key}")
     }
     redo = _picked(request)
     if request.POST.get("picked") and not redo:
@@ -107,7 +113,13 @@ def resume(request: HttpRequest, job: str) -> HttpResponse:
         return _job_page(job)
     try:
         launching.resume(
-            folder, launcher(), gateway(), agent_env=secrets, redo=redo, by=user_name(request)
+            folder,
+            launcher(),
+            gateway(),
+            agent_env=secrets,
+            redo=redo,
+            by=user_name(request),
+            reviewer_env=reviewer_env,
         )
     except UserError as exc:
         for problem in exc.problems or [Problem("", str(exc))]:

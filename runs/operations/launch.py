@@ -185,11 +185,14 @@ def check_resume(
     *,
     agent_env: Mapping[str, str] | None = None,
     redo: Sequence[str] = (),
+    reviewer_env: Mapping[str, str] | None = None,
 ) -> Checked:
     """`bench eval resume` of a job (the errored and unfinished trials run again), or with `redo`
     named trials too: the job's recorded settings, checked as for a launch."""
     try:
-        spec = resume_spec(job_dir, dict(agent_env or {}), None, list(redo))
+        spec = resume_spec(
+            job_dir, dict(agent_env or {}), None, list(redo), dict(reviewer_env or {})
+        )
     except UserError as exc:
         return Checked(None, [], [Problem("agent_env", str(exc))])
     return check_spec(spec, gateway)
@@ -240,6 +243,18 @@ def recorded_secret_keys(job_dir: Path) -> list[str]:
     return [str(k) for k in data.get("agent_env_secret_keys") or []]
 
 
+def recorded_reviewer_env_keys(job_dir: Path) -> list[str]:
+    """The --reviewer-agent-env keys a resume must be given again (their values are never
+    recorded)."""
+    data = read_object(job_dir / "evaluation.json") or {}
+    reviewer = data.get("reviewer")
+    return (
+        [str(k) for k in (reviewer or {}).get("agent_env_keys") or []]
+        if isinstance(reviewer, dict)
+        else []
+    )
+
+
 def console_log(job_dir: Path) -> Path | None:
     path = job_dir / CONSOLE_LOG
     return path if path.is_file() and not path.is_symlink() else None
@@ -253,11 +268,14 @@ def resume(
     agent_env: Mapping[str, str] | None = None,
     redo: Sequence[str] = (),
     by: str = "",
+    reviewer_env: Mapping[str, str] | None = None,
 ) -> Path:
     """Continue a job as `bench eval resume` does: its unfinished and errored trials run again
     (rerun errored), and with `redo` the named trials too though they have a reward (rerun
     selected). Raises UserError with every problem; nothing starts then."""
-    checked = check_resume(job_dir, gateway, agent_env=agent_env, redo=redo)
+    checked = check_resume(
+        job_dir, gateway, agent_env=agent_env, redo=redo, reviewer_env=reviewer_env
+    )
     if not checked.ok:
         raise UserError("; ".join(p.text for p in checked.problems), problems=checked.problems)
     return start(checked, launcher, by=by)

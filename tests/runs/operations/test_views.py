@@ -523,3 +523,29 @@ def test_the_advanced_group_opens_only_for_a_problem_or_a_typed_pattern(serve, r
     assert "<details open>" not in advanced(client.get("/launch/").content.decode())
     text = client.post("/launch/", _launch_form(roots, retry_attempts="x")).content.decode()
     assert "<details open>" in advanced(text)
+
+
+def test_a_resume_from_the_browser_asks_for_the_reviewers_env_again(serve, roots, done_job, users):
+    from runs.index.folder import index_path
+
+    # given a job that ran with an automatic reviewer given an env value (its name recorded only)
+    evaluation = json.loads((done_job / "evaluation.json").read_text())
+    evaluation["reviewer"] = {
+        "model": "mock/oracle",
+        "agent": "opencode",
+        "agent_env_keys": ["REVIEW_TOKEN"],
+    }
+    (done_job / "evaluation.json").write_text(json.dumps(evaluation))
+    index_path(done_job)
+    client = _client(users["operator"])
+    # then its page asks for the value beside the Resume button
+    page = client.get(f"/jobs/{key(done_job)}/").content.decode()
+    assert 'name="reviewer_env_REVIEW_TOKEN"' in page
+    # when it is resumed without it, nothing starts and the page says which
+    said = client.post(f"/jobs/{key(done_job)}/resume/", follow=True).content.decode()
+    assert "--reviewer-agent-env values that are never recorded: REVIEW_TOKEN" in said
+    assert STARTED == []
+    # when it is given, the run gets it
+    client.post(f"/jobs/{key(done_job)}/resume/", {"reviewer_env_REVIEW_TOKEN": "rv-secret-1"})
+    [request] = STARTED
+    assert request.body["reviewer_agent_env"] == {"REVIEW_TOKEN": "rv-secret-1"}
