@@ -640,3 +640,20 @@ def value_problems(spec: RunSpec) -> list[Problem]:
         except ValueError as exc:
             problems.append(Problem("allow_env", f"--allow-env: {exc}"))
     return problems
+
+
+def spec_payload(spec: RunSpec) -> dict[str, Any]:
+    """The spec's fields as JSON values (secret --agent-env values included: never stored)."""
+    return {
+        f.name: str(v) if isinstance(v := getattr(spec, f.name), Path) else v
+        for f in dataclasses.fields(spec)
+    }
+
+
+def spec_from_payload(body: Mapping[str, Any]) -> RunSpec:
+    values = dict(body)
+    for name in ("tasks_dir", "jobs_dir"):
+        if values.get(name) is not None:
+            values[name] = Path(values[name])
+    known = {f.name for f in dataclasses.fields(RunSpec)}
+    return RunSpec(**{k: v for k, v in values.items() if k in known})

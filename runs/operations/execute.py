@@ -13,10 +13,10 @@ from types import FrameType
 
 from runs.gateway import ModelGateway
 from runs.operations.control import OPERATION_PID
-from runs.operations.launch import spec_from_payload
 from runs.operations.process import Request
 from runs.operations.run import run_job
 from runs.problems import UserError
+from runs.spec import spec_from_payload
 from runs.workers.broker import Broker
 
 

@@ -23,10 +23,10 @@ from runs.databases import reconnecting
 from runs.gateway import ModelGateway
 from runs.jobs.preflight import resume_spec
 from runs.operations.control import FLEET_MARK
-from runs.operations.launch import spec_from_payload, spec_payload
 from runs.operations.process import Launcher, Request
 from runs.problems import UserError
 from runs.secrets import secret_keys
+from runs.spec import spec_from_payload, spec_payload
 from runs.workers import coordination
 from runs.workers.broker import Broker
 from runs.workers.config import coordination_lease_s, queue, redis_url

@@ -9,7 +9,6 @@ import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from runs.gateway import ModelGateway
 from runs.jobfolder import read_object, unique_job_dir
@@ -25,7 +24,7 @@ from runs.operations import control
 from runs.operations import roots as paths
 from runs.operations.process import CONSOLE_LOG, Launcher, Request
 from runs.problems import Problem, UserError
-from runs.spec import RunSpec, parse_form
+from runs.spec import RunSpec, parse_form, spec_payload
 from runs.tasks.load import Task
 
 SCRIPT_PREFIX = "script:"
@@ -43,23 +42,6 @@ class Checked:
     @property
     def ok(self) -> bool:
         return self.spec is not None and not self.problems
-
-
-def spec_payload(spec: RunSpec) -> dict[str, Any]:
-    """The spec's fields as JSON values (secret --agent-env values included: never stored)."""
-    return {
-        f.name: str(v) if isinstance(v := getattr(spec, f.name), Path) else v
-        for f in dataclasses.fields(spec)
-    }
-
-
-def spec_from_payload(body: Mapping[str, Any]) -> RunSpec:
-    values = dict(body)
-    for name in ("tasks_dir", "jobs_dir"):
-        if values.get(name) is not None:
-            values[name] = Path(values[name])
-    known = {f.name for f in dataclasses.fields(RunSpec)}
-    return RunSpec(**{k: v for k, v in values.items() if k in known})
 
 
 def _file_under_root(text: str, where: paths.Roots) -> Path | None:

@@ -5,45 +5,17 @@ output in the job folder's console.log), whose `bench _operate` calls
 
 from __future__ import annotations
 
-import json
 import subprocess
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from runs.jobfolder import write_bytes_atomic
 from runs.operations.control import OPERATION_MARK, OPERATION_PID
+from runs.requests import Request
 
 CONSOLE_LOG = "console.log"  # what the job's run printed, as `bench run` prints it on a console
-
-
-@dataclass(frozen=True)
-class Request:
-    """One operation to run out of the request: `kind` is run (launch, resume, rerun) or regrade;
-    `body` holds its arguments (for a run, the RunSpec's fields: secret values included, so a
-    Request is never written to a file or a log)."""
-
-    kind: str
-    job_dir: str
-    body: Mapping[str, Any] = field(default_factory=dict)
-    by: str = ""  # who asked
-
-    def to_json(self) -> str:
-        return json.dumps(
-            {"kind": self.kind, "job_dir": self.job_dir, "body": dict(self.body), "by": self.by}
-        )
-
-    @classmethod
-    def from_json(cls, text: str) -> Request:
-        data = json.loads(text)
-        return cls(
-            str(data["kind"]),
-            str(data["job_dir"]),
-            dict(data.get("body") or {}),
-            str(data.get("by") or ""),
-        )
 
 
 class Launcher(Protocol):

@@ -50,8 +50,10 @@ SUB_EVENTS = 300  # of one subagent, nested under its Task call
 PENDING_MAX = 40  # calls without a result carried to the next page
 SEARCH_LINES = 4_000  # lines one search request reads
 SEARCH_HITS = 50
-CALL_FIELDS = ("started_at", "duration_s", "model", "status", "usage", "error", "refused")
-CALL_FIELDS += ("response", "response_sse")
+CALL_FIELDS = (
+    *("started_at", "duration_s", "model", "status", "usage", "error", "refused"),
+    *("response", "response_sse"),
+)
 CALL_LOOKAHEAD = 40  # trajectory lines read past a page's own model calls, to find them
 TRAJECTORY = "trajectory/llm_trajectory.jsonl"
 SESSIONS = "agent/sessions/"
@@ -436,10 +438,10 @@ def claude_items(line: Any, cursor: Cursor) -> list[Item]:
                     sidechain=side,
                 )
             )
-    usage = message.get("usage") if isinstance(message.get("usage"), dict) else None
+    usage: dict[str, Any] = _dict(message.get("usage"))
     # a message without tokens is the CLI's own (an API error it shows), not a model call
-    used = usage and any(isinstance(v, int) and v > 0 for v in usage.values())
-    if line.get("type") == "assistant" and used and items and items[0].kind != "call":
+    spent = any(isinstance(v, int) and v > 0 for v in usage.values())
+    if line.get("type") == "assistant" and spent and items and items[0].kind != "call":
         tokens = (
             f"{usage.get('input_tokens', 0) or 0:,} in · {usage.get('output_tokens', 0) or 0:,} out"
         )
@@ -763,10 +765,10 @@ def _merge(
             keys, tools = call_keys(value)
             calls.append((line - 1, after, value, tools))
             for key in keys:
-                marker = waiting.get(key)
-                if marker is not None and id(marker) not in matched:
-                    matched[id(marker)] = line - 1
-                    _attach(marker, value, line - 1)
+                waiter = waiting.get(key)
+                if waiter is not None and id(waiter) not in matched:
+                    matched[id(waiter)] = line - 1
+                    _attach(waiter, value, line - 1)
                     break
             found = keyed <= matched.keys() and len(calls) >= len(markers)
             if (found and not done) or len(calls) >= len(markers) + CALL_LOOKAHEAD:

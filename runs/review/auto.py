@@ -32,11 +32,12 @@ from typing import Any
 from runs import events as ev
 from runs.jobfolder import read_object, write_json
 from runs.problems import UserError
+from runs.requests import Request
 from runs.results.attempt_folder import RESULT, read_attempt
 from runs.results.trial_result import TrialResult
 from runs.review import reviewer
 from runs.review import rubric as rb
-from runs.spec import RunSpec
+from runs.spec import RunSpec, spec_payload
 from runs.tasks.load import Task
 
 SCORING = "scoring"
@@ -270,9 +271,6 @@ class AutoReview:
         self, attempt: Path, task: str, solver: dict[str, Any], rubric: rb.Rubric
     ) -> tuple[str | None, Any, dict[str, Any]]:
         """The reviewer's run: (why it failed or None, its answer, its usage)."""
-        from runs.operations.launch import spec_payload
-        from runs.operations.process import Request
-
         scoring = attempt / SCORING
         run_dir = scoring / RUN
         target = reviewer.Target(
