@@ -194,6 +194,17 @@ def end(pk: int, fence: int, outcome: str) -> bool:
     )
 
 
+CANCELLED = "cancelled"
+
+
+def cancel_waiting(job_path: str) -> bool:
+    """End a job no coordinator holds (queued, or its coordinator lost and not yet adopted): no
+    worker ever starts it. False when a live coordinator holds it (or it ended)."""
+    at = now()
+    waiting = Coordination.objects.filter(Q(_takeable(at)), job_path=job_path)
+    return bool(waiting.update(state=ENDED, ended_at=at, outcome=CANCELLED, expires_at=None))
+
+
 def drain(host: str) -> list[str]:
     """Move every job coordinated on `host` off it: its coordinator hands the job over at its
     next heartbeat, and a worker elsewhere takes it. Returns the jobs' folders."""
@@ -258,6 +269,8 @@ class Where:
     def lines(self) -> list[str]:
         if self.state == QUEUED and not self.host:
             head = "Coordination: waiting for a worker to take the job"
+        elif self.state == ENDED and not self.host:
+            head = f"Coordination: {self.outcome} before a worker took the job"
         elif self.state == ENDED:
             head = f"Coordinated on {self.host} (worker {self.worker}); ended: {self.outcome}"
         else:
