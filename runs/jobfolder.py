@@ -81,6 +81,10 @@ WELL_FREE_BYTES = 64 << 20  # a full disk counts as well again with this much fr
 def machine_well(folder: Path | None, code: int) -> bool:
     """Whether what failed a machine (`code`, an errno of MACHINE_ERRNOS) is gone: room on the
     disk again, the file system writable, files to open."""
+    # the folder that failed may be gone since (a lost attempt's, moved away): its nearest parent
+    # is on the same disk
+    while folder is not None and not folder.exists() and folder.parent != folder:
+        folder = folder.parent
     if code in (errno.ENOSPC, errno.EDQUOT):
         free = free_bytes(folder) if folder is not None else None
         return free is None or free >= WELL_FREE_BYTES

@@ -87,10 +87,21 @@ class LeaseRun:
             await w.db(leases.give_up, held.lease, held.claim)
             w.machine.trouble(err)
             self._ended(held, "lost", started, error=w.machine.problem)
+            await self._give_up_the_others(held)
         finally:
             keeper.cancel()
             w.held.pop(held.rollout, None)
             await w.channel.drop(control_key(held.info.uid))
+
+    async def _give_up_the_others(self, failed: Held) -> None:
+        """The machine failed one attempt: the others held here would fail on it too. Each one's
+        lease lapses now (its coordinator runs it elsewhere) and it stops here: a running one is
+        cancelled and a prepared one discarded, their sandboxes removed."""
+        for other in list(self.w.held.values()):
+            if other is failed or other.order:
+                continue
+            await self.w.db(leases.give_up, other.lease, other.claim)
+            other.command("lost")
 
     async def _run(self, held: Held, started: float) -> None:
         w, info = self.w, held.info

@@ -37,6 +37,7 @@ from runs.workers.sealed import (
 )
 
 SEEN_EVERY_S = 2.0
+PASS_ON_S = 2.0  # a worker in trouble holds a Celery thread this long after it passes a lease on
 MAX_CONTEXTS = 32  # runs remembered (their agent, tasks, image cache); the oldest goes first
 
 _current: WorkerRuntime | None = None
@@ -167,6 +168,9 @@ class WorkerRuntime:
     def run(self, lease: int) -> None:
         """Run the lease's attempt here (from a Celery thread); returns when it is done here. Its
         claim is made in this thread: the loop gets the attempt with its lease held."""
+        if self.machine.problem:
+            self._pass_on(lease)
+            return
         # whether it would wait for a slot here (read across threads: a hint for the claim's
         # question whether another worker has one free)
         would_wait = self.slots.free <= self.pending
@@ -174,6 +178,19 @@ class WorkerRuntime:
         taken = reconnecting(claim_lease, lease, self.worker_id, would_wait)
         if taken is not None:
             asyncio.run_coroutine_threadsafe(LeaseRun(self, lease)(*taken), self.loop).result()
+
+    def _pass_on(self, lease: int) -> None:
+        """A lease that reached this worker while its machine is in trouble (Celery still takes
+        the queue's messages): unclaimed, sent to the queue again for another worker. This thread
+        then waits a moment, so that a worker with nothing else to do does not take it back at
+        once, again and again."""
+        from django.db import close_old_connections
+
+        close_old_connections()
+        queue = reconnecting(leases.queue_of, lease)
+        if queue is not None:
+            self.requeue(lease, queue)
+        self._stopping.wait(PASS_ON_S)
 
     def serving(self) -> None:
         """Celery's consumer is up (its `worker_ready`): the row names the queues it serves, and
