@@ -27,11 +27,12 @@ class MachineTrouble:
         self._problem_at: Path | None = None
         self._problem_errno = 0
 
-    def trouble(self, err: OSError) -> None:
+    def trouble(self, err: OSError, at: Path | None = None) -> None:
         """An attempt here failed by the machine's fault (a full disk, a read-only file system,
         too many open files): take nothing more, and say why on the workers page, until it is
-        well again (looked at every 2 s)."""
-        where = Path(err.filename) if err.filename else None
+        well again (looked at every 2 s). `at`: the folder the attempt wrote to, for an error
+        that names no file (a write to a file already open)."""
+        where = Path(err.filename) if err.filename else at
         folder = where if where is None or where.is_dir() else where.parent
         what = MACHINE_ERRNOS.get(err.errno or 0, str(err))
         self.problem = f"takes no attempt: {what}" + (f" ({folder})" if folder else "")

@@ -85,7 +85,7 @@ class LeaseRun:
                 raise
             keeper.cancel()
             await w.db(leases.give_up, held.lease, held.claim)
-            w.machine.trouble(err)
+            w.machine.trouble(err, Path(held.info.job_path))
             self._ended(held, "lost", started, error=w.machine.problem)
             await self._give_up_the_others(held)
         finally:
