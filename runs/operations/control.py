@@ -118,12 +118,11 @@ def on_fleet(job_dir: Path) -> bool:
 def _cancel_on_the_fleet(job_dir: Path) -> str:
     """A job handed to the worker fleet whose run holds no lock here: queued for a worker, its
     coordinator lost, or one just taking it. The first two end now; the last is said."""
-    from runs.operations import shown
     from runs.workers import coordination
 
     path = str(job_dir.resolve())
     if coordination.cancel_waiting(path):
-        shown.cancelled_waiting(job_dir)
+        _closed_as_cancelled(job_dir)
         return CANCELLED_WAITING
     found = coordination.where(path)
     if found is not None and found.state == coordination.RUNNING:
@@ -139,3 +138,18 @@ def cancelled_message(name: str, how: str) -> str:
     if how == CANCELLED_WAITING:
         return f"Cancelled {name}: no worker had taken it, and none will start it now."
     return f"Stopping {name} ({how}): its running trials are stopped and their sandboxes removed."
+
+
+def _closed_as_cancelled(job_dir: Path) -> None:
+    """The index closes the job as interrupted (it never ran, or its coordinator was lost), with
+    the summary an earlier run wrote, if any."""
+    from runs import events as ev
+    from runs.index.projector import Projector
+    from runs.jobfolder import read_object
+    from runs.models import JobState
+
+    ran = (job_dir / "evaluation.json").is_file()
+    summary = read_object(job_dir / "summary.json") if ran else None
+    Projector().apply(
+        ev.JobClosed(job_dir.name, str(job_dir), JobState.INTERRUPTED, "cancelled", summary)
+    )

@@ -45,13 +45,3 @@ def ended(job_dir: Path, why: str) -> None:
         summary = read_object(job_dir / "summary.json") if ran else None
         closed = JobState.FINISHED if summary else JobState.INTERRUPTED if ran else JobState.FAILED
         Projector().apply(ev.JobClosed(job_dir.name, str(job_dir), closed, why, summary))
-
-
-def cancelled_waiting(job_dir: Path) -> None:
-    """A job on the worker fleet cancelled while no coordinator held it: interrupted (it never
-    ran, or its coordinator was lost), with the summary an earlier run wrote, if any."""
-    ran = (job_dir / "evaluation.json").is_file()
-    summary = read_object(job_dir / "summary.json") if ran else None
-    Projector().apply(
-        ev.JobClosed(job_dir.name, str(job_dir), JobState.INTERRUPTED, "cancelled", summary)
-    )

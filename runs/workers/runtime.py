@@ -14,11 +14,12 @@ import concurrent.futures
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from runs import events as ev
 from runs.databases import reconnecting
 from runs.gateway import ModelGateway
+from runs.jobfolder import machine_error
 from runs.sandboxes.owners import reap_orphans
 from runs.workers import leases
 from runs.workers.broker import Broker
@@ -41,6 +42,11 @@ PASS_ON_S = 2.0  # a worker in trouble holds a Celery thread this long after it 
 MAX_CONTEXTS = 32  # runs remembered (their agent, tasks, image cache); the oldest goes first
 
 _current: WorkerRuntime | None = None
+
+
+class PassOn(Exception):
+    """This worker takes no attempt now (its machine is in trouble): the lease's message goes
+    back to the queue for another worker (runs/workers/celery_tasks.py)."""
 
 
 def current() -> WorkerRuntime:
@@ -170,27 +176,30 @@ class WorkerRuntime:
         claim is made in this thread: the loop gets the attempt with its lease held."""
         if self.machine.problem:
             self._pass_on(lease)
-            return
         # whether it would wait for a slot here (read across threads: a hint for the claim's
         # question whether another worker has one free)
         would_wait = self.slots.free <= self.pending
-        # the database may have dropped this Celery thread's connection (it restarted)
-        taken = reconnecting(claim_lease, lease, self.worker_id, would_wait)
+        try:
+            # the database may have dropped this Celery thread's connection (it restarted)
+            taken = reconnecting(claim_lease, lease, self.worker_id, would_wait)
+        except Exception as exc:
+            # the machine failed the claim (too many open files for a connection, say): an
+            # error would ack the message and leave the lease queued with no message
+            if (err := machine_error(exc)) is None:
+                raise
+            self.machine.trouble(err)
+            self._pass_on(lease)
         if taken is not None:
             asyncio.run_coroutine_threadsafe(LeaseRun(self, lease)(*taken), self.loop).result()
 
-    def _pass_on(self, lease: int) -> None:
+    def _pass_on(self, lease: int) -> NoReturn:
         """A lease that reached this worker while its machine is in trouble (Celery still takes
-        the queue's messages): unclaimed, sent to the queue again for another worker. This thread
-        then waits a moment, so that a worker with nothing else to do does not take it back at
+        the queue's messages) goes back to the queue unclaimed, for another worker: the Celery
+        task rejects its message with requeue (on the consumer's own connection, which needs no
+        new file). This thread waits a moment first, so that this worker does not take it back at
         once, again and again."""
-        from django.db import close_old_connections
-
-        close_old_connections()
-        queue = reconnecting(leases.queue_of, lease)
-        if queue is not None:
-            self.requeue(lease, queue)
         self._stopping.wait(PASS_ON_S)
+        raise PassOn(lease)
 
     def serving(self) -> None:
         """Celery's consumer is up (its `worker_ready`): the row names the queues it serves, and
