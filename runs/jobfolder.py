@@ -75,6 +75,16 @@ def machine_error(exc: BaseException | None) -> OSError | None:
     return None
 
 
+def out_of_files() -> OSError | None:
+    """The process's or the machine's open files used up now (EMFILE, ENFILE), else None: an
+    error that names no errno (SQLite's "unable to open database file") may come of it."""
+    try:
+        os.close(os.open(os.devnull, os.O_RDONLY))
+    except OSError as exc:
+        return exc if exc.errno in (errno.EMFILE, errno.ENFILE) else None
+    return None
+
+
 WELL_FREE_BYTES = 64 << 20  # a full disk counts as well again with this much free
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from runs import events as ev
-from runs.jobfolder import machine_error
+from runs.jobfolder import machine_error, out_of_files
 from runs.trials.prepared import AttemptPlan, Prepared
 from runs.workers import leases
 from runs.workers.channel import control_key, events_key
@@ -81,7 +81,7 @@ class LeaseRun:
         except Exception as exc:
             # the machine failed it (its disk is full, say), not the task: the lease lapses now,
             # its coordinator runs it elsewhere, and this worker takes nothing more until it is well
-            if (err := machine_error(exc)) is None:
+            if (err := machine_error(exc) or out_of_files()) is None:
                 raise
             keeper.cancel()
             await w.db(leases.give_up, held.lease, held.claim)

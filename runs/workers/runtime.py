@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 from runs import events as ev
 from runs.databases import reconnecting
 from runs.gateway import ModelGateway
-from runs.jobfolder import machine_error
+from runs.jobfolder import machine_error, out_of_files
 from runs.sandboxes.owners import reap_orphans
 from runs.workers import leases
 from runs.workers.broker import Broker
@@ -185,7 +185,7 @@ class WorkerRuntime:
         except Exception as exc:
             # the machine failed the claim (too many open files for a connection, say): an
             # error would ack the message and leave the lease queued with no message
-            if (err := machine_error(exc)) is None:
+            if (err := machine_error(exc) or out_of_files()) is None:
                 raise
             self.machine.trouble(err)
             self._pass_on(lease)
