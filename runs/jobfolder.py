@@ -86,6 +86,7 @@ def out_of_files() -> OSError | None:
 
 
 WELL_FREE_BYTES = 64 << 20  # a full disk counts as well again with this much free
+WELL_FREE_FILES = 16  # too many open files: well again when this many more open
 
 
 def machine_well(folder: Path | None, code: int) -> bool:
@@ -100,10 +101,15 @@ def machine_well(folder: Path | None, code: int) -> bool:
         return free is None or free >= WELL_FREE_BYTES
     if code == errno.EROFS:
         return folder is None or os.access(folder, os.W_OK)
-    try:
-        os.close(os.open(os.devnull, os.O_RDONLY))
+    opened: list[int] = []
+    try:  # room for an attempt's files, not one alone (a database connection takes three)
+        for _ in range(WELL_FREE_FILES):
+            opened.append(os.open(os.devnull, os.O_RDONLY))
     except OSError:
         return False
+    finally:
+        for fd in opened:
+            os.close(fd)
     return True
 
 
