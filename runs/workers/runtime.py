@@ -175,7 +175,8 @@ class WorkerRuntime:
         """Run the lease's attempt here (from a Celery thread); returns when it is done here. Its
         claim is made in this thread: the loop gets the attempt with its lease held."""
         if self.machine.problem:
-            self._pass_on(lease)
+            self._send_on(lease)
+            return
         # whether it would wait for a slot here (read across threads: a hint for the claim's
         # question whether another worker has one free)
         would_wait = self.slots.free <= self.pending
@@ -192,12 +193,27 @@ class WorkerRuntime:
         if taken is not None:
             asyncio.run_coroutine_threadsafe(LeaseRun(self, lease)(*taken), self.loop).result()
 
-    def _pass_on(self, lease: int) -> NoReturn:
+    def _send_on(self, lease: int) -> None:
         """A lease that reached this worker while its machine is in trouble (Celery still takes
-        the queue's messages) goes back to the queue unclaimed, for another worker: the Celery
-        task rejects its message with requeue (on the consumer's own connection, which needs no
-        new file). This thread waits a moment first, so that this worker does not take it back at
-        once, again and again."""
+        the queue's messages): unclaimed, sent to the back of the queue again for another worker
+        (a message put back at its head came straight back to workers in trouble). This thread
+        then waits a moment, so that this worker does not take it back at once, again and again."""
+        from django.db import close_old_connections
+
+        try:
+            close_old_connections()
+            queue = reconnecting(leases.queue_of, lease)
+        except Exception:  # noqa: BLE001 - its database away: put back as the claim's failure is
+            self._pass_on(lease)
+        if queue is not None:
+            self.requeue(lease, queue)
+        self._stopping.wait(PASS_ON_S)
+
+    def _pass_on(self, lease: int) -> NoReturn:
+        """A lease whose claim the machine failed (too many open files for a connection) goes back
+        to the queue unclaimed: the Celery task rejects its message with requeue, on the
+        consumer's own connection (which needs no new file; an error would ack it). This thread
+        waits a moment first, so that this worker does not take it back at once."""
         self._stopping.wait(PASS_ON_S)
         raise PassOn(lease)
 

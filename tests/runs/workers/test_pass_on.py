@@ -20,14 +20,17 @@ def _worker(monkeypatch) -> runtime.WorkerRuntime:
     return w
 
 
-def test_a_worker_in_trouble_passes_a_lease_on_unclaimed(monkeypatch):
+@pytest.mark.django_db
+def test_a_worker_in_trouble_sends_a_lease_on_unclaimed(monkeypatch):
     w = _worker(monkeypatch)
     w.machine.problem = "takes no attempt: no space left on the device (/jobs)"
     claimed: list[int] = []
+    sent: list[tuple[int, str]] = []
     monkeypatch.setattr(runtime, "claim_lease", lambda lease, *_: claimed.append(lease))
-    with pytest.raises(runtime.PassOn):
-        w.run(7)
-    assert claimed == []
+    monkeypatch.setattr(runtime.leases, "queue_of", lambda lease: "q")
+    monkeypatch.setattr(w, "requeue", lambda lease, queue: sent.append((lease, queue)))
+    w.run(7)
+    assert claimed == [] and sent == [(7, "q")]
 
 
 def test_a_claim_the_machine_fails_puts_the_worker_in_trouble_and_passes_the_lease_on(
