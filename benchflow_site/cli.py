@@ -81,7 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="stop a running job as SIGTERM does (here, or on the machine that runs it)",
         description="Stop the run of a job as Ctrl-C or SIGTERM on `bench run` does: its running "
         "trials are stopped, their sandboxes removed and a partial summary written. A run on "
-        "another machine sharing the jobs folder is asked through the job folder.",
+        "another machine sharing the jobs folder is asked through the job folder; a job handed to the "
+        "worker fleet that no worker has taken yet is cancelled, and no worker starts it.",
     )
     cancel.add_argument("job", type=Path, metavar="JOB", help="the job folder")
 
@@ -283,15 +284,13 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
-    from runs.operations.control import cancel
+    from runs.operations.control import cancel, cancelled_message, on_fleet
 
     if not args.job.is_dir():
         raise UserError(f"{args.job} is not a job folder (it does not exist)")
-    how = cancel(args.job)
-    print(
-        f"Stopping {args.job.name} ({how}): its running trials are stopped and their sandboxes "
-        "removed."
-    )
+    if on_fleet(args.job):
+        setup_django()  # its Coordination row says whether a worker holds it yet
+    print(cancelled_message(args.job.name, cancel(args.job)))
     return 0
 
 

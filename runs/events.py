@@ -64,6 +64,17 @@ def from_payload(kind: str, payload: Mapping[str, Any]) -> Event:
 
 Subscriber = Callable[[Event], None]
 
+# Checks every event of this process passes before any subscriber sees it: a coordinator on the
+# worker fleet adds its fence's (runs/workers/coordination.py:fresh), so one that wakes up after
+# another took its job over stops before it writes an event anywhere.
+_gates: list[Callable[[], None]] = []
+
+
+def gate(check: Callable[[], None]) -> None:
+    """Every event of this process passes `check` first (once per check)."""
+    if check not in _gates:
+        _gates.append(check)
+
 
 class Bus:
     """A job's events, handed to each subscriber in the order they subscribed.
@@ -79,6 +90,8 @@ class Bus:
         self._subscribers.append(subscriber)
 
     def emit(self, event: Event) -> None:
+        for check in _gates:
+            check()
         for subscriber in self._subscribers:
             try:
                 subscriber(event)

@@ -75,21 +75,41 @@ def machine_error(exc: BaseException | None) -> OSError | None:
     return None
 
 
+def out_of_files() -> OSError | None:
+    """The process's or the machine's open files used up now (EMFILE, ENFILE), else None: an
+    error that names no errno (SQLite's "unable to open database file") may come of it."""
+    try:
+        os.close(os.open(os.devnull, os.O_RDONLY))
+    except OSError as exc:
+        return exc if exc.errno in (errno.EMFILE, errno.ENFILE) else None
+    return None
+
+
 WELL_FREE_BYTES = 64 << 20  # a full disk counts as well again with this much free
+WELL_FREE_FILES = 16  # too many open files: well again when this many more open
 
 
 def machine_well(folder: Path | None, code: int) -> bool:
     """Whether what failed a machine (`code`, an errno of MACHINE_ERRNOS) is gone: room on the
     disk again, the file system writable, files to open."""
+    # the folder that failed may be gone since (a lost attempt's, moved away): its nearest parent
+    # is on the same disk
+    while folder is not None and not folder.exists() and folder.parent != folder:
+        folder = folder.parent
     if code in (errno.ENOSPC, errno.EDQUOT):
         free = free_bytes(folder) if folder is not None else None
         return free is None or free >= WELL_FREE_BYTES
     if code == errno.EROFS:
         return folder is None or os.access(folder, os.W_OK)
-    try:
-        os.close(os.open(os.devnull, os.O_RDONLY))
+    opened: list[int] = []
+    try:  # room for an attempt's files, not one alone (a database connection takes three)
+        for _ in range(WELL_FREE_FILES):
+            opened.append(os.open(os.devnull, os.O_RDONLY))
     except OSError:
         return False
+    finally:
+        for fd in opened:
+            os.close(fd)
     return True
 
 

@@ -83,10 +83,7 @@ def cancel(request: HttpRequest, job: str) -> HttpResponse:
     except UserError as exc:
         messages.error(request, str(exc))
     else:
-        messages.success(
-            request,
-            f"Stopping {folder.name} ({how}): its running trials are stopped and their sandboxes removed.",
-        )
+        messages.success(request, control.cancelled_message(folder.name, how))
     return _job_page(job)
 
 

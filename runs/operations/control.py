@@ -18,6 +18,8 @@ from runs.problems import UserError
 OPERATION_PID = ".operation.pid"
 FLEET_MARK = ".fleet"  # in a job folder handed to the worker fleet (runs/operations/fleet.py)
 OPERATION_MARK = "_operate"  # in the command line of every process an operation starts
+# what `cancel` says of a job on the worker fleet that no worker had taken: nothing ran to stop
+CANCELLED_WAITING = "cancelled before a worker took it; no worker will start it"
 
 
 class Holder(NamedTuple):
@@ -75,8 +77,12 @@ def is_running(job_dir: Path) -> bool:
 def cancel(job_dir: Path) -> str:
     """Stop the run of the job as SIGTERM does: it stops its running trials, removes their
     sandboxes and writes a partial summary. Here, SIGTERM to its process; a run on another machine
-    (the jobs folder shared) is asked through a file it looks for every second. Says which."""
+    (the jobs folder shared) is asked through a file it looks for every second; a job on the worker
+    fleet that no coordinator holds yet is ended in its Coordination row, so no worker starts it.
+    Says which."""
     holder = running(job_dir)
+    if holder is None and on_fleet(job_dir):
+        return _cancel_on_the_fleet(job_dir)
     if holder is None:
         raise UserError(f"{job_dir.name} is not running; nothing to cancel")
     if not holder.here:
@@ -107,3 +113,43 @@ def cancel(job_dir: Path) -> str:
 def on_fleet(job_dir: Path) -> bool:
     """The job was handed to the worker fleet: its Coordination row says where it runs."""
     return (job_dir / FLEET_MARK).is_file()
+
+
+def _cancel_on_the_fleet(job_dir: Path) -> str:
+    """A job handed to the worker fleet whose run holds no lock here: queued for a worker, its
+    coordinator lost, or one just taking it. The first two end now; the last is said."""
+    from runs.workers import coordination
+
+    path = str(job_dir.resolve())
+    if coordination.cancel_waiting(path):
+        _closed_as_cancelled(job_dir)
+        return CANCELLED_WAITING
+    found = coordination.where(path)
+    if found is not None and found.state == coordination.RUNNING:
+        raise UserError(
+            f"{job_dir.name} is starting on {found.host} (worker {found.worker}) now; "
+            "cancel it again in a few seconds"
+        )
+    raise UserError(f"{job_dir.name} is not running; nothing to cancel")
+
+
+def cancelled_message(name: str, how: str) -> str:
+    """What a person is told of a cancel (`how`: what `cancel` returned)."""
+    if how == CANCELLED_WAITING:
+        return f"Cancelled {name}: no worker had taken it, and none will start it now."
+    return f"Stopping {name} ({how}): its running trials are stopped and their sandboxes removed."
+
+
+def _closed_as_cancelled(job_dir: Path) -> None:
+    """The index closes the job as interrupted (it never ran, or its coordinator was lost), with
+    the summary an earlier run wrote, if any."""
+    from runs import events as ev
+    from runs.index.projector import Projector
+    from runs.jobfolder import read_object
+    from runs.models import JobState
+
+    ran = (job_dir / "evaluation.json").is_file()
+    summary = read_object(job_dir / "summary.json") if ran else None
+    Projector().apply(
+        ev.JobClosed(job_dir.name, str(job_dir), JobState.INTERRUPTED, "cancelled", summary)
+    )

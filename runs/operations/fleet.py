@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -163,6 +164,7 @@ class Heartbeat:
 
         lease_s = coordination_lease_s()
         while not self._stop.wait(lease_s / 6):
+            sent_at = time.monotonic()
             try:
                 close_old_connections()
                 said = coordination.renew(self.pk, self.fence, lease_s)
@@ -175,6 +177,7 @@ class Heartbeat:
                     flush=True,
                 )
                 coordination.fenced_exit()
+            coordination.renewed(sent_at)
             if said == "drain":
                 coordination.release(self.pk, self.fence)
                 print(
@@ -226,7 +229,7 @@ def coordinate(
     if not reconnecting(coordination.started, pk, fence, os.getpid()):
         print("bench: the job was taken over before this coordinator started", file=sys.stderr)
         return coordination.FENCED_EXIT
-    coordination.hold(pk, fence)
+    coordination.hold(pk, fence, coordination_lease_s())
     handovers = reconnecting(coordination.where, reconnecting(coordination.request_of, pk)[0])
     try:
         job_path, body, secret = _spec_body(pk, adopted)

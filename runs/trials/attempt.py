@@ -253,12 +253,14 @@ class AttemptRunner:
             result.fail(
                 f"infrastructure error: connection lost to the sandbox ({exc})", "infra_failure"
             )
-        if secrets := trial_secrets(self.spec.agent_env, plan.task):
-            # what the agent or the tests wrote into /logs, and any text of theirs in the result
-            await self.call(redact_tree, attempt_dir, secrets)
-            result = TrialResult.from_json(redact_obj(result.to_json(), secrets))
-        self._write_result(prepared, result)
-        self.discard(prepared)
+        try:
+            if secrets := trial_secrets(self.spec.agent_env, plan.task):
+                # what the agent or the tests wrote into /logs, and any text of theirs in the result
+                await self.call(redact_tree, attempt_dir, secrets)
+                result = TrialResult.from_json(redact_obj(result.to_json(), secrets))
+            self._write_result(prepared, result)
+        finally:  # also when the result cannot be written (a full disk): the sandbox goes
+            self.discard(prepared)
         return result
 
     async def _within_disk_cap(self, prepared: Prepared, result: TrialResult) -> None:

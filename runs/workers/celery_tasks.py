@@ -1,16 +1,21 @@
 """The Celery task of a worker: one dispatched attempt, named by its lease's id (ids only travel
 through the broker). `acks_late`: a worker killed mid-attempt leaves the message to be delivered
 again; a second delivery (or a duplicate the coordinator sent after a Redis restart) finds the
-lease held or ended and does nothing."""
+lease held or ended and does nothing. A worker whose machine is in trouble rejects the message
+with requeue, for another worker."""
 
 from celery import shared_task
+from celery.exceptions import Reject
 
-from runs.workers.runtime import current
+from runs.workers.runtime import PassOn, current
 
 
 @shared_task(name="benchflow.run_attempt", acks_late=True, ignore_result=True)
 def run_attempt(lease: int) -> None:
-    current().run(lease)
+    try:
+        current().run(lease)
+    except PassOn:  # this worker's machine is in trouble: back to the queue for another worker
+        raise Reject("this worker takes no attempt now", requeue=True) from None
 
 
 @shared_task(name="benchflow.coordinate", acks_late=False, ignore_result=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -193,6 +194,17 @@ def end(pk: int, fence: int, outcome: str) -> bool:
     )
 
 
+CANCELLED = "cancelled"
+
+
+def cancel_waiting(job_path: str) -> bool:
+    """End a job no coordinator holds (queued, or its coordinator lost and not yet adopted): no
+    worker ever starts it. False when a live coordinator holds it (or it ended)."""
+    at = now()
+    waiting = Coordination.objects.filter(Q(_takeable(at)), job_path=job_path)
+    return bool(waiting.update(state=ENDED, ended_at=at, outcome=CANCELLED, expires_at=None))
+
+
 def drain(host: str) -> list[str]:
     """Move every job coordinated on `host` off it: its coordinator hands the job over at its
     next heartbeat, and a worker elsewhere takes it. Returns the jobs' folders."""
@@ -206,29 +218,39 @@ def holds(pk: int, fence: int) -> bool:
     return Coordination.objects.filter(pk=pk, fence=fence, state=RUNNING).exists()
 
 
-def _holds_off_loop(pk: int, fence: int) -> bool:
-    """`holds`, asked from a thread of its own when this one runs an event loop (the job's end)."""
+def _in_loop() -> bool:
     import asyncio
 
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return holds(pk, fence)
-    answer: list[bool] = []
+        return False
+    return True
+
+
+def _off_loop(fn: Any, *args: Any) -> Any:
+    """`fn(*args)` (an ORM call), from a thread of its own when this one runs an event loop (the
+    job's end, an event emitted in the loop); its error is raised here."""
+    if not _in_loop():
+        return fn(*args)
+    answer: list[Any] = []
+    failed: list[BaseException] = []
 
     def ask() -> None:
         from django.db import connections
 
         try:
-            answer.append(holds(pk, fence))
+            answer.append(fn(*args))
+        except Exception as exc:  # noqa: BLE001 - raised again in the caller's thread
+            failed.append(exc)
         finally:
             connections.close_all()
 
     thread = threading.Thread(target=ask, name="bench-fence")
     thread.start()
     thread.join()
-    if not answer:
-        raise Fenced("the job's coordination row could not be read")
+    if failed:
+        raise failed[0]
     return answer[0]
 
 
@@ -247,6 +269,8 @@ class Where:
     def lines(self) -> list[str]:
         if self.state == QUEUED and not self.host:
             head = "Coordination: waiting for a worker to take the job"
+        elif self.state == ENDED and not self.host:
+            head = f"Coordination: {self.outcome} before a worker took the job"
         elif self.state == ENDED:
             head = f"Coordinated on {self.host} (worker {self.worker}); ended: {self.outcome}"
         else:
@@ -292,13 +316,27 @@ def where(job_path: str) -> Where | None:
 
 _held: tuple[int, int] | None = None
 _lost = threading.Event()
+_lease_s = 0.0
+_renewed_at = 0.0  # time.monotonic() when the last renewal that took was sent
+_asked_at = 0.0  # when `fresh` last asked the database and it did not answer
 
 
-def hold(pk: int, fence: int) -> None:
-    """This process coordinates the job under `fence`: `check` holds its writes to it."""
-    global _held
-    _held = (pk, fence)
+def hold(pk: int, fence: int, lease_s: float = 0.0) -> None:
+    """This process coordinates the job under `fence` with leases of `lease_s`: `check` holds its
+    writes to it, and every event it emits passes `fresh` first."""
+    global _held, _lease_s, _renewed_at
+    from runs import events
+
+    _held, _lease_s, _renewed_at = (pk, fence), lease_s, 0.0
     _lost.clear()
+    events.gate(fresh)
+
+
+def renewed(sent_at: float) -> None:
+    """A renewal sent at `sent_at` (time.monotonic()) took: the lease is this process's for at
+    least `lease_s` from then."""
+    global _renewed_at
+    _renewed_at = max(_renewed_at, sent_at)
 
 
 def lost() -> None:
@@ -306,12 +344,52 @@ def lost() -> None:
     _lost.set()
 
 
+def fresh() -> None:
+    """Before each event (and each lease's outcome taken in): nothing when this process renewed
+    its lease within half its length (no other coordinator can have taken the job); otherwise it
+    renews now, and a fence that moved on stops the process here, having written nothing. A
+    process frozen past its lease (SIGSTOP, a paused machine) wakes up with every thread at once:
+    its heartbeat's next beat may come after another thread's write, this check comes before it.
+    The monotonic clock counts the time a process was stopped."""
+    global _asked_at
+    if _held is None:
+        return
+    if _lost.is_set():
+        fenced_exit()
+    at = time.monotonic()
+    if at - _renewed_at < _lease_s / 2 or at - _asked_at < 1.0:
+        return
+    try:
+        said = _off_loop(renew, _held[0], _held[1], _lease_s)
+    except Exception:  # noqa: BLE001 - the database away: no other coordinator can take it either
+        _asked_at = at
+        return
+    if said == "fenced":
+        _lost.set()
+        import sys
+
+        print(
+            f"bench: the job was taken over (fence {_held[1]} is no longer its own); this "
+            "coordinator stops here",
+            file=sys.stderr,
+            flush=True,
+        )
+        fenced_exit()
+    renewed(at)
+
+
 def check() -> None:
     """Raise Fenced when this process coordinates under a fence that is no longer the job's
     (nothing when it coordinates none: `bench run` in a terminal)."""
     if _held is None:
         return
-    if _lost.is_set() or not _holds_off_loop(*_held):
+    try:
+        ours = not _lost.is_set() and _off_loop(holds, *_held)
+    except Exception as exc:
+        if not _in_loop():
+            raise  # the caller's own database error, as any of its queries would raise
+        raise Fenced("the job's coordination row could not be read") from exc
+    if not ours:
         _lost.set()
         raise Fenced(f"the job was taken over (fence {_held[1]} is no longer its own)")
 

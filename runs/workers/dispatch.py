@@ -32,7 +32,7 @@ from runs.jobfolder import NOT_STARTED_MARK, new_attempt_dir, write_json
 from runs.results.attempt_folder import RESULT
 from runs.results.trial_result import TrialResult
 from runs.trials.prepared import AttemptPlan, Prepared
-from runs.workers import leases
+from runs.workers import coordination, leases
 from runs.workers.broker import Broker
 from runs.workers.channel import Channel, control_key
 from runs.workers.lease_book import PREPARED, LeaseBook, sleep_on
@@ -180,6 +180,8 @@ class RemoteRunner:
             while True:
                 changed.clear()
                 row = self.rows[lease]
+                if row.state in (S.FINISHED, S.FAILED, S.CANCELLED, S.DISCARDED):
+                    coordination.fresh()  # one that woke up taken over takes nothing in
                 if row.state == S.FINISHED and row.result is not None:
                     self._collected(lease)
                     return TrialResult.from_json(row.result)

@@ -5,6 +5,7 @@ the workers page, until the machine is well again."""
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 import subprocess
@@ -27,12 +28,15 @@ class MachineTrouble:
         self._problem_at: Path | None = None
         self._problem_errno = 0
 
-    def trouble(self, err: OSError) -> None:
+    def trouble(self, err: OSError, at: Path | None = None) -> None:
         """An attempt here failed by the machine's fault (a full disk, a read-only file system,
         too many open files): take nothing more, and say why on the workers page, until it is
-        well again (looked at every 2 s)."""
-        where = Path(err.filename) if err.filename else None
+        well again (looked at every 2 s). `at`: the folder the attempt wrote to, for an error
+        that names no file (a write to a file already open)."""
+        where = Path(err.filename) if err.filename else at
         folder = where if where is None or where.is_dir() else where.parent
+        if err.errno in (errno.EMFILE, errno.ENFILE):
+            folder = None  # the process's (or the machine's) files, not a folder's
         what = MACHINE_ERRNOS.get(err.errno or 0, str(err))
         self.problem = f"takes no attempt: {what}" + (f" ({folder})" if folder else "")
         self._problem_at, self._problem_errno = folder, err.errno or 0

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from runs import events as ev
-from runs.jobfolder import machine_error
+from runs.jobfolder import machine_error, out_of_files
 from runs.trials.prepared import AttemptPlan, Prepared
 from runs.workers import leases
 from runs.workers.channel import control_key, events_key
@@ -81,16 +81,27 @@ class LeaseRun:
         except Exception as exc:
             # the machine failed it (its disk is full, say), not the task: the lease lapses now,
             # its coordinator runs it elsewhere, and this worker takes nothing more until it is well
-            if (err := machine_error(exc)) is None:
+            if (err := machine_error(exc) or out_of_files()) is None:
                 raise
             keeper.cancel()
             await w.db(leases.give_up, held.lease, held.claim)
-            w.machine.trouble(err)
+            w.machine.trouble(err, Path(held.info.job_path))
             self._ended(held, "lost", started, error=w.machine.problem)
+            await self._give_up_the_others(held)
         finally:
             keeper.cancel()
             w.held.pop(held.rollout, None)
             await w.channel.drop(control_key(held.info.uid))
+
+    async def _give_up_the_others(self, failed: Held) -> None:
+        """The machine failed one attempt: the others held here would fail on it too. Each one's
+        lease lapses now (its coordinator runs it elsewhere) and it stops here: a running one is
+        cancelled and a prepared one discarded, their sandboxes removed."""
+        for other in list(self.w.held.values()):
+            if other is failed or other.order:
+                continue
+            await self.w.db(leases.give_up, other.lease, other.claim)
+            other.command("lost")
 
     async def _run(self, held: Held, started: float) -> None:
         w, info = self.w, held.info

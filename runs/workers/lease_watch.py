@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from runs import events as ev
-from runs.workers import leases
+from runs.workers import coordination, leases
 from runs.workers.broker import Broker
 from runs.workers.channel import Channel, events_key
 from runs.workers.config import LOST_DIR
@@ -147,6 +147,7 @@ class LeaseWatch:
     async def _lost(self, row: leases.LeaseRow) -> None:
         """Its worker stopped renewing the lease (killed, say): queued again for another worker;
         the lost run's folder goes to .lost/ so that nothing of it is counted."""
+        coordination.fresh()  # one that woke up taken over takes nothing back
         taken = await self.db(leases.requeue_expired, row.id, row.claim)
         if taken is None:
             return

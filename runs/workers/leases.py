@@ -286,6 +286,15 @@ def give_up(lease: int, claim: int) -> bool:
     return _held(lease, claim, *HELD).update(expires_at=now()) == 1
 
 
+def queue_of(lease: int) -> str | None:
+    """The queue a queued lease goes to (its dispatcher's); None when it is no longer queued."""
+    return (
+        Lease.objects.filter(pk=lease, state=S.QUEUED)
+        .values_list("dispatcher__queue", flat=True)
+        .first()
+    )
+
+
 def worker_stopped(worker: int) -> None:
     Worker.objects.filter(pk=worker).update(stopped_at=now(), last_seen_at=now())
 

@@ -14,11 +14,12 @@ import concurrent.futures
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from runs import events as ev
 from runs.databases import reconnecting
 from runs.gateway import ModelGateway
+from runs.jobfolder import machine_error, out_of_files
 from runs.sandboxes.owners import reap_orphans
 from runs.workers import leases
 from runs.workers.broker import Broker
@@ -37,9 +38,15 @@ from runs.workers.sealed import (
 )
 
 SEEN_EVERY_S = 2.0
+PASS_ON_S = 2.0  # a worker in trouble holds a Celery thread this long after it passes a lease on
 MAX_CONTEXTS = 32  # runs remembered (their agent, tasks, image cache); the oldest goes first
 
 _current: WorkerRuntime | None = None
+
+
+class PassOn(Exception):
+    """This worker takes no attempt now (its machine is in trouble): the lease's message goes
+    back to the queue for another worker (runs/workers/celery_tasks.py)."""
 
 
 def current() -> WorkerRuntime:
@@ -167,13 +174,48 @@ class WorkerRuntime:
     def run(self, lease: int) -> None:
         """Run the lease's attempt here (from a Celery thread); returns when it is done here. Its
         claim is made in this thread: the loop gets the attempt with its lease held."""
+        if self.machine.problem:
+            self._send_on(lease)
+            return
         # whether it would wait for a slot here (read across threads: a hint for the claim's
         # question whether another worker has one free)
         would_wait = self.slots.free <= self.pending
-        # the database may have dropped this Celery thread's connection (it restarted)
-        taken = reconnecting(claim_lease, lease, self.worker_id, would_wait)
+        try:
+            # the database may have dropped this Celery thread's connection (it restarted)
+            taken = reconnecting(claim_lease, lease, self.worker_id, would_wait)
+        except Exception as exc:
+            # the machine failed the claim (too many open files for a connection, say): an
+            # error would ack the message and leave the lease queued with no message
+            if (err := machine_error(exc) or out_of_files()) is None:
+                raise
+            self.machine.trouble(err)
+            self._pass_on(lease)
         if taken is not None:
             asyncio.run_coroutine_threadsafe(LeaseRun(self, lease)(*taken), self.loop).result()
+
+    def _send_on(self, lease: int) -> None:
+        """A lease that reached this worker while its machine is in trouble (Celery still takes
+        the queue's messages): unclaimed, sent to the back of the queue again for another worker
+        (a message put back at its head came straight back to workers in trouble). This thread
+        then waits a moment, so that this worker does not take it back at once, again and again."""
+        from django.db import close_old_connections
+
+        try:
+            close_old_connections()
+            queue = reconnecting(leases.queue_of, lease)
+        except Exception:  # noqa: BLE001 - its database away: put back as the claim's failure is
+            self._pass_on(lease)
+        if queue is not None:
+            self.requeue(lease, queue)
+        self._stopping.wait(PASS_ON_S)
+
+    def _pass_on(self, lease: int) -> NoReturn:
+        """A lease whose claim the machine failed (too many open files for a connection) goes back
+        to the queue unclaimed: the Celery task rejects its message with requeue, on the
+        consumer's own connection (which needs no new file; an error would ack it). This thread
+        waits a moment first, so that this worker does not take it back at once."""
+        self._stopping.wait(PASS_ON_S)
+        raise PassOn(lease)
 
     def serving(self) -> None:
         """Celery's consumer is up (its `worker_ready`): the row names the queues it serves, and

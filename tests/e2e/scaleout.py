@@ -215,15 +215,24 @@ class Machine:
     Docker engine is shared, as a machine's containers outlive it on a real engine until its
     worker comes back and sweeps them."""
 
-    def __init__(self, cluster: Cluster, name: str, slots: int = 2) -> None:
+    def __init__(self, cluster: Cluster, name: str, slots: int = 2, setup: str = "") -> None:
         if shutil.which("unshare") is None:
             pytest.fail("unshare (util-linux) is not installed")
         self.cluster, self.name, self.slots = cluster, name, slots
+        # shell commands run on the machine before its worker starts (its own mounts, say)
+        self.setup = setup
         self.proc: subprocess.Popen[bytes] | None = None
         self.boots = 0
         self.log_path = cluster.cwd / f"machine-{name}.log"
 
     def start(self) -> Machine:
+        self.boot()
+        boot = self.boots
+        wait_for(lambda: self.booted(boot), 60, f"machine {self.name}'s worker to start")
+        return self
+
+    def boot(self) -> None:
+        """Start the machine, not waiting for its worker to be up (`booted`)."""
         self.boots += 1
         with open(self.log_path, "ab") as out:
             out.write(f"--- boot {self.boots}\n".encode())
@@ -237,7 +246,7 @@ class Machine:
                     "--",
                     "sh",
                     "-c",
-                    'hostname "$0" && exec "$@"',
+                    f'hostname "$0" && {self.setup or "true"} && exec "$@"',
                     self.name,
                     sys.executable,
                     "-m",
@@ -253,9 +262,6 @@ class Machine:
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )
-        boot = self.boots
-        wait_for(lambda: self.booted(boot), 60, f"machine {self.name}'s worker to start")
-        return self
 
     def booted(self, boot: int) -> bool:
         text = self.log()
@@ -270,6 +276,36 @@ class Machine:
             self.proc.kill()
             self.proc.wait(30)
 
+    def processes(self) -> dict[int, str]:
+        """Every process on the machine (in its PID namespace): host pid -> its command line."""
+        if self.proc is None or self.proc.poll() is not None:
+            return {}
+        init = next(
+            int(p.name)
+            for p in Path("/proc").iterdir()
+            if p.name.isdigit() and _parent(p) == self.proc.pid
+        )
+        namespace = os.readlink(f"/proc/{init}/ns/pid")
+        found = {}
+        for p in Path("/proc").iterdir():
+            try:
+                if p.name.isdigit() and os.readlink(p / "ns" / "pid") == namespace:
+                    found[int(p.name)] = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue  # it ended meanwhile
+        return found
+
+    def freeze(self) -> None:
+        """The machine freezes (a paused VM): every process on it stopped, none ended; asked
+        twice, for a process started while the first went round."""
+        for _ in range(2):
+            for pid in self.processes():
+                os.kill(pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        for pid in self.processes():
+            os.kill(pid, signal.SIGCONT)
+
     def started(self) -> list[str]:
         """Trials its worker's log says it started (every boot)."""
         return [
@@ -277,6 +313,14 @@ class Machine:
             for line in self.log().splitlines()
             if "] started " in line
         ]
+
+
+def _parent(proc: Path) -> int:
+    """A process's parent pid (0 when it ended)."""
+    try:
+        return int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
 
 
 class PrivatePostgres:

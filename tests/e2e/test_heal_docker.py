@@ -244,3 +244,94 @@ def test_an_operator_drains_the_coordinators_machine_and_the_job_moves(
     [handover] = coordination(cluster, job)[3]
     assert (handover["from"], handover["why"]) == (host, "drained")
     counted_once(job)
+
+
+def console(job: Path) -> str:
+    path = job / "console.log"
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
+def test_a_frozen_coordinator_wakes_up_fenced_and_the_job_finishes_once(
+    docker_client, cluster, tmp_path
+):
+    # given two machines and four tasks of 8 s on the fleet
+    sleepers(tmp_path, FOUR, 8)
+    machines = {m.name: m for m in (Machine(cluster, "m-one"), Machine(cluster, "m-two"))}
+    try:
+        for machine in machines.values():
+            machine.start()
+        job = detach(cluster, tmp_path)
+        wait_for(lambda: coordination(cluster, job)[0] == "running", 60, "a worker to take it")
+        wait_for(lambda: sum(len(m.started()) for m in machines.values()) >= 2, 120, "two attempts")
+        _state, frozen_host, fence, _ = coordination(cluster, job)
+        frozen = machines[frozen_host]
+        survivor = next(m for name, m in machines.items() if name != frozen_host)
+        [old] = [pid for pid, cmd in frozen.processes().items() if " _coordinate " in cmd]
+        # when the coordinator's machine freezes (every process on it stopped) past its lease
+        frozen.freeze()
+        # then the other machine's worker takes the job over, and waits for the frozen
+        # coordinator's lock on the job folder
+        wait_for(lambda: coordination(cluster, job)[2] > fence, 60, "another worker to adopt it")
+        wait_for(
+            lambda: "waiting for the earlier coordinator" in console(job), 60, "the adopter to wait"
+        )
+        # when the frozen machine wakes up
+        frozen.thaw()
+        # then its coordinator finds its fence moved on and stops, and the job finishes once
+        wait_for(lambda: not Path(f"/proc/{old}").exists(), 60, "the woken coordinator to stop")
+        wait_for(lambda: coordination(cluster, job)[0] == "ended", 300, "the job to end")
+        wait_for(lambda: containers_of(docker_client, job) == [], 60, "no container of the job")
+    finally:
+        for machine in machines.values():
+            machine.thaw()
+            machine.kill()
+    state, host, _fence, handovers = coordination(cluster, job)
+    assert host == survivor.name
+    [handover] = handovers
+    assert (handover["from"], handover["to"], handover["why"]) == (
+        frozen_host,
+        survivor.name,
+        "lost",
+    )
+    said = console(job)
+    assert "stops here" in said, said[-3000:]
+    counted_once(job)
+    # the job finished once: one JobFinished in the index, from the coordinator that took over
+    finished = cluster.query(
+        "SELECT COUNT(*) FROM runs_event e JOIN runs_job j ON j.id = e.job_id "
+        "WHERE j.path = %s AND e.kind = %s",
+        str(job.resolve()),
+        "job_finished",
+    )
+    assert finished == [(1,)], finished
+
+
+def test_a_job_cancelled_before_any_worker_took_it_never_runs(docker_client, cluster, tmp_path):
+    import os
+    import signal
+
+    # given the fleet's one worker, frozen: it looks up, and takes nothing
+    sleepers(tmp_path, ["alpha"], 0)
+    worker = cluster.start_worker()
+    os.kill(worker.pid, signal.SIGSTOP)
+    try:
+        job = detach(cluster, tmp_path)
+        assert coordination(cluster, job)[:3] == ("queued", "", 0)
+        # when it is cancelled before any worker took it
+        cancelled = cluster.bench("cancel", str(job))
+        assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
+        assert "no worker had taken it, and none will start it" in cancelled.stdout
+        # then the worker, awake (its queue held the job's message), and a job run after it,
+        # never start it
+        os.kill(worker.pid, signal.SIGCONT)
+        later = cluster.bench(*run_args("oracle", "--detach", jobs_dir="later"), timeout=120)
+        assert later.returncode == 0, later.stdout + later.stderr
+        [other] = job_dirs(tmp_path / "later")
+        wait_for(lambda: coordination(cluster, other)[0] == "ended", 180, "the later job to end")
+    finally:
+        os.kill(worker.pid, signal.SIGCONT)
+    assert coordination(cluster, job)[:3] == ("ended", "", 0)
+    assert not (job / "evaluation.json").exists()
+    assert cluster.leases(job) == []
+    [(state,)] = cluster.query("SELECT state FROM runs_job WHERE path = %s", str(job.resolve()))
+    assert state == "interrupted"

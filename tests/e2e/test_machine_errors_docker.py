@@ -7,10 +7,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 
 import pytest
 
-from tests.conftest import job_dirs, results_of, run_bench, write_task
+from tests.conftest import job_dirs, results_of, run_args, run_bench, write_task
 
 pytestmark = pytest.mark.docker
 
@@ -69,3 +70,108 @@ def test_a_full_disk_stops_the_job_cleanly_and_a_resume_finishes_it(
     assert sorted(r["trial_name"] for r in results_of(job)) == ["big1", "big2", "big3", "big4"]
     summary = json.loads((job / "summary.json").read_text())
     assert (summary["total"], summary["passed"]) == (4, 4)
+
+
+# --- on the worker fleet: a worker whose machine fails it ------------------------------------------
+
+WORKERS_PAGE = """
+from benchflow_site.django_setup import setup_django
+setup_django()
+from django.contrib.auth.models import User
+from django.test import Client
+user, _ = User.objects.get_or_create(username="looker")
+client = Client(HTTP_HOST="127.0.0.1")
+client.force_login(user)
+print(client.get("/workers/").content.decode())
+"""
+
+
+def workers_page(cluster) -> str:
+    """The dashboard's workers page as a logged-in viewer gets it (its HTML)."""
+    shown = subprocess.run(
+        [sys.executable, "-c", WORKERS_PAGE],
+        cwd=cluster.cwd,
+        env=cluster.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert shown.returncode == 0, shown.stderr[-3000:]
+    return shown.stdout
+
+
+def problem_of(cluster, worker: str) -> str:
+    rows = cluster.lease_query("SELECT problem FROM runs_worker WHERE name = %s", worker)
+    return rows[0][0] if rows else ""
+
+
+def test_workers_whose_disk_fills_or_goes_read_only_stop_and_the_job_finishes_elsewhere(
+    docker_client, cluster, tmp_path
+):
+    from tests.e2e.scaleout import Machine, wait_for
+    from tests.e2e.test_heal_docker import containers_of, coordination
+
+    if os.geteuid() != 0:
+        if os.environ.get("CI"):
+            pytest.fail("a machine's own mounts need root")
+        pytest.skip("a machine's own mounts need root")
+    # given eight tasks whose agents wait 3 s and then print 2 MiB
+    names = [f"big{i}" for i in range(1, 9)]
+    for name in names:
+        write_task(
+            tmp_path / "tasks",
+            name,
+            test_sh=PASSES,
+            solve_sh="sleep 3; head -c 2M /dev/zero | tr '\\0' x; echo\n",
+        )
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    area = tmp_path / "full-disk"
+    area.mkdir()
+    # a machine whose view of the shared jobs folder writes to a disk of 1 MiB of its own (an
+    # overlay: it reads what the others wrote), and one where the jobs folder is read-only
+    full = Machine(
+        cluster,
+        "m-full",
+        setup=f"mount -t tmpfs -o size=1m tmpfs {area} && mkdir {area}/up {area}/work && "
+        f"mount -t overlay overlay -o lowerdir={jobs},upperdir={area}/up,workdir={area}/work "
+        f"{jobs}",
+    )
+    read_only = Machine(
+        cluster, "m-ro", setup=f"mount --bind {jobs} {jobs} && mount -o remount,bind,ro {jobs}"
+    )
+    good = Machine(cluster, "m-one", slots=1)
+    try:
+        # the job is handed to the fleet and coordinated on the machine that is well
+        good.start()
+        detached = cluster.bench(*run_args("oracle", "-j", "3", "--detach"), timeout=120)
+        assert detached.returncode == 0, detached.stdout + detached.stderr
+        [job] = job_dirs(jobs)
+        wait_for(lambda: coordination(cluster, job)[1] == "m-one", 60, "m-one to take it")
+        # when the machine with the small disk takes attempts: its disk fills
+        full.start()
+        wait_for(lambda: problem_of(cluster, "m-full-worker"), 180, "m-full to be in trouble")
+        # when the read-only machine takes attempts
+        read_only.start()
+        wait_for(lambda: problem_of(cluster, "m-ro-worker"), 180, "m-ro to be in trouble")
+        # then the job finishes on the machine that is well, and no container is left
+        wait_for(lambda: coordination(cluster, job)[0] == "ended", 300, "the job to end")
+        wait_for(lambda: containers_of(docker_client, job) == [], 60, "no container of the job")
+        page = workers_page(cluster)
+    finally:
+        for machine in (full, read_only, good):
+            machine.kill()
+    # each failing worker says why on the workers page, and serves no queue
+    assert "takes no attempt: no space left on the device" in problem_of(cluster, "m-full-worker")
+    assert "takes no attempt: the file system is read-only" in problem_of(cluster, "m-ro-worker")
+    assert "takes no attempt: no space left on the device" in page
+    assert "takes no attempt: the file system is read-only" in page
+    served = dict(cluster.lease_query("SELECT name, queues FROM runs_worker"))
+    for sick in ("m-full-worker", "m-ro-worker"):
+        assert served[sick] in ([], "[]"), served
+    # their attempts ran again on m-one: every trial counted once
+    assert sorted(r["trial_name"] for r in results_of(job)) == names
+    summary = json.loads((job / "summary.json").read_text())
+    assert (summary["total"], summary["passed"], summary["n_attempts"]) == (8, 8, 8), summary
+    lost = " ".join(lost for *_rest, lost in cluster.leases(job))
+    assert "m-full-worker" in lost and "m-ro-worker" in lost, lost

@@ -49,3 +49,48 @@ def test_a_job_nobody_runs_has_nothing_to_cancel(tmp_path):
     job.mkdir()
     with pytest.raises(UserError, match="is not running; nothing to cancel"):
         control.cancel(job)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_fleet_job_no_worker_took_is_cancelled_and_no_worker_takes_it(tmp_path):
+    from runs.models import Job
+    from runs.operations import shown
+    from runs.workers import coordination
+
+    # given a job handed to the fleet, queued for a worker that has not taken it
+    job = tmp_path / "2026-01-01__00-00-00"
+    job.mkdir()
+    (job / control.FLEET_MARK).write_text("coordination 1\n")
+    shown.launched(job, {"agent": "oracle"}, "ann")
+    pk = coordination.submit(str(job.resolve()), "q", {})
+    assert pk is not None
+    # when it is cancelled
+    said = control.cancel(job)
+    # then it is ended, said honestly, closed in the index, and no worker takes it later
+    assert said == control.CANCELLED_WAITING
+    assert "no worker had taken it, and none will start it" in control.cancelled_message(
+        job.name, said
+    )
+    assert coordination.takeable(["q"], "a") == []
+    assert coordination.take(pk, "a:1", 20, host="a") is None
+    where = coordination.where(str(job.resolve()))
+    assert where is not None
+    assert where.lines() == ["Coordination: cancelled before a worker took the job"]
+    assert Job.objects.get(path=str(job)).state == "interrupted"
+    # a second cancel has nothing left to cancel
+    with pytest.raises(UserError, match="is not running; nothing to cancel"):
+        control.cancel(job)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_fleet_job_a_worker_is_taking_now_is_said_so(tmp_path):
+    from runs.workers import coordination
+
+    job = tmp_path / "2026-01-01__00-00-00"
+    job.mkdir()
+    (job / control.FLEET_MARK).write_text("coordination 1\n")
+    pk = coordination.submit(str(job.resolve()), "q", {})
+    assert pk is not None
+    assert coordination.take(pk, "m-one-worker", 20, host="m-one") is not None
+    with pytest.raises(UserError, match="is starting on m-one .* cancel it again in a few"):
+        control.cancel(job)

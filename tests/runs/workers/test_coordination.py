@@ -9,6 +9,7 @@ from datetime import timedelta
 
 import pytest
 
+from runs import events as ev
 from runs.models import Coordination, Lease, Worker
 from runs.workers import coordination, leases
 
@@ -22,6 +23,7 @@ def no_fence_held():
     yield
     coordination._held = None
     coordination._lost.clear()
+    coordination._renewed_at = coordination._asked_at = 0.0
 
 
 def lapse(pk: int) -> None:
@@ -136,3 +138,29 @@ def test_a_drained_machine_does_not_take_the_job_back_while_another_can():
     Worker.objects.filter(pk=elsewhere).update(host="b")
     assert coordination.avoided_here(pk, "a", ["q"])
     assert not coordination.avoided_here(pk, "b", ["q"])
+
+
+def test_a_coordinator_that_wakes_up_taken_over_emits_no_event(monkeypatch):
+    # given a coordinator holding the job, whose first event renews its lease
+    pk = coordination.submit(JOB, "q", {})
+    assert pk is not None
+    taken = coordination.take(pk, "a:1", 20, host="a")
+    assert taken is not None
+    coordination.hold(pk, taken.fence, 20)
+    seen: list[ev.Event] = []
+    bus = ev.Bus(seen.append)
+    bus.emit(ev.WorkerNote("a:1", "before"))
+    assert len(seen) == 1
+    # when it was frozen past its lease (the monotonic clock counts the stop) and another took it
+    monkeypatch.setattr(coordination, "_renewed_at", coordination._renewed_at - 60)
+    lapse(pk)
+    assert coordination.take(pk, "b:1", 20, host="b") is not None
+
+    def stopped() -> None:
+        raise SystemExit(coordination.FENCED_EXIT)
+
+    monkeypatch.setattr(coordination, "fenced_exit", stopped)
+    # then its next event stops it before any subscriber sees it
+    with pytest.raises(SystemExit):
+        bus.emit(ev.WorkerNote("a:1", "after waking"))
+    assert len(seen) == 1

@@ -27,3 +27,46 @@ def test_a_machine_is_well_again_when_its_trouble_is_gone(tmp_path: Path):
     assert machine_well(tmp_path, errno.EROFS)  # writable
     assert machine_well(tmp_path, errno.EMFILE)  # a file opens
     assert machine_well(tmp_path, errno.ENOSPC) is not None
+
+
+def test_a_full_disk_whose_failed_folder_was_moved_away_is_still_full(tmp_path: Path):
+    import os
+    import subprocess
+
+    import pytest
+
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    small = tmp_path / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(small)], check=True)
+    try:
+        # the lost attempt's folder that failed is gone: its nearest parent is on the same disk
+        assert not machine_well(small / "alpha__x" / "agent", errno.ENOSPC)
+    finally:
+        subprocess.run(["umount", "-l", str(small)], check=False)
+
+
+def test_a_process_out_of_files_is_found_though_the_error_named_no_errno():
+    import subprocess
+    import sys
+
+    from runs.jobfolder import out_of_files
+
+    assert out_of_files() is None
+    # a process whose open-file limit is what it has open (a worker's, lowered)
+    script = (
+        "import os, resource\n"
+        "n = len(os.listdir('/proc/self/fd')) - 1  # the listing's own is closed again\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))\n"
+        "from runs.jobfolder import out_of_files\n"
+        "print(out_of_files().errno)\n"
+    )
+    # the module imported first: importing opens files too
+    shown = subprocess.run(
+        [sys.executable, "-c", "import runs.jobfolder\n" + script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert shown.stdout.strip() == str(errno.EMFILE), shown.stderr
