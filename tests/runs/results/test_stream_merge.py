@@ -1,8 +1,9 @@
 """The trial's event stream merged from the agent's session log and the proxy's trajectory: the log's
 steps, each model call with the proxy's model, tokens and duration, and the calls the log lacks.
 
-The fixtures keep the shapes a real Claude Code 2.1.197 and Codex run through the proxy's mock model
-left in the attempt folder (tests/e2e/test_agents_docker.py's subagent tests), cut to what matters.
+The fixtures keep the shapes a real Claude Code 2.1.197, Codex and OpenCode 1.18.33 run through the
+proxy's mock model left in the attempt folder (tests/e2e/test_agents_docker.py's subagent tests),
+cut to what matters.
 """
 
 from __future__ import annotations
@@ -366,14 +367,20 @@ def opencode(
 
 
 def oc_tokens(given: int, made: int) -> dict[str, Any]:
-    return {"total": given + made, "input": given, "output": made, "reasoning": 0}
-    # (cache read and write are counted apart by OpenCode; the mock caches nothing)
+    cache = {"write": 0, "read": 0}  # counted apart from input by OpenCode; the mock caches nothing
+    return {"total": given + made, "input": given, "output": made, "reasoning": 0, "cache": cache}
+
+
+def oc_step(tokens: dict[str, Any], *parts: dict[str, Any]) -> list[dict[str, Any]]:
+    """An assistant message's parts: one step (one model call) between its start and finish."""
+    finish = {"type": "step-finish", "reason": "stop", "tokens": tokens, "cost": 0}
+    return [{"type": "step-start"}, *parts, finish]
 
 
 def oc_tool(call_id: str, tool: str, start: int, end: int, output: str, **meta: Any) -> dict:
     state = {"status": "completed", "input": {"description": "say hello"}, "output": output}
     state |= {"title": "", "metadata": meta, "time": {"start": ms(start), "end": ms(end)}}
-    return {"type": "tool", "callID": call_id, "tool": tool, "state": state}
+    return {"type": "tool", "tool": tool, "callID": call_id, "state": state}
 
 
 def chat_sse(tool: tuple[str, str] | None = None, text: str = "") -> str:
@@ -396,12 +403,11 @@ def opencode_trial(folder: Path) -> None:
             opencode(
                 2,
                 "assistant",
-                [
-                    {"type": "step-start"},
+                oc_step(
+                    oc_tokens(9000, 20),
                     {"type": "reasoning", "text": "A subagent can do it."},
-                    oc_tool("call_0", "task", 3, 6, "hello", sessionId="ses_sub"),
-                    {"type": "step-finish", "reason": "tool-calls"},
-                ],
+                    oc_tool("call_bfscript_0", "task", 3, 6, "hello", sessionId="ses_sub"),
+                ),
                 tokens=oc_tokens(9000, 20),
                 modelID="mock-model",
             ),
@@ -409,12 +415,15 @@ def opencode_trial(folder: Path) -> None:
             opencode(
                 5,
                 "assistant",
-                [{"type": "text", "text": "hello"}],
+                oc_step(oc_tokens(5000, 1), {"type": "text", "text": "hello"}),
                 "ses_sub",
                 tokens=oc_tokens(5000, 1),
             ),
             opencode(
-                7, "assistant", [{"type": "text", "text": "Done."}], tokens=oc_tokens(9100, 1)
+                7,
+                "assistant",
+                oc_step(oc_tokens(9100, 1), {"type": "text", "text": "Done."}),
+                tokens=oc_tokens(9100, 1),
             ),
         ],
     )
@@ -423,7 +432,7 @@ def opencode_trial(folder: Path) -> None:
         es.TRAJECTORY,
         [
             proxy_line(1, (300, 5), chat_sse(text="A title"), protocol="chat"),
-            proxy_line(2, (9000, 20), chat_sse(("call_0", "task")), protocol="chat"),
+            proxy_line(2, (9000, 20), chat_sse(("call_bfscript_0", "task")), protocol="chat"),
             proxy_line(5, (5000, 1), chat_sse(text="hello"), protocol="chat"),
             proxy_line(7, (9100, 1), chat_sse(text="Done."), protocol="chat"),
         ],
@@ -454,6 +463,7 @@ def test_opencode_calls_take_the_proxys_usage_and_its_subagent_nests_under_its_t
         ("mock-model · 9,000 in · 20 out", 0.5, 1),
         ("mock-model · 9,100 in · 1 out", 0.5, 3),
     ]
+    assert [(c.kind, c.text) for c in events[1].children] == [("message", "A title")]
     # the task call carries its result, status and duration; its subagent's steps nest under it
     task = events[4]
     assert (task.status, task.output, task.duration_s, task.tool) == ("ok", "hello", 3.0, "task")
