@@ -6,13 +6,14 @@ It is one stream from two sources when the attempt has both. The agent's own ses
 Code's, with its subagents' events nested under the Task/Agent call that spawned them; Codex's
 main thread; OpenCode's store, kept as one line per message with its parts, a subagent's session
 nested under the task call that started it), kept for every attempt of an agent that writes one,
-gives the steps: prompts, messages, thoughts, tool calls and their results. The proxy's trajectory/llm_trajectory.jsonl
-gives each model call's model, tokens, duration and status: a call the log shows takes them (and
-`#c<line>`, its trajectory line), and a call the log lacks (a failed or refused call, a side call,
-a Codex sub-agent's thread) comes as its own event, its reply nested, where the proxy's order puts
-it; nothing comes twice. Calls are matched by id, not by time or by count (see _merge). An agent
-without a session log (or an attempt from before logs were always kept) has the trajectory alone,
-read as the stream itself.
+gives the steps: prompts, messages, thoughts, tool calls and their results. The proxy's
+trajectory/llm_trajectory.jsonl gives each model call's model, tokens, duration and status: a call
+the log shows takes them (and `#c<line>`, its trajectory line), and a call the log lacks (a failed
+or refused call, a side call such as OpenCode's session title, a Codex sub-agent's thread) comes as
+its own event, its reply nested, where the proxy's order puts it; nothing comes twice. Calls are
+matched by id, not by time or by count (see _merge). An agent without a session log (or an attempt
+from before logs were always kept, or an OpenCode store kept before its parts were) has the
+trajectory alone, read as the stream itself.
 
 A page is read from a cursor (line, byte offset, events numbered so far, calls still waiting for a
 result, and merged, the trajectory's line and offset), never from the start of a file: a trial of 2,000 calls paints its first page after
@@ -511,15 +512,18 @@ def codex_items(line: Any, cursor: Cursor) -> list[Item]:
     return []
 
 
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 def _opencode_tokens_keys(tokens: Any) -> list[str]:
     """A message's tokens as the proxy's usage names them: its input with the cached part (which
     OpenCode counts apart) and its output with and without its reasoning."""
     if not isinstance(tokens, dict) or not isinstance(tokens.get("input"), int):
         return []
     cache = _dict(tokens.get("cache"))
-    given = tokens["input"] + sum(v for v in cache.values() if isinstance(v, int))
-    made = tokens.get("output") if isinstance(tokens.get("output"), int) else 0
-    reasoning = tokens.get("reasoning") if isinstance(tokens.get("reasoning"), int) else 0
+    given = tokens["input"] + _count(cache.get("read")) + _count(cache.get("write"))
+    made, reasoning = _count(tokens.get("output")), _count(tokens.get("reasoning"))
     return [_tokens_key(given, made), _tokens_key(given, made + reasoning)]
 
 
