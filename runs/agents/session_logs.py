@@ -63,7 +63,11 @@ def keep_session_logs(
 
 def opencode_messages(db: Path) -> list[dict[str, Any]] | None:
     """Each message of each session in OpenCode's store, oldest first, as {session, parent (the
-    session that started it as a subagent, or null), agent, message}; None without a store."""
+    session that started it as a subagent, or null), agent, message, parts}; None without a store.
+
+    A message's parts (its text, reasoning, tool calls with their input, output and times, in
+    order) are what the trial page's event stream shows of it; the message row holds only its
+    role, model, tokens and times."""
     if not db.is_file():
         return None
     con = sqlite3.connect(db)
@@ -72,21 +76,42 @@ def opencode_messages(db: Path) -> list[dict[str, Any]] | None:
             sid: (parent, agent)
             for sid, parent, agent in con.execute("SELECT id, parent_id, agent FROM session")
         }
+        parts = _opencode_parts(con)
         rows = []
-        for sid, data in con.execute(
-            "SELECT session_id, data FROM message ORDER BY time_created, id"
+        for mid, sid, data in con.execute(
+            "SELECT id, session_id, data FROM message ORDER BY time_created, id"
         ):
             parent, agent = sessions.get(sid, (None, None))
             try:
                 message = json.loads(data)
             except ValueError:
                 continue
-            rows.append({"session": sid, "parent": parent, "agent": agent, "message": message})
+            message.setdefault("id", mid)
+            row = {"session": sid, "parent": parent, "agent": agent, "message": message}
+            rows.append({**row, "parts": parts.get(mid, [])})
         return rows
     except sqlite3.Error:
         return None
     finally:
         con.close()
+
+
+def _opencode_parts(con: sqlite3.Connection) -> dict[str, list[Any]]:
+    """Each message's parts, in order, by the message's id ({} in a store without them)."""
+    parts: dict[str, list[Any]] = {}
+    try:
+        found = con.execute("SELECT id, message_id, data FROM part ORDER BY message_id, id")
+        for pid, mid, data in found:
+            try:
+                part = json.loads(data)
+            except ValueError:
+                continue
+            if isinstance(part, dict):
+                part.setdefault("id", pid)
+                parts.setdefault(mid, []).append(part)
+    except sqlite3.Error:
+        return {}
+    return parts
 
 
 def opencode_subagents(files: Iterable[Path]) -> dict[str, int] | None:

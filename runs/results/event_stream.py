@@ -4,14 +4,16 @@ stay the same on every visit (`#e42`).
 
 It is one stream from two sources when the attempt has both. The agent's own session log (Claude
 Code's, with its subagents' events nested under the Task/Agent call that spawned them; Codex's
-main thread), kept for every attempt of an agent that writes one, gives the steps: prompts,
-messages, thoughts, tool calls and their results. The proxy's trajectory/llm_trajectory.jsonl
-gives each model call's model, tokens, duration and status: a call the log shows takes them (and
-`#c<line>`, its trajectory line), and a call the log lacks (a failed or refused call, a side call,
-a Codex sub-agent's thread) comes as its own event, its reply nested, where the proxy's order puts
-it; nothing comes twice. Calls are matched by id, not by time or by count (see _merge). An agent
-without a session log (or an attempt from before logs were always kept) has the trajectory alone,
-read as the stream itself.
+main thread; OpenCode's store, kept as one line per message with its parts, a subagent's session
+nested under the task call that started it), kept for every attempt of an agent that writes one,
+gives the steps: prompts, messages, thoughts, tool calls and their results. The proxy's
+trajectory/llm_trajectory.jsonl gives each model call's model, tokens, duration and status: a call
+the log shows takes them (and `#c<line>`, its trajectory line), and a call the log lacks (a failed
+or refused call, a side call such as OpenCode's session title, a Codex sub-agent's thread) comes as
+its own event, its reply nested, where the proxy's order puts it; nothing comes twice. Calls are
+matched by id, not by time or by count (see _merge). An agent without a session log (or an attempt
+from before logs were always kept, or an OpenCode store kept before its parts were) has the
+trajectory alone, read as the stream itself.
 
 A page is read from a cursor (line, byte offset, events numbered so far, calls still waiting for a
 result, and merged, the trajectory's line and offset), never from the start of a file: a trial of 2,000 calls paints its first page after
@@ -173,7 +175,7 @@ class Cursor:
 
 @dataclass
 class Source:
-    kind: str  # trajectory, claude, codex
+    kind: str  # trajectory, claude, codex, opencode
     rel: str  # the file, relative to the attempt folder
     proxy: str = ""  # a session log's: the proxy's trajectory merged into it, when there is one
 
@@ -510,7 +512,97 @@ def codex_items(line: Any, cursor: Cursor) -> list[Item]:
     return []
 
 
-READERS = {"trajectory": trajectory_items, "claude": claude_items, "codex": codex_items}
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _opencode_tokens_keys(tokens: Any) -> list[str]:
+    """A message's tokens as the proxy's usage names them: its input with the cached part (which
+    OpenCode counts apart) and its output with and without its reasoning."""
+    if not isinstance(tokens, dict) or not isinstance(tokens.get("input"), int):
+        return []
+    cache = _dict(tokens.get("cache"))
+    given = tokens["input"] + _count(cache.get("read")) + _count(cache.get("write"))
+    made, reasoning = _count(tokens.get("output")), _count(tokens.get("reasoning"))
+    return [_tokens_key(given, made), _tokens_key(given, made + reasoning)]
+
+
+def _opencode_part(part: dict[str, Any], at: float | None, side: bool, role: str) -> list[Item]:
+    """One part of an OpenCode message: its text, reasoning, or a tool call with its result."""
+    kind = part.get("type")
+    times = _dict(part.get("time"))
+    start = _time(times.get("start")) or at
+    if kind == "text" and str(part.get("text") or "").strip():
+        shown = "prompt" if role == "user" else "message"
+        shown = "system" if part.get("synthetic") is True else shown
+        return [Item(shown, role, str(part["text"]), start, sidechain=side)]
+    if kind == "reasoning" and str(part.get("text") or "").strip():
+        return [Item("thought", "reasoning", str(part["text"]), start, sidechain=side)]
+    if kind != "tool":
+        return []
+    state = _dict(part.get("state"))
+    span = _dict(state.get("time"))
+    call_id = str(part.get("callID") or part.get("id") or "")
+    args = json.dumps(state.get("input"), ensure_ascii=False, indent=1)
+    began = _time(span.get("start")) or start
+    tool = Item("tool", str(part.get("tool") or ""), args, began, tool_id=call_id, sidechain=side)
+    status = state.get("status")
+    if status not in ("completed", "error"):
+        return [tool]  # the agent stopped before it ended: it stays pending
+    failed = status == "error"
+    result = Item(
+        "result",
+        text=_text(state.get("error") if failed else state.get("output")),
+        at=_time(span.get("end")) or began,
+        result_for=call_id,
+        is_error=failed,
+        agent_id=str(_dict(state.get("metadata")).get("sessionId") or ""),  # a task's subagent
+        sidechain=side,
+    )
+    return [tool, result]
+
+
+def opencode_items(line: Any, cursor: Cursor) -> list[Item]:
+    """One message of OpenCode's store as kept (runs/agents/session_logs.py's opencode_messages):
+    a user's prompt, or an assistant's message (one model call: its marker, then its parts'
+    reasoning, text and tool calls, each tool call's result in the same part). A subagent's
+    session (one with a parent, started by a task call) is a sidechain, nested under that call."""
+    if not isinstance(line, dict) or not isinstance(line.get("message"), dict):
+        return []
+    message = line["message"]
+    role = str(message.get("role") or "")
+    at = _time(_dict(message.get("time")).get("created"))
+    side = line.get("parent") is not None
+    session = str(line.get("session") or "") if side else ""
+    items: list[Item] = []
+    for part in line.get("parts") or ():
+        if isinstance(part, dict):
+            items += _opencode_part(part, at, side, role)
+    error = _dict(message.get("error"))
+    if error:
+        text = str(_dict(error.get("data")).get("message") or error.get("name") or "")
+        items.append(Item("error", str(error.get("name") or "error"), text, at, sidechain=side))
+    keys = _opencode_tokens_keys(message.get("tokens"))
+    tokens = _dict(message.get("tokens"))
+    if role == "assistant" and any(k != _tokens_key(0, 0) for k in keys):
+        # a message without tokens is not a model call the proxy answered (an error, an abort)
+        meta = f"{tokens.get('input', 0) or 0:,} in · {tokens.get('output', 0) or 0:,} out"
+        meta = " · ".join(x for x in (str(message.get("modelID") or ""), meta) if x)
+        ids = [i.tool_id for i in items if i.kind == "tool" and i.tool_id]
+        marker = Item("call", "model call", meta=meta, at=at, sidechain=side)
+        marker.keys = frozenset([*ids, *keys])
+        items.insert(0, marker)
+    for item in items:
+        item.agent_id = item.agent_id if item.kind == "result" else session
+    return items
+
+
+READERS = {
+    "trajectory": trajectory_items,
+    "claude": claude_items,
+    "codex": codex_items,
+    "opencode": opencode_items,
+}
 
 
 # ---- choosing the source ------------------------------------------------------------------------
@@ -525,8 +617,9 @@ def _first_lines(folder: Path, rel: str, count: int = 5) -> list[Any]:
 
 
 def find_source(folder: Path, paths: list[str]) -> Source | None:
-    """The stream's source among the attempt's files: Claude Code's main session log or Codex's
-    main thread, with the proxy's trajectory merged in when there is one, else the trajectory."""
+    """The stream's source among the attempt's files: Claude Code's main session log, Codex's
+    main thread or OpenCode's kept store (one kept before its parts were is not read: it holds no
+    steps), with the proxy's trajectory merged in when there is one, else the trajectory."""
     proxy = TRAJECTORY if TRAJECTORY in paths else ""
     for rel in sorted(p for p in paths if p.startswith(SESSIONS) and p.endswith(".jsonl")):
         if "/subagents/" in rel:
@@ -537,6 +630,8 @@ def find_source(folder: Path, paths: list[str]) -> Source | None:
             for v in head
         ):
             return Source("claude", rel, proxy)
+        if any(isinstance(v, dict) and {"session", "message", "parts"} <= v.keys() for v in head):
+            return Source("opencode", rel, proxy)  # OpenCode's store, one message a line
         meta = next(
             (v for v in head if isinstance(v, dict) and v.get("type") == "session_meta"), None
         )
@@ -617,6 +712,15 @@ def _subagent(folder: Path, source: Source, agent_id: str, parent: Event, t0: fl
     parent.children.extend(page.events)
 
 
+def _nests(value: Any, task: Event) -> bool:
+    """Whether a line is a subagent's (a sidechain) that would nest under the page's last task call:
+    a page full of events still takes it, so a subagent's steps are not split from their call."""
+    side = isinstance(value, dict) and (
+        value.get("isSidechain") is True or value.get("parent") is not None
+    )
+    return side and len(task.children) < SUB_EVENTS
+
+
 def _walk(
     fh: BinaryIO,
     source: Source,
@@ -633,6 +737,9 @@ def _walk(
     task: Event | None = None  # the latest Task call: a sidechain's events go under it
     done = True
     for line, after, value in _read_lines(fh, cursor.offset, cursor.line):
+        if len(events) >= per_page and not (task and _nests(value, task)):
+            done = False  # the page is full: this line starts the next one
+            break
         for item in read(value, cursor):
             if item.at is not None and cursor.t0 is None:
                 cursor.t0 = item.at
@@ -646,8 +753,13 @@ def _walk(
                     events.append(late)
                 continue  # else its call's page looked ahead and has it
             if item.sidechain and task is not None and not nested:
-                child = _event(len(task.children) + 1, item, line)
-                task.children.append(child)
+                # under the task call that started its subagent (OpenCode names it), else the last
+                spawned = (
+                    e for e in reversed(events) if e.agent_id and e.agent_id == item.agent_id
+                )
+                parent = next(spawned, task)
+                child = _event(len(parent.children) + 1, item, line)
+                parent.children.append(child)
                 if child.tool_id:
                     tools[child.tool_id] = child
                 continue
@@ -665,9 +777,6 @@ def _walk(
                 if event.tool == "task":
                     task = event
         cursor.line, cursor.offset = line, after
-        if len(events) >= per_page:
-            done = cursor.offset >= os.fstat(fh.fileno()).st_size
-            break
     # look ahead (bounded) for the results of this page's calls; the next page skips them
     if not done and tools:
         probe = Cursor(**{**cursor.__dict__, "pending": {}})
@@ -738,7 +847,7 @@ def _merge(
     A call is matched by what both sides record of it, not by time or by count (clocks differ by
     the log's write delay, and the k-th call of a log is not the proxy's k-th once a call fails, a
     side call is made or subagents run): the reply id Claude Code logs (the API's message id), the
-    tool call ids and the input and output tokens Codex logs. A call with neither takes the first
+    tool call ids and the input and output tokens Codex and OpenCode log. A call with neither takes the first
     unmatched call without tool calls after the one matched before it. The trajectory is read from
     the cursor's place, at most CALL_LOOKAHEAD lines past the page's own calls, and calls after the
     last one matched wait for the next page: paging changes neither what is shown nor its numbers

@@ -1158,3 +1158,15 @@ def test_opencode_subagent_use_comes_from_its_session_store_call_for_call(
     }, tb
     kept = job / result["rollout_name"] / "agent" / "sessions" / "opencode-messages.jsonl"
     assert any(json.loads(line)["parent"] for line in kept.read_text().splitlines())
+    # and the trial page's stream reads that store with the proxy's calls merged in: every call
+    # once, with the proxy's tokens (the subagent's nested under the task call that started it)
+    page = trial_page(tmp_path, clean_env, result["trial_name"])
+    assert "from agent/sessions/opencode-messages.jsonl and the proxy's calls" in page
+    all_calls = trajectory(job, result)
+    metas = [
+        f"{c['model']} · {c['usage']['input_tokens']:,} in · {c['usage']['output_tokens']:,} out"
+        for c in all_calls
+    ]
+    for meta in metas:
+        assert page.count(html.escape(meta)) == metas.count(meta), meta
+    assert 'class="ev k-tool t-task' in page and "subagent events</span>" in page

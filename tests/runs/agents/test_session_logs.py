@@ -168,6 +168,18 @@ def opencode_store(db: Path) -> None:
         "INSERT INTO message VALUES (?, ?, ?, ?)",
         [(i, s, t, json.dumps(d)) for i, s, t, d in messages],
     )
+    con.execute(
+        "CREATE TABLE part (id TEXT, message_id TEXT, session_id TEXT, time_created INTEGER, "
+        "data TEXT)"
+    )
+    parts = [
+        ("prt_2", "m2", "ses_main", 2, {"type": "text", "text": "Done."}),
+        ("prt_1", "m2", "ses_main", 2, {"type": "tool", "callID": "call_0", "tool": "task"}),
+    ]
+    con.executemany(
+        "INSERT INTO part VALUES (?, ?, ?, ?, ?)",
+        [(i, m, s, t, json.dumps(d)) for i, m, s, t, d in parts],
+    )
     con.commit()
     con.close()
 
@@ -184,6 +196,9 @@ def test_opencode_subagent_sessions_are_those_with_a_parent(tmp_path: Path) -> N
         "ses_main",
     ]
     assert rows[2]["parent"] == "ses_main" and rows[2]["agent"] == "general"
+    # each with its parts, in order (what the trial page's event stream shows of it)
+    assert [p["id"] for p in rows[1]["parts"]] == ["prt_1", "prt_2"] and rows[0]["parts"] == []
+    assert rows[1]["message"]["id"] == "m2"
     kept = tmp_path / "opencode-messages.jsonl"
     kept.write_text("".join(json.dumps(r) + "\n" for r in rows))
     # each assistant message with usage is one call; without a total, its parts add up

@@ -1,13 +1,15 @@
 """The trial's event stream merged from the agent's session log and the proxy's trajectory: the log's
 steps, each model call with the proxy's model, tokens and duration, and the calls the log lacks.
 
-The fixtures keep the shapes a real Claude Code 2.1.197 and Codex run through the proxy's mock model
-left in the attempt folder (tests/e2e/test_agents_docker.py's subagent tests), cut to what matters.
+The fixtures keep the shapes a real Claude Code 2.1.197, Codex and OpenCode 1.18.33 run through the
+proxy's mock model left in the attempt folder (tests/e2e/test_agents_docker.py's subagent tests),
+cut to what matters.
 """
 
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
@@ -334,3 +336,179 @@ def test_a_refused_call_comes_once_before_the_error_claude_code_shows_for_it(
         ("error", "refused call", 1),
         ("message", "assistant", -1),
     ]
+
+
+OPENCODE = "agent/sessions/opencode-messages.jsonl"
+
+
+def ms(second: int) -> int:
+    """An OpenCode time: milliseconds since the epoch."""
+    return int(datetime.fromisoformat(at(second)).timestamp() * 1000)
+
+
+def opencode(
+    second: int, role: str, parts: list[dict[str, Any]], session: str = "ses_main", **message: Any
+) -> dict[str, Any]:
+    """A line of the kept store: a message of a session (a subagent's has a parent), its parts."""
+    sub = session != "ses_main"
+    return {
+        "session": session,
+        "parent": "ses_main" if sub else None,
+        "agent": "general" if sub else "build",
+        "message": {
+            "id": f"msg_{second}",
+            "sessionID": session,
+            "role": role,
+            "time": {"created": ms(second)},
+            **message,
+        },
+        "parts": parts,
+    }
+
+
+def oc_tokens(given: int, made: int) -> dict[str, Any]:
+    cache = {"write": 0, "read": 0}  # counted apart from input by OpenCode; the mock caches nothing
+    return {"total": given + made, "input": given, "output": made, "reasoning": 0, "cache": cache}
+
+
+def oc_step(tokens: dict[str, Any], *parts: dict[str, Any]) -> list[dict[str, Any]]:
+    """An assistant message's parts: one step (one model call) between its start and finish."""
+    finish = {"type": "step-finish", "reason": "stop", "tokens": tokens, "cost": 0}
+    return [{"type": "step-start"}, *parts, finish]
+
+
+def oc_tool(call_id: str, tool: str, start: int, end: int, output: str, **meta: Any) -> dict:
+    state = {"status": "completed", "input": {"description": "say hello"}, "output": output}
+    state |= {"title": "", "metadata": meta, "time": {"start": ms(start), "end": ms(end)}}
+    return {"type": "tool", "tool": tool, "callID": call_id, "state": state}
+
+
+def chat_sse(tool: tuple[str, str] | None = None, text: str = "") -> str:
+    """A chat completions stream as the mock sends it: a tool call or a text."""
+    delta: dict[str, Any] = {"role": "assistant", "content": text}
+    if tool:
+        call = {"index": 0, "id": tool[0], "type": "function"}
+        delta = {"role": "assistant", "tool_calls": [call | {"function": {"name": tool[1]}}]}
+    frame = {"id": "chatcmpl-1", "choices": [{"index": 0, "delta": delta}]}
+    return f"data: {json.dumps(frame)}\n\ndata: [DONE]\n\n"
+
+
+def opencode_trial(folder: Path) -> None:
+    """OpenCode ran a subagent (its task tool); the proxy also saw its session-title call first."""
+    write_jsonl(
+        folder,
+        OPENCODE,
+        [
+            opencode(1, "user", [{"type": "text", "text": "Task t."}]),
+            opencode(
+                2,
+                "assistant",
+                oc_step(
+                    oc_tokens(9000, 20),
+                    {"type": "reasoning", "text": "A subagent can do it."},
+                    oc_tool("call_bfscript_0", "task", 3, 6, "hello", sessionId="ses_sub"),
+                ),
+                tokens=oc_tokens(9000, 20),
+                modelID="mock-model",
+            ),
+            opencode(4, "user", [{"type": "text", "text": "Say hello."}], "ses_sub"),
+            opencode(
+                5,
+                "assistant",
+                oc_step(oc_tokens(5000, 1), {"type": "text", "text": "hello"}),
+                "ses_sub",
+                tokens=oc_tokens(5000, 1),
+            ),
+            opencode(
+                7,
+                "assistant",
+                oc_step(oc_tokens(9100, 1), {"type": "text", "text": "Done."}),
+                tokens=oc_tokens(9100, 1),
+            ),
+        ],
+    )
+    write_jsonl(
+        folder,
+        es.TRAJECTORY,
+        [
+            proxy_line(1, (300, 5), chat_sse(text="A title"), protocol="chat"),
+            proxy_line(2, (9000, 20), chat_sse(("call_bfscript_0", "task")), protocol="chat"),
+            proxy_line(5, (5000, 1), chat_sse(text="hello"), protocol="chat"),
+            proxy_line(7, (9100, 1), chat_sse(text="Done."), protocol="chat"),
+        ],
+    )
+
+
+def test_opencode_calls_take_the_proxys_usage_and_its_subagent_nests_under_its_task_call(
+    tmp_path: Path,
+) -> None:
+    # given
+    opencode_trial(tmp_path)
+    source = source_of(tmp_path, OPENCODE)
+    # when
+    events = es.stream_page(tmp_path, source, es.Cursor()).events
+    # then: one ordered stream, the title call the store does not hold where the proxy saw it
+    assert source == es.Source("opencode", OPENCODE, es.TRAJECTORY)
+    assert [(e.n, e.kind, e.title) for e in events] == [
+        (1, "prompt", "user"),
+        (2, "call", "model call · not in the session log"),
+        (3, "call", "model call"),
+        (4, "thought", "reasoning"),
+        (5, "tool", "task"),
+        (6, "call", "model call"),
+        (7, "message", "assistant"),
+    ]
+    assert [(e.meta, e.duration_s, e.call) for e in events if e.kind == "call"] == [
+        ("mock-model · 300 in · 5 out", 0.5, 0),
+        ("mock-model · 9,000 in · 20 out", 0.5, 1),
+        ("mock-model · 9,100 in · 1 out", 0.5, 3),
+    ]
+    assert [(c.kind, c.text) for c in events[1].children] == [("message", "A title")]
+    # the task call carries its result, status and duration; its subagent's steps nest under it
+    task = events[4]
+    assert (task.status, task.output, task.duration_s, task.tool) == ("ok", "hello", 3.0, "task")
+    assert [(c.kind, c.text, c.meta, c.call) for c in task.children] == [
+        ("prompt", "Say hello.", "", -1),
+        ("call", "", "mock-model · 5,000 in · 1 out", 2),
+        ("message", "hello", "", -1),
+    ]
+    # and every proxy call is shown once
+    assert sorted(calls_of(events)) == [0, 1, 2, 3]
+
+
+def test_paging_an_opencode_stream_numbers_and_places_everything_as_one_read_does(
+    tmp_path: Path,
+) -> None:
+    opencode_trial(tmp_path)
+    source = source_of(tmp_path, OPENCODE)
+    whole = [(e.n, e.kind, e.call, e.output) for e in read_all(tmp_path, source, 10_000)]
+    for per_page in (1, 2, 3):
+        paged = read_all(tmp_path, source, per_page)
+        assert [(e.n, e.kind, e.call, e.output) for e in paged] == whole, per_page
+        assert sorted(calls_of(paged)) == [0, 1, 2, 3]
+
+
+def test_an_opencode_tool_that_failed_or_never_ended_says_so(tmp_path: Path) -> None:
+    failed = oc_tool("call_0", "bash", 2, 3, "")
+    failed["state"] |= {"status": "error", "error": "command not found"}
+    stopped = oc_tool("call_1", "read", 3, 3, "")
+    stopped["state"] = {"status": "running", "input": {}, "time": {"start": ms(3)}}
+    line = opencode(2, "assistant", [failed, stopped], tokens=oc_tokens(10, 2))
+    write_jsonl(tmp_path, OPENCODE, [line])
+    events = es.stream_page(tmp_path, source_of(tmp_path, OPENCODE), es.Cursor()).events
+    assert [(e.kind, e.title, e.status, e.output) for e in events] == [
+        ("call", "model call", "", ""),
+        ("tool", "bash", "error", "command not found"),
+        ("tool", "read", "pending", ""),
+    ]
+
+
+def test_an_opencode_store_kept_without_parts_shows_the_trajectory(tmp_path: Path) -> None:
+    # an attempt kept before the store's parts were: its lines hold no steps to show
+    line = opencode(1, "user", [])
+    del line["parts"]
+    write_jsonl(tmp_path, OPENCODE, [line])
+    write_jsonl(tmp_path, es.TRAJECTORY, [proxy_line(1, (1, 1))])
+    assert es.find_source(tmp_path, [OPENCODE, es.TRAJECTORY]) == es.Source(
+        "trajectory", es.TRAJECTORY
+    )
