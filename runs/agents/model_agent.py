@@ -90,7 +90,8 @@ class ModelAgent(Agent):
 
     def argv(self, instruction: str) -> list[str]:
         """The CLI's command line; the instruction comes last, after `--`, so that one opening
-        with "-" (a bullet list, "---") is not read as an option."""
+        with "-" (a bullet list, "---") is not read as an option. It must reach the model as
+        written: OpenCode, which alters an argument, reads it on its stdin instead."""
         raise NotImplementedError
 
 

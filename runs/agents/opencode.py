@@ -68,6 +68,7 @@ class OpenCodeAgent(ModelAgent):
             config["mcp"] = servers
         return {
             f"{self.home}/opencode.json": FileEntry(json.dumps(config, indent=2).encode(), 0o644),
+            self._instruction_file: FileEntry(instruction.encode(), 0o644),
             # where OpenCode looks for rg when the image has none on its PATH (else it downloads one)
             f"{self._rg_dir}/rg": FileEntry(b"", link=f"{AGENTS_ROOT}/{self.spec.name}/rg"),
         }
@@ -77,6 +78,10 @@ class OpenCodeAgent(ModelAgent):
 
     def mcp_config(self, servers: tuple[McpServer, ...]) -> dict[str, Any] | None:
         return opencode_servers(servers)
+
+    @property
+    def _instruction_file(self) -> str:
+        return f"{self.home}/instruction.md"
 
     @property
     def _rg_dir(self) -> str:
@@ -124,15 +129,20 @@ class OpenCodeAgent(ModelAgent):
         return opencode_subagents(files)
 
     def argv(self, instruction: str) -> list[str]:
+        """`run` reading the instruction on its stdin, from the file files() wrote, with no message
+        argument: it joins its message arguments with spaces after wrapping each one that holds a
+        space in double quotes and escaping the quotes inside, so an instruction given as an
+        argument reached the model as `"Fix it."`, and `print("hi")` as `print(\\"hi\\")`. A
+        piped stdin it takes as it is, as the whole message when no argument is given. A file
+        rather than a pipe from an argument, because one argument may not pass 128 KiB on Linux.
+        (`instruction` is that of files(): the runner gives both the same.)"""
         return [
+            "sh",
+            "-c",
+            'exec "$0" run -m "$1" --format json < "$2"',
             self.binary,
-            "run",
-            "-m",
             f"benchflow/{cli_model_name(self.model)}",
-            "--format",
-            "json",
-            "--",
-            instruction,
+            self._instruction_file,
         ]
 
     def tool_titles(self, event: dict[str, Any]) -> list[str]:

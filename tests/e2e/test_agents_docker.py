@@ -75,6 +75,18 @@ def trajectory(job: Path, result: dict[str, Any]) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def user_texts(request: dict[str, Any]) -> list[str]:
+    """The texts of the user's messages in one model request (Chat Completions or Responses)."""
+    texts = []
+    for message in request.get("messages") or request.get("input") or []:
+        if message.get("role") != "user":
+            continue
+        content = message.get("content")
+        parts = [{"text": content}] if isinstance(content, str) else content or []
+        texts += [part["text"] for part in parts if isinstance(part.get("text"), str)]
+    return texts
+
+
 def trial_page(tmp_path: Path, env: dict[str, str], trial: str) -> str:
     """The trial page of the run's only job under tmp_path/jobs, as `bench view` serves it."""
     viewer = Viewer(tmp_path, env, ["jobs"])
@@ -206,12 +218,15 @@ def test_opencode_and_codex_pass_through_the_proxy(
     docker_client, clean_env, tmp_path, agent, bullet
 ):
     tasks = EXAMPLES
-    # an instruction.md opening with a list item, which the CLI must not read as an option
+    # an instruction.md opening with a list item, which the CLI must not read as an option, with
+    # spaces, double quotes and a newline, which must reach the model as written (OpenCode quoted
+    # a message argument holding a space and escaped its quotes)
     if bullet:
         tasks = tmp_path / "tasks"
         shutil.copytree(EXAMPLES / "hello-world", tasks / "hello-world")
         instruction = tasks / "hello-world" / "instruction.md"
-        instruction.write_text("- " + instruction.read_text())
+        written = f'- {instruction.read_text().strip()}\nThen say "done".'
+        instruction.write_text(written + "\n")  # the runner strips the file's text, nothing more
     proc = run_agent_bench(
         run_args(agent, "-m", "mock/oracle", tasks=tasks, include=["hello-world"]),
         env=clean_env,
@@ -224,8 +239,8 @@ def test_opencode_and_codex_pass_through_the_proxy(
     assert result["rewards"] == {"reward": 1.0} and result["error"] is None, result
     assert_agent_ran_through_proxy(job, result)
     assert (job / result["rollout_name"] / "agent" / f"{agent}.txt").is_file()
-    if bullet:  # the instruction reached the model whole
-        assert "- Create the file" in json.dumps(trajectory(job, result)[-1]["request"])
+    if bullet:  # the instruction reached the model whole and unchanged
+        assert written in user_texts(trajectory(job, result)[-1]["request"])
     assert owned_containers(docker_client, job) == []
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -157,7 +158,7 @@ def test_cli_model_names(model, name):
 @pytest.mark.parametrize(
     "instruction", ["- first step\n- second step", "---\ntitle: x\n---\nDo it.", "--help", "plain"]
 )
-@pytest.mark.parametrize("agent_class", [ClaudeAgent, OpenCodeAgent, CodexAgent])
+@pytest.mark.parametrize("agent_class", [ClaudeAgent, CodexAgent])
 def test_the_instruction_is_passed_whole_after_the_end_of_options(agent_class, instruction):
     # given an instruction.md that opens with a bullet list, front matter or something option-like
     agent = agent_class()
@@ -167,6 +168,33 @@ def test_the_instruction_is_passed_whole_after_the_end_of_options(agent_class, i
     # then it is the last argument, after `--`, and no option follows the `--`
     assert argv[-2:] == ["--", instruction]
     assert argv.index("--") == len(argv) - 2
+
+
+@pytest.mark.parametrize(
+    "instruction",
+    ['Run `print("hi")` and say "done".\n\n- then   stop', "--help", "x" * 200_000],
+    ids=["quotes-newlines", "option-like", "over-128KiB"],
+)
+def test_opencode_reads_the_instruction_unchanged_on_its_stdin(tmp_path, instruction):
+    # given OpenCode's files and command for an instruction with quotes, spaces and newlines (its
+    # `run` quotes a message argument holding a space), or one too long for a single argument
+    agent = OpenCodeAgent()
+    agent.model = "mock/oracle"
+    files = agent.files(A_TASK, instruction)
+    argv = agent.argv(instruction)
+    # when the command runs with a stand-in binary that keeps its arguments and stdin, and the
+    # instruction file where files() put it
+    fake, prompt = tmp_path / "opencode", tmp_path / "instruction.md"
+    fake.write_text('#!/bin/sh\nprintf "%s\\n" "$@" > "$0.args"\ncat > "$0.stdin"\n')
+    fake.chmod(0o755)
+    model = f"benchflow/{cli_model_name(agent.model)}"
+    assert argv[3:] == [agent.binary, model, agent._instruction_file]
+    prompt.write_bytes(files[agent._instruction_file].data)
+    subprocess.run([*argv[:3], str(fake), argv[4], str(prompt)], check=True)
+    # then the instruction is its stdin byte for byte, and no message argument comes with it
+    assert (tmp_path / "opencode.stdin").read_text() == instruction
+    args = (tmp_path / "opencode.args").read_text().splitlines()
+    assert args == ["run", "-m", model, "--format", "json"]
 
 
 def test_claude_is_told_to_print_before_the_instruction():
