@@ -133,7 +133,7 @@ class OpenCodeAgent(ModelAgent):
         argument: it joins its message arguments with spaces after wrapping each one that holds a
         space in double quotes and escaping the quotes inside, so an instruction given as an
         argument reached the model as `"Fix it."`, and `print("hi")` as `print(\\"hi\\")`. A
-        piped stdin it takes as it is, as the whole message when no argument is given. A file
+        stdin that is not a terminal it reads whole and, with no argument, sends as it is. A file
         rather than a pipe from an argument, because one argument may not pass 128 KiB on Linux.
         (`instruction` is that of files(): the runner gives both the same.)"""
         return [
