@@ -274,23 +274,35 @@ class WorkerRuntime:
         await self.channel.close()
 
     def _seen(self) -> None:
-        """Every 2 s: this worker is alive; every BENCHFLOW_REAP_EVERY_S: this machine's containers
-        whose owner died (another worker killed mid-attempt) are removed."""
-        reaped_at = time.monotonic()
-        while not self._stopping.wait(SEEN_EVERY_S):
-            try:
-                leases.worker_seen(self.worker_id)
-                self.machine.well_again()
-                self.jobs.take()
-                if time.monotonic() - reaped_at >= reap_every_s():
-                    reaped_at = time.monotonic()
-                    if removed := reap_orphans(self.client):
-                        self.emit(ev.OrphansReaped(self.name, len(removed)))
-            except Exception:  # noqa: BLE001 - the database or engine hiccuped: next time
-                from django.db import connections
+        """Every 2 s: this worker is alive, and says whether its machine is well; it takes the
+        fleet's jobs no one coordinates; every BENCHFLOW_REAP_EVERY_S, this machine's containers
+        whose owner died (another worker killed mid-attempt) are removed. Each duty on its own: one
+        that fails (the engine, or a machine out of open files) keeps no other from its turn, and
+        the thread's database connection, the one thing a machine out of open files cannot open
+        again, is closed only when the database failed (it restarted: the next trip reconnects)."""
+        from django.db import Error as DatabaseError
+        from django.db import connections
 
-                connections.close_all()  # a connection the database dropped (it restarted)
-                continue
+        self._reaped_at = time.monotonic()
+        duties = (self._say_seen, self.machine.well_again, self.jobs.take, self._reap)
+        while not self._stopping.wait(SEEN_EVERY_S):
+            for duty in duties:
+                try:
+                    duty()
+                except DatabaseError:
+                    connections.close_all()
+                except Exception:  # noqa: BLE001 - the engine or the machine hiccuped: next time
+                    continue
+
+    def _say_seen(self) -> None:
+        leases.worker_seen(self.worker_id)
+
+    def _reap(self) -> None:
+        if time.monotonic() - self._reaped_at < reap_every_s():
+            return
+        self._reaped_at = time.monotonic()
+        if removed := reap_orphans(self.client):
+            self.emit(ev.OrphansReaped(self.name, len(removed)))
 
     # --- for the attempts -------------------------------------------------------------------------
 

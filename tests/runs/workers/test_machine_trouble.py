@@ -70,3 +70,52 @@ def test_a_process_out_of_files_is_found_though_the_error_named_no_errno():
         timeout=60,
     )
     assert shown.stdout.strip() == str(errno.EMFILE), shown.stderr
+
+
+class _Rounds:
+    """A stop event that lets the loop go round `n` times."""
+
+    def __init__(self, n: int) -> None:
+        self.left = n
+
+    def wait(self, timeout: float) -> bool:
+        self.left -= 1
+        return self.left < 0
+
+
+def test_a_failing_duty_keeps_the_others_and_the_database_connection(monkeypatch):
+    # given a worker whose engine calls and job taking fail as a machine out of open files does
+    import types
+
+    from django.db import OperationalError
+
+    from runs.workers import runtime
+
+    said: list[str] = []
+    closed: list[int] = []
+
+    def out_of_files() -> None:
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    worker = runtime.WorkerRuntime.__new__(runtime.WorkerRuntime)
+    worker._stopping = _Rounds(2)  # type: ignore[assignment]
+    worker.worker_id = 7
+    worker.machine = types.SimpleNamespace(well_again=lambda: said.append("trouble said"))  # type: ignore[assignment]
+    worker.jobs = types.SimpleNamespace(take=out_of_files)  # type: ignore[assignment]
+    worker._reap = out_of_files  # type: ignore[method-assign]
+    monkeypatch.setattr(runtime.leases, "worker_seen", lambda worker_id: said.append("seen"))
+    monkeypatch.setattr("django.db.connections.close_all", lambda: closed.append(1))
+    # when its status thread goes round twice
+    worker._seen()
+    # then it said it was alive and why it takes nothing each time, and kept its connection
+    assert said == ["seen", "trouble said", "seen", "trouble said"]
+    assert closed == []
+
+    # and when the database itself fails a trip, the connection is closed (reopened next time)
+    def database_gone(worker_id: int) -> None:
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(runtime.leases, "worker_seen", database_gone)
+    worker._stopping = _Rounds(1)  # type: ignore[assignment]
+    worker._seen()
+    assert closed == [1] and said[-1] == "trouble said"
