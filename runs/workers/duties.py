@@ -53,6 +53,20 @@ class MachineTrouble:
         finally:
             connections.close_all()
 
+    def look(self) -> None:
+        """Every 2 s: a process out of open files fails wherever it next opens one, often in code
+        not ours (Celery loading what a task needs) where no attempt ever sees it: one open file
+        tried here finds it. In trouble: whether it is gone."""
+        if self.problem:
+            self.well_again()
+            return
+        try:
+            with open(os.devnull, "rb"):
+                pass
+        except OSError as exc:
+            if exc.errno in (errno.EMFILE, errno.ENFILE):
+                self.trouble(exc)
+
     def well_again(self) -> None:
         if not self.problem:
             return

@@ -279,18 +279,21 @@ class WorkerRuntime:
         whose owner died (another worker killed mid-attempt) are removed. Each duty on its own: one
         that fails (the engine, or a machine out of open files) keeps no other from its turn, and
         the thread's database connection, the one thing a machine out of open files cannot open
-        again, is closed only when the database failed (it restarted: the next trip reconnects)."""
+        again, is closed only when the database broke it (it restarted: the next trip reconnects)."""
         from django.db import Error as DatabaseError
         from django.db import connections
 
         self._reaped_at = time.monotonic()
-        duties = (self._say_seen, self.machine.well_again, self.jobs.take, self._reap)
+        duties = (self._say_seen, self.machine.look, self.jobs.take, self._reap)
         while not self._stopping.wait(SEEN_EVERY_S):
             for duty in duties:
                 try:
                     duty()
                 except DatabaseError:
-                    connections.close_all()
+                    for conn in connections.all(initialized_only=True):
+                        # the one that failed and is broken, not one that still works
+                        if conn.errors_occurred and not conn.is_usable():
+                            conn.close()
                 except Exception:  # noqa: BLE001 - the engine or the machine hiccuped: next time
                     continue
 

@@ -100,18 +100,27 @@ def test_a_failing_duty_keeps_the_others_and_the_database_connection(monkeypatch
     worker = runtime.WorkerRuntime.__new__(runtime.WorkerRuntime)
     worker._stopping = _Rounds(2)  # type: ignore[assignment]
     worker.worker_id = 7
-    worker.machine = types.SimpleNamespace(well_again=lambda: said.append("trouble said"))  # type: ignore[assignment]
+    worker.machine = types.SimpleNamespace(look=lambda: said.append("trouble said"))  # type: ignore[assignment]
     worker.jobs = types.SimpleNamespace(take=out_of_files)  # type: ignore[assignment]
     worker._reap = out_of_files  # type: ignore[method-assign]
     monkeypatch.setattr(runtime.leases, "worker_seen", lambda worker_id: said.append("seen"))
-    monkeypatch.setattr("django.db.connections.close_all", lambda: closed.append(1))
+    broken = types.SimpleNamespace(
+        errors_occurred=True, is_usable=lambda: False, close=lambda: closed.append(1)
+    )
+    working = types.SimpleNamespace(
+        errors_occurred=True, is_usable=lambda: True, close=lambda: closed.append(2)
+    )
+    monkeypatch.setattr(
+        "django.db.connections.all", lambda initialized_only=False: [broken, working]
+    )
     # when its status thread goes round twice
     worker._seen()
     # then it said it was alive and why it takes nothing each time, and kept its connection
     assert said == ["seen", "trouble said", "seen", "trouble said"]
     assert closed == []
 
-    # and when the database itself fails a trip, the connection is closed (reopened next time)
+    # and when the database itself fails a trip, the broken connection is closed (reopened next
+    # time), not the one that works
     def database_gone(worker_id: int) -> None:
         raise OperationalError("server closed the connection unexpectedly")
 
@@ -119,3 +128,29 @@ def test_a_failing_duty_keeps_the_others_and_the_database_connection(monkeypatch
     worker._stopping = _Rounds(1)  # type: ignore[assignment]
     worker._seen()
     assert closed == [1] and said[-1] == "trouble said"
+
+
+def test_a_process_out_of_open_files_is_found_by_looking_not_only_by_an_attempt(monkeypatch):
+    # given a worker process that can open no file (Celery fails before any attempt sees it)
+    import builtins
+    import types
+
+    from runs.workers.duties import MachineTrouble
+
+    noted: list[object] = []
+    machine = MachineTrouble(types.SimpleNamespace(emit=noted.append, name="w", worker_id=1))
+    monkeypatch.setattr(MachineTrouble, "_say_trouble", lambda self: None)
+    real_open = builtins.open
+
+    def no_files(*args, **kwargs):
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    # when it looks, with files to open, and then without
+    machine.look()
+    assert machine.problem == ""
+    monkeypatch.setattr(builtins, "open", no_files)
+    machine.look()
+    monkeypatch.setattr(builtins, "open", real_open)
+    # then it is in trouble and says why
+    assert machine.problem == "takes no attempt: this process has too many open files"
+    assert len(noted) == 1
