@@ -66,6 +66,9 @@ class MachineTrouble:
         except OSError as exc:
             if exc.errno in (errno.EMFILE, errno.ENFILE):
                 self.trouble(exc)
+                # said at once on this thread's own connection, open already (the trouble's
+                # thread of its own needs a new one, which this process cannot open)
+                leases.worker_trouble(self.w.worker_id, self.problem)
 
     def well_again(self) -> None:
         if not self.problem:

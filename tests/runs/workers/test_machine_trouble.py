@@ -140,6 +140,10 @@ def test_a_process_out_of_open_files_is_found_by_looking_not_only_by_an_attempt(
     noted: list[object] = []
     machine = MachineTrouble(types.SimpleNamespace(emit=noted.append, name="w", worker_id=1))
     monkeypatch.setattr(MachineTrouble, "_say_trouble", lambda self: None)
+    said: list[tuple[int, str]] = []
+    monkeypatch.setattr(
+        "runs.workers.duties.leases.worker_trouble", lambda worker, why: said.append((worker, why))
+    )
     real_open = builtins.open
 
     def no_files(*args, **kwargs):
@@ -154,3 +158,5 @@ def test_a_process_out_of_open_files_is_found_by_looking_not_only_by_an_attempt(
     # then it is in trouble and says why
     assert machine.problem == "takes no attempt: this process has too many open files"
     assert len(noted) == 1
+    # on the looking thread's own connection (a new one cannot be opened)
+    assert said == [(1, machine.problem)]
