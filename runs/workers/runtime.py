@@ -284,7 +284,12 @@ class WorkerRuntime:
         from django.db import connections
 
         self._reaped_at = time.monotonic()
-        duties = (self._say_seen, self.machine.look, self.jobs.take, self._reap)
+        duties = (
+            lambda: leases.worker_seen(self.worker_id),
+            self.machine.look,
+            self.jobs.take,
+            self._reap,
+        )
         while not self._stopping.wait(SEEN_EVERY_S):
             for duty in duties:
                 try:
@@ -296,9 +301,6 @@ class WorkerRuntime:
                             conn.close()
                 except Exception:  # noqa: BLE001 - the engine or the machine hiccuped: next time
                     continue
-
-    def _say_seen(self) -> None:
-        leases.worker_seen(self.worker_id)
 
     def _reap(self) -> None:
         if time.monotonic() - self._reaped_at < reap_every_s():
