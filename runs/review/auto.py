@@ -87,17 +87,7 @@ def scoring_record(
         "solver_reward": solver_reward,
         "complete": not problems,
         "problems": problems,
-        "criteria": [
-            {
-                "name": c.name,
-                "guidance": c.guidance,
-                "blocker": c.blocker,
-                "weight": c.weight,
-                "verdict": next((a.verdict for a in answers if a.name == c.name), None),
-                "explanation": next((a.explanation for a in answers if a.name == c.name), ""),
-            }
-            for c in rubric.criteria
-        ],
+        "criteria": rb.verdicts(rubric, answers),
         "scored_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     if problems:

@@ -331,17 +331,7 @@ def collect(
             },
             "complete": not problems,
             "problems": problems,
-            "criteria": [
-                {
-                    "name": c.name,
-                    "guidance": c.guidance,
-                    "blocker": c.blocker,
-                    "weight": c.weight,
-                    "verdict": next((a.verdict for a in answers if a.name == c.name), None),
-                    "explanation": next((a.explanation for a in answers if a.name == c.name), ""),
-                }
-                for c in rubric.criteria
-            ],
+            "criteria": rb.verdicts(rubric, answers),
             "reviewed_at": datetime.now(UTC).isoformat(timespec="seconds"),
         }
         if not problems:

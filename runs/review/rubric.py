@@ -170,3 +170,22 @@ def score(
         "band": band(gated),
         "raw_band": band(raw),
     }
+
+
+def verdicts(rubric: Rubric, answers: list[Answer]) -> list[dict[str, Any]]:
+    """Each criterion with the reviewer's verdict and explanation (None and "" when unanswered),
+    as review.json and scoring/<attempt>.json keep them."""
+    given: dict[str, Answer] = {}
+    for a in answers:
+        given.setdefault(a.name, a)  # the first answer to a criterion, as it was read
+    return [
+        {
+            "name": c.name,
+            "guidance": c.guidance,
+            "blocker": c.blocker,
+            "weight": c.weight,
+            "verdict": given[c.name].verdict if c.name in given else None,
+            "explanation": given[c.name].explanation if c.name in given else "",
+        }
+        for c in rubric.criteria
+    ]
