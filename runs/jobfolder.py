@@ -243,6 +243,16 @@ class JobLock:
         fh.flush()
         self._fh = fh
 
+    @staticmethod
+    def replace(job_dir: Path) -> None:
+        """A new, free lock file in place of one whose holder lost the job but lives on (a
+        coordinator on a frozen machine, fenced: it writes nothing more when it wakes). The
+        holder keeps its flock on the old file, which no one looks at again."""
+        path = job_dir / LOCK_FILE
+        fresh = path.with_name(f"{LOCK_FILE}.{os.getpid()}")
+        fresh.write_text("")
+        os.replace(fresh, path)
+
     def release(self) -> None:
         if self._fh is not None:
             fcntl.flock(self._fh.fileno(), fcntl.LOCK_UN)

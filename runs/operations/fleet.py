@@ -23,7 +23,7 @@ from typing import Any
 from runs.databases import reconnecting
 from runs.gateway import ModelGateway
 from runs.jobs.preflight import resume_spec
-from runs.operations.control import FLEET_MARK
+from runs.operations.control import FLEET_MARK, lock_holder
 from runs.operations.process import Launcher, Request
 from runs.problems import UserError
 from runs.secrets import secret_keys
@@ -152,6 +152,7 @@ class Heartbeat:
         self.pk, self.fence, self.secret = pk, fence, dict(secret)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="bench-coordination", daemon=True)
+        self._sealing: threading.Thread | None = None
 
     def start(self) -> None:
         self._thread.start()
@@ -186,10 +187,18 @@ class Heartbeat:
                     flush=True,
                 )
                 coordination.fenced_exit()
-            try:
-                seal_secrets(self.pk, self.secret)
-            except Exception:  # noqa: BLE001 - Redis away for a moment: next beat
-                pass
+            if self.secret and not (self._sealing and self._sealing.is_alive()):
+                # from a thread of its own: a renewal never waits on Redis (paused, or away)
+                self._sealing = threading.Thread(
+                    target=self._seal, name="bench-coordination-seal", daemon=True
+                )
+                self._sealing.start()
+
+    def _seal(self) -> None:
+        try:
+            seal_secrets(self.pk, self.secret)
+        except Exception:  # noqa: BLE001 - Redis away for a moment: next beat
+            pass
 
 
 def _spec_body(pk: int, taken_over: bool) -> tuple[str, dict[str, Any], dict[str, str]]:
@@ -230,41 +239,53 @@ def coordinate(
         print("bench: the job was taken over before this coordinator started", file=sys.stderr)
         return coordination.FENCED_EXIT
     coordination.hold(pk, fence, coordination_lease_s())
+    # renewing from now on: reading the job's sealed values waits while Redis is paused or away,
+    # and a lease that lapsed meanwhile would hand the job on, again and again
+    beat = Heartbeat(pk, fence, {})
+    beat.start()
     handovers = reconnecting(coordination.where, reconnecting(coordination.request_of, pk)[0])
     try:
         job_path, body, secret = _spec_body(pk, adopted)
     except UserError as exc:
+        beat.stop()
         print(f"bench: {exc}", file=sys.stderr, flush=True)
         coordination.end(pk, fence, "failed")
         return exc.exit_code
-    beat = Heartbeat(pk, fence, secret)
-    beat.start()
-    if adopted and handovers is not None and handovers.handovers:
-        print(coordination.handover_line(handovers.handovers[-1]), flush=True)
-    _wait_for_the_lock(Path(job_path))
+    beat.secret = dict(secret)  # sealed again with each beat, for the next coordinator
+    last = handovers.handovers[-1] if adopted and handovers and handovers.handovers else None
+    if last is not None:
+        print(coordination.handover_line(last), flush=True)
     code = 1
     try:
-        code = execute(
-            Request("run", job_path, body, str(body.get("by") or "")),
-            setup_django=setup_django,
-            gateway=gateway,
-            broker=broker,
-        )
+        while True:
+            _wait_for_the_lock(Path(job_path), last)
+            code = execute(
+                Request("run", job_path, body, str(body.get("by") or "")),
+                setup_django=setup_django,
+                gateway=gateway,
+                broker=broker,
+            )
+            if code == 0 or lock_holder(Path(job_path)) is None:
+                break
+            # another process took the job's lock between the look and the run (a coordinator
+            # whose fence moved on, which its next beat stops): this one waits for it again
+            print("another process took the job's lock first; waiting for it again", flush=True)
     finally:
         beat.stop()
         reconnecting(coordination.end, pk, fence, _outcome(code))
     return code
 
 
-def _wait_for_the_lock(job_dir: Path) -> None:
+def _wait_for_the_lock(job_dir: Path, handover: dict[str, Any] | None) -> None:
     """An earlier coordinator that is alive but late (its machine froze, or was cut off) still
-    holds the job's lock: this one waits, holding the lease, until that one wakes, finds its fence
-    moved on and stops (or dies with its machine)."""
-    import time
+    holds the job's lock. This one waits for it, holding the lease, as long as a lease lasts: it
+    may wake, find its fence moved on and stop, or die with its machine. Then, when the holder is
+    the coordinator this one took over from (`handover`), its lock is replaced and this one goes
+    on: fenced, that one writes nothing more when it wakes. Any other holder (a person's `bench
+    eval resume`) is waited for."""
+    from runs.jobfolder import JobLock
 
-    from runs.operations.control import lock_holder
-
-    said = False
+    said, since = False, time.monotonic()
     while (holder := lock_holder(job_dir)) is not None:
         if not said:
             print(
@@ -273,6 +294,18 @@ def _wait_for_the_lock(job_dir: Path) -> None:
                 flush=True,
             )
             said = True
+        lost = handover is not None and (handover.get("from"), handover.get("pid")) == (
+            holder.host,
+            holder.pid,
+        )
+        if lost and time.monotonic() - since >= coordination_lease_s():
+            JobLock.replace(job_dir)
+            print(
+                f"the earlier coordinator (pid {holder.pid} on {holder.host}) still holds the "
+                "job's lock; it lost the job and writes nothing more: going on without it",
+                flush=True,
+            )
+            return
         time.sleep(1.0)
 
 

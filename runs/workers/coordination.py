@@ -125,7 +125,9 @@ def take(pk: int, worker: str, lease_s: float, *, host: str = "", pid: int = 0) 
         row = (
             Coordination.objects.select_for_update()
             .filter(_takeable(at), pk=pk)
-            .values("fence", "host", "state", "renewed_at", "expires_at", "handovers", "job_path")
+            .values(
+                "fence", "host", "pid", "state", "renewed_at", "expires_at", "handovers", "job_path"
+            )
             .first()
         )
         if row is None:
@@ -137,6 +139,7 @@ def take(pk: int, worker: str, lease_s: float, *, host: str = "", pid: int = 0) 
             handovers.append(
                 {
                     "from": row["host"],
+                    "pid": row["pid"],  # its coordinator's, on its machine (the lock's holder)
                     "lost_at": lost_at.isoformat(),
                     "to": host,
                     "adopted_at": at.isoformat(),
