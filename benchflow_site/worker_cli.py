@@ -144,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
     runtime.start()
     from celery.signals import worker_ready, worker_shutting_down
 
-    worker_ready.connect(lambda **_kw: runtime.serving(), weak=False)
+    worker_ready.connect(lambda sender, **_kw: runtime.serving(sender), weak=False)
     worker_shutting_down.connect(lambda **_kw: runtime.draining(), weak=False)
     try:
         app.worker_main(

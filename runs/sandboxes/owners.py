@@ -3,7 +3,9 @@ the attempt, the owning process), and the reaper that removes what a dead owner 
 
 from __future__ import annotations
 
+import os
 import socket
+from collections.abc import Callable
 
 import docker
 from docker.errors import APIError, NotFound
@@ -33,10 +35,23 @@ def pid_start(pid: int) -> str:
 
 def reap_orphans(client: docker.DockerClient) -> list[str]:
     """Remove containers of runs on this host whose owning process is gone; returns their ids."""
+    return _remove(client, _owner_alive)
+
+
+def remove_own(client: docker.DockerClient) -> list[str]:
+    """Remove this process's containers (and networks, volumes): for a worker that holds no
+    attempt, what it could not remove when it gave its attempts up."""
+    me = str(os.getpid())
+    return _remove(client, lambda labels: labels.get(LABEL_PID) != me)
+
+
+def _remove(client: docker.DockerClient, keep: Callable[[dict[str, str]], bool]) -> list[str]:
+    """Remove the containers of runs on this host, then their networks and volumes, but those
+    whose labels `keep`; returns the containers' ids."""
     mine = [f"{LABEL_OWNED}=process", f"{LABEL_HOST}={socket.gethostname()}"]
     removed = []
     for c in client.api.containers(all=True, filters={"label": mine}):
-        if _owner_alive(c.get("Labels") or {}):
+        if keep(c.get("Labels") or {}):
             continue
         try:
             client.api.remove_container(c["Id"], force=True, v=True)
@@ -51,7 +66,7 @@ def reap_orphans(client: docker.DockerClient) -> list[str]:
         ("Name", volumes, lambda name: client.api.remove_volume(name, force=True)),
     ):
         for item in items:
-            if _owner_alive(item.get("Labels") or {}):
+            if keep(item.get("Labels") or {}):
                 continue
             try:
                 remove(item[kind])

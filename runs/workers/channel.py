@@ -45,8 +45,10 @@ class Channel:
     def __init__(self, url: str) -> None:
         import redis.asyncio
 
+        # a command Redis holds (paused, say) fails after 5 s: a caller's poll of the database
+        # goes on meanwhile (its blocking reads wait at most a second or two)
         self._redis = redis.asyncio.Redis.from_url(
-            url, socket_connect_timeout=2, health_check_interval=10
+            url, socket_connect_timeout=2, socket_timeout=5, health_check_interval=10
         )
         self.up = True  # False while Redis does not answer; the caller polls the database
 
@@ -134,6 +136,19 @@ class Channel:
             await self._redis.delete(key)
         except (RedisError, OSError) as exc:
             self._down(exc)
+
+    async def queue_length(self, queue: str) -> int | None:
+        """How many messages wait in the broker's queue `queue` (Celery's Redis transport keeps
+        a queue as a list of that name), or None when Redis does not answer."""
+        from redis.exceptions import RedisError
+
+        try:
+            length = await self._redis.llen(queue)
+        except (RedisError, OSError) as exc:
+            self._down(exc)
+            return None
+        self.up = True
+        return int(length)
 
     async def server_id(self) -> str | None:
         """Redis's run id: a new one means it restarted (and, without persistence, lost its

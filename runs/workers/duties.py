@@ -15,6 +15,7 @@ from typing import Any
 
 from runs import events as ev
 from runs.jobfolder import MACHINE_ERRNOS, machine_well
+from runs.sandboxes.owners import remove_own
 from runs.workers import coordination, leases
 from runs.workers.config import coordination_lease_s
 
@@ -38,6 +39,8 @@ class MachineTrouble:
         if err.errno in (errno.EMFILE, errno.ENFILE):
             folder = None  # the process's (or the machine's) files, not a folder's
         what = MACHINE_ERRNOS.get(err.errno or 0, str(err))
+        if not self.problem:
+            self.consume(False)
         self.problem = f"takes no attempt: {what}" + (f" ({folder})" if folder else "")
         self._problem_at, self._problem_errno = folder, err.errno or 0
         self.w.emit(ev.WorkerNote(self.w.name, self.problem))
@@ -70,13 +73,32 @@ class MachineTrouble:
                 # thread of its own needs a new one, which this process cannot open)
                 leases.worker_trouble(self.w.worker_id, self.problem)
 
+    def consume(self, on: bool) -> None:
+        """Celery's consumer stops taking the queues' messages while this machine is in trouble,
+        and takes them again when it is well: a process out of open files fails a message in
+        Celery before our task sees it (acked, lost to the queue), and each message a worker in
+        trouble passes on comes back to it as often as to a worker that is well. Done in the
+        consumer's own loop, on the connection it has (no new file)."""
+        consumer = self.w.consumer
+        if consumer is None:
+            return
+        for queue in self.w.queues:
+            change = consumer.add_task_queue if on else consumer.cancel_task_queue
+            consumer.call_soon(change, queue)
+
     def well_again(self) -> None:
         if not self.problem:
             return
         if not machine_well(self._problem_at, self._problem_errno):
             leases.worker_trouble(self.w.worker_id, self.problem)
             return
+        if not self.w.held and not self.w.pending:
+            # the sandboxes of the attempts it gave up that it could not remove then (a process
+            # out of open files cannot reach the engine): it holds none now, and takes none
+            # until its consumer is back
+            remove_own(self.w.client)
         self.problem = ""
+        self.consume(True)
         leases.worker_well(self.w.worker_id, self.w.queues if self.w.serves else [])
         self.w.emit(ev.WorkerNote(self.w.name, "well again: takes attempts"))
 

@@ -48,7 +48,9 @@ class LeaseWatch:
         self.broker, self.queue, self.emit = broker, queue, emit
         self.dispatcher = 0
         self.unsent: set[int] = set()  # lease ids to send (again) to the broker
-        self._requeued: dict[tuple[int, int], float | None] = {}  # (lease, claim): queued since
+        # (lease, claim) queued: since when (or since it was last sent again)
+        self._queued: dict[tuple[int, int], float] = {}
+        self._counted_at = 0.0  # when the broker's queue was last counted against the rows
         self._server: str | None = None
         self._closing = False  # the hint reader and the poll stop (a cancel alone may be lost)
 
@@ -127,22 +129,39 @@ class LeaseWatch:
                 self.unsent.add(row.id)
             elif row.state in leases.HELD and row.expires_at and row.expires_at < leases.now():
                 await self._lost(row)
-            elif row.state == S.QUEUED and row.claim > 0:
-                self._queued_again(row)
+            elif row.state == S.QUEUED:
+                self._queued.setdefault((row.id, row.claim), time.monotonic())
+        await self._send_missing()
         loop = asyncio.get_running_loop()
         for lease in list(self.unsent):
             await loop.run_in_executor(None, self.enqueue, lease)
 
-    def _queued_again(self, row: leases.LeaseRow) -> None:
-        """A lease queued again under a later claim (a worker handed it back, or it was lost) that
-        no worker has taken for RESEND_S: its message may never have reached Redis (the worker
-        gives up after some seconds), so it is sent once more. A second message for a lease is
-        harmless: one claim wins, the other worker finds it taken."""
-        key = (row.id, row.claim)
-        since = self._requeued.setdefault(key, time.monotonic())
-        if since is not None and time.monotonic() - since >= RESEND_S:
-            self._requeued[key] = None  # once per claim; a send that fails is tried each poll
-            self.unsent.add(row.id)
+    async def _send_missing(self) -> None:
+        """Leases queued for RESEND_S that no worker took, while the broker's queue holds fewer
+        messages than there are queued leases: some message never reached Redis or was lost in
+        it (a worker gave up handing a lease back; a consumer that dropped its connection while
+        Redis was paused, as its BRPOP took a message), and would never come. The longest waiting
+        are sent again, as many as are missing, each at most once per RESEND_S. A second message
+        for a lease is harmless (one claim wins, the other worker finds it taken); a lease that
+        waits only for a free worker has its message there and is not sent again."""
+        now = time.monotonic()
+        for key in list(self._queued):
+            row = self.book.rows.get(key[0])
+            if row is None or row.state != S.QUEUED or row.claim != key[1]:
+                del self._queued[key]
+        overdue = sorted(
+            (since, lease) for (lease, _), since in self._queued.items() if now - since >= RESEND_S
+        )
+        if not overdue or now - self._counted_at < POLL_S * 5:
+            return
+        self._counted_at = now
+        waiting = await self.channel.queue_length(self.queue)
+        if waiting is None:
+            return  # Redis away: its restart (a new run id) sends every queued lease again
+        missing = await self.db(leases.queued_on, self.queue) - waiting
+        for _since, lease in overdue[: max(missing, 0)]:
+            self.unsent.add(lease)
+            self._queued[(lease, self.book.rows[lease].claim)] = now
 
     async def _lost(self, row: leases.LeaseRow) -> None:
         """Its worker stopped renewing the lease (killed, say): queued again for another worker;

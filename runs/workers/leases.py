@@ -286,6 +286,13 @@ def give_up(lease: int, claim: int) -> bool:
     return _held(lease, claim, *HELD).update(expires_at=now()) == 1
 
 
+def queued_on(queue: str) -> int:
+    """How many leases of live coordinators wait in `queue` (each should have a message there)."""
+    return Lease.objects.filter(
+        state=S.QUEUED, dispatcher__queue=queue, dispatcher__ended_at__isnull=True
+    ).count()
+
+
 def queue_of(lease: int) -> str | None:
     """The queue a queued lease goes to (its dispatcher's); None when it is no longer queued."""
     return (

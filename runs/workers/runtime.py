@@ -38,6 +38,9 @@ from runs.workers.sealed import (
 )
 
 SEEN_EVERY_S = 2.0
+# how long a worker asks Redis for a run's sealed values: when it answers (holding none yet), and
+# while it does not
+SEALED_WAIT_S = {True: 6.0, False: 60.0}
 PASS_ON_S = 2.0  # a worker in trouble holds a Celery thread this long after it passes a lease on
 MAX_CONTEXTS = 32  # runs remembered (their agent, tasks, image cache); the oldest goes first
 
@@ -114,6 +117,7 @@ class WorkerRuntime:
         self.emit = emit
         self.worker_id = 0
         self.serves = False  # Celery takes messages: it may take jobs too
+        self.consumer: Any = None  # Celery's consumer, which takes the queues' messages
         self.jobs = JobTaker(self, coordinate_argv)  # the jobs on the fleet it coordinates
         self.machine = MachineTrouble(self)  # why it takes nothing now (a full disk, say)
         self.held: dict[str, Held] = {}  # by rollout: whose events go to which coordinator
@@ -217,11 +221,14 @@ class WorkerRuntime:
         self._stopping.wait(PASS_ON_S)
         raise PassOn(lease)
 
-    def serving(self) -> None:
+    def serving(self, consumer: Any = None) -> None:
         """Celery's consumer is up (its `worker_ready`): the row names the queues it serves, and
         the log says it is up."""
         from django.db import connections
 
+        self.consumer = consumer
+        if self.machine.problem:  # in trouble before Celery was up
+            self.machine.consume(False)
         try:
             leases.worker_serving(self.worker_id, self.queues)
         finally:
@@ -348,10 +355,16 @@ class WorkerRuntime:
             return self._contexts[info.dispatcher]
 
     async def _sealed(self, dispatcher: int) -> Sealed | None:
-        """What the run's coordinator sealed for its workers, or None when Redis holds nothing."""
-        token = await self.channel.get(sealed_key(dispatcher))
-        if token is None:
-            return None
+        """What the run's coordinator sealed for its workers, or None when Redis holds nothing.
+        Asked again for a while when Redis does not answer (paused, say), or holds nothing yet
+        (it restarted: the coordinator seals it anew every 2 s): an attempt set up without the
+        job's secrets and host values would fail, or run differently."""
+        started = time.monotonic()
+        while (token := await self.channel.get(sealed_key(dispatcher))) is None:
+            waited = time.monotonic() - started
+            if waited >= SEALED_WAIT_S[self.channel.up] or self._stopping.is_set():
+                return None
+            await asyncio.sleep(1.0)
         try:
             return unseal(token, deployment_key(), max_age_s=ttl_s())
         except SealError as exc:

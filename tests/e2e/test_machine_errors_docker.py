@@ -175,3 +175,75 @@ def test_workers_whose_disk_fills_or_goes_read_only_stop_and_the_job_finishes_el
     assert (summary["total"], summary["passed"], summary["n_attempts"]) == (8, 8, 8), summary
     lost = " ".join(lost for *_rest, lost in cluster.leases(job))
     assert "m-full-worker" in lost and "m-ro-worker" in lost, lost
+
+
+def test_a_worker_out_of_open_files_stops_taking_messages_and_takes_them_again_when_well(
+    docker_client, cluster, tmp_path
+):
+    from tests.e2e.scaleout import Machine, wait_for
+    from tests.e2e.test_heal_docker import containers_of, coordination
+
+    # given six tasks of 3 s handed to the fleet, coordinated on a machine that is well
+    names = [f"t{i}" for i in range(1, 7)]
+    for name in names:
+        write_task(tmp_path / "tasks", name, test_sh=PASSES, solve_sh="sleep 3\n")
+    good = Machine(cluster, "m-one", slots=1)
+    sick = Machine(cluster, "m-files")
+    try:
+        good.start()
+        detached = cluster.bench(*run_args("oracle", "-j", "3", "--detach"), timeout=120)
+        assert detached.returncode == 0, detached.stdout + detached.stderr
+        [job] = job_dirs(tmp_path / "jobs")
+        wait_for(lambda: coordination(cluster, job)[1] == "m-one", 60, "m-one to take it")
+        # when a second machine's worker is up, its status thread has its connection, and then
+        # its process can open no more files (its limit lowered to what it has open)
+        sick.start()
+        seen = last_seen(cluster, "m-files-worker")
+        wait_for(lambda: last_seen(cluster, "m-files-worker") != seen, 30, "its status round")
+        [pid] = [p for p, line in sick.processes().items() if "benchflow_site.cli worker" in line]
+        held = len(os.listdir(f"/proc/{pid}/fd"))
+        was = soft_limit(pid)
+        limit(pid, held)
+        # then it says why within a few seconds, serves no queue, and the job finishes on m-one
+        wait_for(lambda: problem_of(cluster, "m-files-worker"), 30, "m-files to be in trouble")
+        wait_for(lambda: coordination(cluster, job)[0] == "ended", 300, "the job to end")
+        problem = problem_of(cluster, "m-files-worker")
+        queues_while_sick = served(cluster, "m-files-worker")
+        # when its limit is raised again, it is well: it removes the sandboxes of the attempts it
+        # gave up (which it could not reach the engine to remove then), and serves its queue
+        limit(pid, was)
+        wait_for(lambda: not problem_of(cluster, "m-files-worker"), 30, "m-files to be well")
+        wait_for(lambda: served(cluster, "m-files-worker") not in ([], "[]"), 30, "its queue")
+        wait_for(lambda: containers_of(docker_client, job) == [], 60, "no container of the job")
+        log = sick.log()
+    finally:
+        for machine in (sick, good):
+            machine.kill()
+    assert "takes no attempt: this process has too many open files" in problem, problem
+    assert queues_while_sick in ([], "[]"), queues_while_sick
+    assert "well again: takes attempts" in log, log[-3000:]
+    # every trial counted once, all passed
+    assert sorted(r["trial_name"] for r in results_of(job)) == names
+    summary = json.loads((job / "summary.json").read_text())
+    assert (summary["total"], summary["passed"], summary["n_attempts"]) == (6, 6, 6), summary
+
+
+def last_seen(cluster, worker: str) -> object:
+    rows = cluster.lease_query("SELECT last_seen_at FROM runs_worker WHERE name = %s", worker)
+    return rows[0][0] if rows else None
+
+
+def served(cluster, worker: str) -> object:
+    rows = cluster.lease_query("SELECT queues FROM runs_worker WHERE name = %s", worker)
+    return rows[0][0] if rows else None
+
+
+def limit(pid: int, files: int) -> None:
+    """Set a running process's soft open-file limit (its hard limit left as it is, so that it may
+    be raised again with no capability)."""
+    subprocess.run(["prlimit", f"--pid={pid}", f"--nofile={files}:"], check=True)
+
+
+def soft_limit(pid: int) -> int:
+    line = next(x for x in open(f"/proc/{pid}/limits") if x.startswith("Max open files"))
+    return int(line.split()[3])

@@ -138,7 +138,14 @@ def test_a_process_out_of_open_files_is_found_by_looking_not_only_by_an_attempt(
     from runs.workers.duties import MachineTrouble
 
     noted: list[object] = []
-    machine = MachineTrouble(types.SimpleNamespace(emit=noted.append, name="w", worker_id=1))
+    consuming: list[bool] = []
+    worker = types.SimpleNamespace(
+        emit=noted.append, name="w", worker_id=1, queues=["q"], held={}, pending=0, client=None
+    )
+    machine = MachineTrouble(worker)
+    monkeypatch.setattr(machine, "consume", consuming.append)
+    swept: list[object] = []
+    monkeypatch.setattr("runs.workers.duties.remove_own", swept.append)
     monkeypatch.setattr(MachineTrouble, "_say_trouble", lambda self: None)
     said: list[tuple[int, str]] = []
     monkeypatch.setattr(
@@ -160,3 +167,50 @@ def test_a_process_out_of_open_files_is_found_by_looking_not_only_by_an_attempt(
     assert len(noted) == 1
     # on the looking thread's own connection (a new one cannot be opened)
     assert said == [(1, machine.problem)]
+    # and Celery's consumer stops taking the queue's messages, once however often it fails
+    machine.trouble(OSError(errno.EMFILE, "Too many open files"))
+    assert consuming == [False]
+    # when a file opens again: it is well, and takes the queue's messages again
+    well: list[object] = []
+    monkeypatch.setattr(
+        "runs.workers.duties.leases.worker_well", lambda worker, queues: well.append(queues)
+    )
+    worker.serves = True
+    machine.look()
+    assert machine.problem == "" and consuming == [False, True] and well == [["q"]]
+    # having first removed what it could not remove when it gave its attempts up
+    assert swept == [None]
+
+
+def test_a_worker_stops_and_starts_its_consumer_in_the_consumers_own_loop():
+    # given a worker of two queues whose Celery consumer is up
+    from runs.workers import runtime
+    from runs.workers.duties import MachineTrouble
+
+    done: list[tuple[str, str]] = []
+
+    class Consumer:
+        def cancel_task_queue(self, queue: str) -> None:
+            done.append(("cancel", queue))
+
+        def add_task_queue(self, queue: str) -> None:
+            done.append(("add", queue))
+
+        def call_soon(self, fn, *args) -> None:  # the consumer's loop runs it later
+            later.append((fn, args))
+
+    later: list[tuple] = []
+    worker = runtime.WorkerRuntime.__new__(runtime.WorkerRuntime)
+    worker.queues = ["a", "b"]
+    worker.consumer = None
+    machine = MachineTrouble(worker)
+    machine.consume(False)  # Celery not up yet: nothing to stop
+    worker.consumer = Consumer()
+    # when it stops and starts consuming
+    machine.consume(False)
+    machine.consume(True)
+    assert done == []  # not in the caller's thread
+    for fn, args in later:
+        fn(*args)
+    # then each queue was cancelled and added back, in the consumer's loop
+    assert done == [("cancel", "a"), ("cancel", "b"), ("add", "a"), ("add", "b")]

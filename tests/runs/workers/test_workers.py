@@ -209,7 +209,7 @@ async def test_a_prepared_attempt_starts_when_the_job_has_a_slot_again():
     assert time.monotonic() - t < 1.5
 
 
-async def test_a_lease_handed_back_that_no_worker_takes_is_sent_again_once(monkeypatch, tmp_path):
+async def test_queued_leases_whose_messages_the_broker_lacks_are_sent_again(monkeypatch, tmp_path):
     import asyncio
     from dataclasses import replace
 
@@ -221,22 +221,41 @@ async def test_a_lease_handed_back_that_no_worker_takes_is_sent_again_once(monke
         def enqueue(self, lease: int, queue: str) -> None:
             sent.append(lease)
 
-    # given a lease a worker handed back (queued under claim 2) whose message never reached Redis,
-    # and a fresh lease (claim 0) that waits in the queue for a free worker
-    runner = dispatch.RemoteRunner(tmp_path, lambda _: None, Broker(), None, "q")  # type: ignore[arg-type]
+    class Channel:
+        waiting = 2  # messages in the broker's queue
+
+        async def queue_length(self, queue: str) -> int:
+            return self.waiting
+
+    # given a lease a worker handed back (queued under claim 2) and a fresh one (claim 0), both
+    # waiting in the queue for a free worker, their messages there
+    channel = Channel()
+    runner = dispatch.RemoteRunner(tmp_path, lambda _: None, Broker(), channel, "q")  # type: ignore[arg-type]
     back = leases.LeaseRow(7, "queued", 2, "", "", None, None, None, None, None, "", "a", 1, "u7")
     fresh = replace(back, id=8, claim=0, uid="u8")
     runner.book.rows.update({7: replace(back, state="preparing", claim=1), 8: fresh})
     monkeypatch.setattr(leases, "rows", lambda ids: {7: back, 8: fresh})
+    monkeypatch.setattr(leases, "queued_on", lambda queue: 2)
     monkeypatch.setattr(lease_watch, "RESEND_S", 0.2)
-    # when the coordinator polls at once, and again after RESEND_S, three times
+    monkeypatch.setattr(lease_watch, "POLL_S", 0.02)
+    # when the coordinator polls, and again after RESEND_S: nothing is sent, none is missing
     await runner.watch.poll_once()
-    assert sent == []  # the worker that handed it back sends it
+    await asyncio.sleep(0.25)
+    await runner.watch.poll_once()
+    assert sent == []
+    # when both messages are lost (a consumer dropped its connection while Redis was paused)
+    channel.waiting = 0
     await asyncio.sleep(0.25)
     for _ in range(3):
         await runner.watch.poll_once()
-    # then the handed-back lease was sent once more, once; the fresh one not at all
-    assert sent == [7]
+    # then each is sent again, once
+    assert sorted(sent) == [7, 8]
+    # and when their messages are there again, none is sent again, however long they wait
+    channel.waiting = 2
+    await asyncio.sleep(0.25)
+    for _ in range(3):
+        await runner.watch.poll_once()
+    assert sorted(sent) == [7, 8]
     runner._db.shutdown(wait=True)
 
 
@@ -474,3 +493,43 @@ def test_a_claim_replaces_a_connection_past_its_age_and_reads_the_lease(monkeypa
         "q",
         {"agent": "oracle"},
     )
+
+
+async def test_a_worker_asks_for_a_runs_sealed_values_again_while_redis_does_not_answer(
+    monkeypatch,
+):
+    import threading
+
+    from runs.workers import runtime
+
+    # given Redis that does not answer twice (paused), then gives the run's sealed values
+    class Channel:
+        up = True
+        answers = [None, None, b"token"]
+
+        async def get(self, key: str) -> bytes | None:
+            got = self.answers.pop(0)
+            self.up = got is not None
+            return got
+
+    slept: list[float] = []
+
+    async def no_sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    worker = runtime.WorkerRuntime.__new__(runtime.WorkerRuntime)
+    worker.channel = Channel()  # type: ignore[assignment]
+    worker._stopping = threading.Event()
+    monkeypatch.setattr(runtime, "unseal", lambda token, key, max_age_s: ("unsealed", token))
+    monkeypatch.setattr(runtime, "deployment_key", lambda: b"k")
+    monkeypatch.setattr(runtime.asyncio, "sleep", no_sleep)
+    # when the worker sets up an attempt of that run
+    sealed = await worker._sealed(3)
+    # then it asked until Redis answered, and has the values
+    assert sealed == ("unsealed", b"token") and slept == [1.0, 1.0]
+
+    # and when Redis answers but holds none for longer than the coordinator takes to seal anew
+    worker.channel = Channel()  # type: ignore[assignment]
+    worker.channel.answers = [None] * 100
+    monkeypatch.setattr(runtime, "SEALED_WAIT_S", {True: 0.0, False: 0.0})
+    assert await worker._sealed(3) is None
