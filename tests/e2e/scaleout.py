@@ -84,13 +84,30 @@ class PrivateRedis:
             self.proc.wait(10)
 
 
+_folder: list[Path] = []  # the current cluster's folder: its logs say why a wait timed out
+
+
 def wait_for(condition: Callable[[], object], timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if condition():
             return
         time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}\n{log_tails()}")
+
+
+def log_tails(lines: int = 40) -> str:
+    """The last lines of the current cluster's machines', workers' and jobs' logs (a wait that
+    timed out in CI says why with them: the folder is gone by the time anyone looks)."""
+    if not _folder:
+        return ""
+    folder = _folder[-1]
+    logs = sorted(folder.glob("*.log")) + sorted(folder.glob("jobs/*/console.log"))
+    return "\n".join(
+        f"--- {log.relative_to(folder)}\n"
+        + "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+        for log in logs
+    )
 
 
 class Cluster:
@@ -100,6 +117,7 @@ class Cluster:
         self, env: dict[str, str], cwd: Path, redis_url: str, database: str | None
     ) -> None:
         self.cwd = cwd
+        _folder[:] = [cwd]
         self.database = database
         self.env = {
             **env,
