@@ -19,7 +19,7 @@ from runs import events as ev
 from runs.workers import coordination, leases
 from runs.workers.broker import Broker
 from runs.workers.channel import Channel, events_key
-from runs.workers.config import LOST_DIR
+from runs.workers.config import LOST_DIR, dispatcher_stale_s
 from runs.workers.lease_book import POLL_S, LeaseBook
 
 S = leases.S
@@ -158,7 +158,7 @@ class LeaseWatch:
         waiting = await self.channel.queue_length(self.queue)
         if waiting is None:
             return  # Redis away: its restart (a new run id) sends every queued lease again
-        missing = await self.db(leases.queued_on, self.queue) - waiting
+        missing = await self.db(leases.queued_on, self.queue, dispatcher_stale_s()) - waiting
         for _since, lease in overdue[: max(missing, 0)]:
             self.unsent.add(lease)
             self._queued[(lease, self.book.rows[lease].claim)] = now

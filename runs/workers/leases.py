@@ -286,10 +286,15 @@ def give_up(lease: int, claim: int) -> bool:
     return _held(lease, claim, *HELD).update(expires_at=now()) == 1
 
 
-def queued_on(queue: str) -> int:
-    """How many leases of live coordinators wait in `queue` (each should have a message there)."""
+def queued_on(queue: str, stale_s: float) -> int:
+    """How many leases of live coordinators (seen in the last `stale_s`) wait in `queue`: each
+    should have a message there. One of a coordinator gone is abandoned when a worker takes its
+    message; one whose message was lost too would stay queued, and is not counted."""
     return Lease.objects.filter(
-        state=S.QUEUED, dispatcher__queue=queue, dispatcher__ended_at__isnull=True
+        state=S.QUEUED,
+        dispatcher__queue=queue,
+        dispatcher__ended_at__isnull=True,
+        dispatcher__last_seen_at__gte=now() - timedelta(seconds=stale_s),
     ).count()
 
 

@@ -337,3 +337,22 @@ def test_live_workers_are_those_seen_lately_that_serve_the_queue():
     gone = leases.register_worker("host:3", 1, ["q"])
     leases.worker_stopped(gone)
     assert leases.live_workers("q") == [("host:1", 2)]
+
+
+def test_the_queued_leases_counted_against_the_brokers_queue_are_live_coordinators_ones():
+    # given two live coordinators' leases queued on q, one claimed, one on another queue, and one
+    # of a coordinator not seen for a minute (gone: its message may be lost with it)
+    live = dispatcher()
+    queued(live, "a")
+    queued(live, "b")
+    claimed = queued(live, "c")
+    leases.claim(claimed, leases.register_worker("w", 1, ["q"]), 30, 60)
+    other = leases.open_dispatcher("/jobs/other", "/work", "elsewhere", {"agent": "oracle"})
+    queued(other, "d")
+    gone = leases.open_dispatcher("/jobs/gone", "/work", "q", {"agent": "oracle"})
+    queued(gone, "e")
+    Dispatcher.objects.using(leases_db()).filter(pk=gone).update(
+        last_seen_at=leases.now() - timedelta(seconds=60)
+    )
+    # then q should hold two messages
+    assert leases.queued_on("q", stale_s=15) == 2

@@ -235,7 +235,7 @@ async def test_queued_leases_whose_messages_the_broker_lacks_are_sent_again(monk
     fresh = replace(back, id=8, claim=0, uid="u8")
     runner.book.rows.update({7: replace(back, state="preparing", claim=1), 8: fresh})
     monkeypatch.setattr(leases, "rows", lambda ids: {7: back, 8: fresh})
-    monkeypatch.setattr(leases, "queued_on", lambda queue: 2)
+    monkeypatch.setattr(leases, "queued_on", lambda queue, stale_s: 2)
     monkeypatch.setattr(lease_watch, "RESEND_S", 0.2)
     monkeypatch.setattr(lease_watch, "POLL_S", 0.02)
     # when the coordinator polls, and again after RESEND_S: nothing is sent, none is missing
