@@ -332,7 +332,10 @@ class AttemptRunner:
     ) -> None:
         try:
             if sandbox is not None:
-                await self.call(sandbox.remove)
+                try:
+                    await self.call(sandbox.remove)
+                except Exception:  # noqa: BLE001 - still live: tried again at the end
+                    return  # (the engine refused, or a process out of open files cannot reach it)
                 # only once it is gone: a removal the engine refused is tried again at the end
                 self.live.discard(sandbox)
         finally:
