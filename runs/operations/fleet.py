@@ -261,7 +261,9 @@ def coordinate(
             _wait_for_the_lock(Path(job_path), last)
             code = execute(
                 Request("run", job_path, body, str(body.get("by") or "")),
-                setup_django=setup_django,
+                # it sets Django up again, on a connection PostgreSQL may have dropped meanwhile
+                # (restarted while this one read the job's values or waited for its lock)
+                setup_django=lambda: reconnecting(setup_django),
                 gateway=gateway,
                 broker=broker,
             )
