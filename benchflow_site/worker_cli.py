@@ -11,10 +11,35 @@ import argparse
 import os
 import socket
 import sys
+import time
 import warnings
+from collections.abc import Callable
 
 from runs.problems import UserError
 from runs.spec import argparse_type, non_negative_int, positive_int
+
+# how long a worker starting waits for Redis to answer: a machine that comes back while Redis
+# restarts or is paused still gets its worker
+REDIS_WAIT_S = 60.0
+
+
+def wait_for_redis(url: str, wait_s: float, answers: Callable[[str], str | None]) -> None:
+    """Until Redis at `url` answers (`answers`: None, or why not), for up to `wait_s` seconds,
+    saying once that it waits; then a UserError naming the fix."""
+    deadline = time.monotonic() + wait_s
+    said = False
+    while (why := answers(url)) is not None:
+        if time.monotonic() >= deadline:
+            raise UserError(f"Redis at {url} does not answer ({why}); fix: start it", exit_code=1)
+        if not said:
+            print(
+                f"bench worker: Redis at {url} does not answer ({why}); waiting up to "
+                f"{wait_s:.0f} s for it",
+                file=sys.stderr,
+                flush=True,
+            )
+            said = True
+        time.sleep(2.0)
 
 
 def pass_name(text: str) -> str:
@@ -54,6 +79,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "(BENCHFLOW_SECRET_KEY: a job's secrets reach its workers sealed with it) when on another "
         "machine. Nothing of this worker's environment enters a sandbox but what --pass-env names "
         "(and its Claude login where BENCHFLOW_ALLOW_CLAUDE_LOGIN=1). "
+        "Waits up to a minute for Redis to answer as it starts. "
         "Logs a line for each attempt it starts and ends. Ctrl-C takes nothing more and lets "
         "the attempts it holds (running or prepared) finish; a second Ctrl-C stops them (they "
         "run again elsewhere).",
@@ -108,8 +134,7 @@ def run(args: argparse.Namespace) -> int:
             "bench worker needs a broker; fix: export BENCHFLOW_REDIS_URL=redis://HOST:6379/0 (the "
             "same as where bench run runs)"
         )
-    if (why := redis_answers(url)) is not None:
-        raise UserError(f"Redis at {url} does not answer ({why}); fix: start it", exit_code=1)
+    wait_for_redis(url, REDIS_WAIT_S, redis_answers)
     queues = [q.strip() for q in (args.queues or config.queue()).split(",") if q.strip()]
     pass_env = passed_values(args.pass_env)
     client = docker_client()

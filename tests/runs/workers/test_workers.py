@@ -533,3 +533,20 @@ async def test_a_worker_asks_for_a_runs_sealed_values_again_while_redis_does_not
     worker.channel.answers = [None] * 100
     monkeypatch.setattr(runtime, "SEALED_WAIT_S", {True: 0.0, False: 0.0})
     assert await worker._sealed(3) is None
+
+
+def test_a_worker_starting_waits_for_redis_a_while_then_names_the_fix(monkeypatch, capsys):
+    from benchflow_site import worker_cli
+    from runs.workers.channel import redis_answers
+
+    monkeypatch.setattr(worker_cli.time, "sleep", lambda s: None)
+    # given Redis that is paused for two looks, then answers: the worker waits for it
+    answers = ["TimeoutError: Timeout reading", "TimeoutError: Timeout reading", None]
+    worker_cli.wait_for_redis(UNREACHABLE, 60, lambda url: answers.pop(0))
+    assert answers == []
+    said = capsys.readouterr().err
+    assert said.count("does not answer") == 1 and "waiting up to 60 s" in said
+    # given Redis that never answers: the same error as before, once the wait is over
+    with pytest.raises(UserError, match="does not answer .*fix: start it") as caught:
+        worker_cli.wait_for_redis(UNREACHABLE, 0, redis_answers)
+    assert caught.value.exit_code == 1
