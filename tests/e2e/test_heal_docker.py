@@ -6,16 +6,13 @@ acting, every trial counted once, and no container left."""
 from __future__ import annotations
 
 import json
-import subprocess
-import time
 from collections import Counter
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import job_dirs, results_of, run_args, write_task
-from tests.e2e.scaleout import Cluster, Machine, PrivatePostgres, PrivateRedis, wait_for
+from tests.e2e.scaleout import Cluster, Machine, wait_for
 from tests.runs.operations.server import Served
 from tests.security.served import Operator
 
@@ -108,68 +105,6 @@ def counted_once(job: Path) -> None:
     assert sorted(names) == sorted(FOUR), names
     summary = json.loads((job / "summary.json").read_text())
     assert (summary["total"], summary["passed"], summary["n_attempts"]) == (4, 4, 4), summary
-
-
-@pytest.fixture
-def private(bench_env, tmp_path) -> Iterator[tuple[Cluster, PrivateRedis, PrivatePostgres]]:
-    """A deployment of the test's own: its own Redis and PostgreSQL, which it may restart."""
-    redis = PrivateRedis(tmp_path)
-    redis.start()
-    pg = PrivatePostgres(tmp_path / "pg")
-    pg.start()
-    env = {**bench_env, "DATABASE_URL": pg.url}
-    cluster = Cluster(env, tmp_path, redis.url, pg.url)
-    try:
-        yield cluster, redis, pg
-    finally:
-        cluster.stop()
-        redis.stop()
-        pg.stop()
-
-
-def pause_redis(redis: PrivateRedis) -> None:
-    subprocess.run(
-        ["redis-cli", "-p", str(redis.port), "CLIENT", "PAUSE", "30000", "ALL"],
-        check=True,
-        capture_output=True,
-    )
-
-
-FAULTS: dict[str, Callable[[PrivateRedis, PrivatePostgres], None]] = {
-    "redis restarted": lambda redis, pg: (redis.stop(), time.sleep(2), redis.start()),
-    "redis paused 30 s": lambda redis, pg: pause_redis(redis),
-    "postgresql restarted": lambda redis, pg: pg.restart(),
-}
-
-
-@pytest.mark.parametrize("fault", [*FAULTS, "redis paused 30 s as the job starts"])
-def test_the_job_finishes_through_a_fault_of_redis_or_postgresql(
-    docker_client, private, tmp_path, fault
-):
-    # given two machines and four tasks of 8 s on the fleet, on a Redis and PostgreSQL of its own
-    cluster, redis, pg = private
-    sleepers(tmp_path, FOUR, 8)
-    machines = [Machine(cluster, "m-one").start(), Machine(cluster, "m-two").start()]
-    try:
-        job = detach(cluster, tmp_path)
-        if fault.endswith("as the job starts"):
-            # when Redis is paused as a worker takes the job (its coordinator reads the job's
-            # sealed values, and sends the first attempts)
-            pause_redis(redis)
-        else:
-            wait_for(lambda: sum(len(m.started()) for m in machines) >= 2, 120, "two attempts")
-            # when the fault happens mid-job
-            FAULTS[fault](redis, pg)
-        # then the job finishes with no person acting, each trial counted once, no container left
-        wait_for(lambda: coordination(cluster, job)[0] == "ended", 300, "the job to end")
-        wait_for(lambda: containers_of(docker_client, job) == [], 60, "no container of the job")
-    finally:
-        for machine in machines:
-            machine.kill()
-    counted_once(job)
-    if fault.startswith("redis"):
-        # one coordinator did it all: the coordinators' leases live in the database, not Redis
-        assert coordination(cluster, job)[3] == []
 
 
 def test_a_workers_machine_dies_and_its_attempts_run_again_counted_once(
