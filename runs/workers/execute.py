@@ -109,6 +109,10 @@ class LeaseRun:
             context: JobContext = await w.context(info)
             task = context.task(info.task_path)
         except WorkerSetupError as exc:
+            if (err := out_of_files()) is not None:
+                # the machine failed it (a task that could not be read, a proxy that could not
+                # listen, for want of a file), not the task: given up, not failed (__call__)
+                raise err from exc
             await w.db(leases.failed, held.lease, held.claim, str(exc))
             self._hint(held, S.FAILED, error=str(exc))
             self._ended(held, "failed", started, error=str(exc))
@@ -218,6 +222,10 @@ class LeaseRun:
             await self._stopped(held, prepared, work_s + time.monotonic() - t, started)
             return
         work_s += time.monotonic() - t
+        if result.error and (err := out_of_files()) is not None:
+            # an error of the machine the attempt recorded as its own (its verifier could not
+            # copy the tests, for want of a file): the machine's, given up (__call__), not counted
+            raise err
         document = result.to_json()
         took = self._hint_if(held, S.FINISHED, bool, result=document)
         if await w.db(leases.finish, held.lease, held.claim, document, work_s, then=took):

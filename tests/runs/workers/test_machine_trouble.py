@@ -214,3 +214,39 @@ def test_a_worker_stops_and_starts_its_consumer_in_the_consumers_own_loop():
         fn(*args)
     # then each queue was cancelled and added back, in the consumer's loop
     assert done == [("cancel", "a"), ("cancel", "b"), ("add", "a"), ("add", "b")]
+
+
+async def test_an_attempt_set_up_for_want_of_open_files_is_the_machines_error_not_the_tasks(
+    monkeypatch,
+):
+    # given a worker whose process can open no file: its task does not load (a setup error)
+    import types
+
+    import pytest
+
+    from runs.workers import execute
+    from runs.workers.context import WorkerSetupError
+    from runs.workers.execute import Held, LeaseRun
+
+    trips: list[object] = []
+
+    async def context(info):
+        raise WorkerSetupError("the task /tasks/t6 does not load on this worker: ")
+
+    async def db(fn, *args, **kwargs):
+        trips.append(fn)
+
+    worker = types.SimpleNamespace(context=context, db=db)
+    held = Held(1, 1, types.SimpleNamespace(task_path="/tasks/t6"))
+    monkeypatch.setattr(execute, "out_of_files", lambda: OSError(errno.EMFILE, "Too many"))
+    # when it sets the attempt up, then it is the machine's error (the lease is given up, the
+    # worker takes nothing more), and the lease is not failed as the task's
+    with pytest.raises(OSError) as raised:
+        await LeaseRun(worker, 1)._run(held, 0.0)
+    assert raised.value.errno == errno.EMFILE and trips == []
+    # and with files to open, it is the task's: failed
+    monkeypatch.setattr(execute, "out_of_files", lambda: None)
+    monkeypatch.setattr(LeaseRun, "_hint", lambda self, *a, **k: None)
+    monkeypatch.setattr(LeaseRun, "_ended", lambda self, *a, **k: None)
+    await LeaseRun(worker, 1)._run(held, 0.0)
+    assert trips == [execute.leases.failed]
