@@ -14,6 +14,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable
+from urllib.parse import urlsplit, urlunsplit
 
 from runs.problems import UserError
 from runs.spec import argparse_type, non_negative_int, positive_int
@@ -28,6 +29,9 @@ def wait_for_redis(url: str, wait_s: float, answers: Callable[[str], str | None]
     saying once that it waits; then a UserError naming the fix."""
     deadline = time.monotonic() + wait_s
     said = False
+    parts = urlsplit(url)
+    if parts.password:  # the URL as said: its password is no one's to read in a log
+        url = urlunsplit(parts._replace(netloc=parts.netloc.replace(parts.password, "***")))
     while (why := answers(url)) is not None:
         if time.monotonic() >= deadline:
             raise UserError(f"Redis at {url} does not answer ({why}); fix: start it", exit_code=1)

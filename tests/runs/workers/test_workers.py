@@ -550,3 +550,9 @@ def test_a_worker_starting_waits_for_redis_a_while_then_names_the_fix(monkeypatc
     with pytest.raises(UserError, match="does not answer .*fix: start it") as caught:
         worker_cli.wait_for_redis(UNREACHABLE, 0, redis_answers)
     assert caught.value.exit_code == 1
+    # and a password in the URL is said as ***
+    with pytest.raises(UserError) as caught:
+        worker_cli.wait_for_redis("redis://:s3cr3t-pw@127.0.0.1:1/0", 0, redis_answers)
+    assert "s3cr3t-pw" not in str(caught.value) and "redis://:***@127.0.0.1:1/0" in str(
+        caught.value
+    )
